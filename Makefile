@@ -1,0 +1,31 @@
+# `make test` installs everything the tests need and runs the whole suite (README command 2).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEBIAN_PACKAGES := prometheus
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PHASE := scripts/phase
+
+.PHONY: test install system-packages control-plane lint pytest
+
+test: system-packages install control-plane lint pytest
+
+system-packages:
+	@$(PHASE) "Debian packages ($(DEBIAN_PACKAGES))" bash -c 'missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+		[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; }; \
+		systemctl disable --now prometheus >/dev/null 2>&1 || true'
+
+install:
+	@$(PHASE) "Python environment ($(VENV))" bash -c '[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV); \
+		$(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ".[test]"'
+
+control-plane:
+	@$(PHASE) "control-plane binaries (cached in ~/.cache/kuota)" $(BIN)/python -m tests.cluster.binaries
+
+lint:
+	@$(PHASE) "ruff" $(BIN)/ruff check .
+	@$(PHASE) "mypy --strict" $(BIN)/mypy
+
+pytest:
+	@$(PHASE) "pytest" $(BIN)/pytest -p no:cacheprovider -q -ra --durations=15

@@ -1,0 +1,5 @@
+import sys
+
+from kuota.cli import main
+
+sys.exit(main())

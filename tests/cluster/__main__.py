@@ -1,0 +1,35 @@
+"""``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tests.cluster.controlplane import Cluster
+from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster", description=__doc__)
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("--workdir", type=Path, required=True, help="folder for certificates, logs and etcd data")
+    parser.add_argument("--nodes", type=Path, help="node-pool spec (YAML list); default: three 8xH100 nodes")
+    args = parser.parse_args()
+    workdir = args.workdir.resolve()
+    if args.action == "down":
+        if not (workdir / "processes.json").exists():
+            print(f"no control plane recorded in {workdir}", file=sys.stderr)
+            return 1
+        Cluster.attach(workdir).stop()
+        print(f"stopped the control plane in {workdir}")
+        return 0
+    pools = parse_pools(args.nodes.read_text()) if args.nodes else DEFAULT_POOLS
+    cluster = Cluster.start(workdir, pools, die_with_parent=False)
+    print(f"control plane ready in {cluster.startup_seconds:.1f}s at {cluster.server}", file=sys.stderr)
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

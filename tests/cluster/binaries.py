@@ -1,0 +1,192 @@
+"""Build the control-plane binaries from the Go module proxy, cached by version outside the repo.
+
+Kubernetes cannot be ``go install``-ed (its go.mod replaces the staging modules with local folders), so
+each component is built from a small wrapper module that pins the published staging modules instead.
+Binaries land in ``$KUOTA_CACHE/bin/<component>-<version>/`` (default ``~/.cache/kuota``); a warm
+cache makes :func:`ensure_binaries` a few ``stat`` calls. Nothing built here is ever committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.16"
+HELM_VERSION = "v4.3.1"
+
+# The `k8s.io/<name> v0.0.0` requirements of k8s.io/kubernetes v1.36's go.mod.
+STAGING_MODULES = [
+    "api",
+    "apiextensions-apiserver",
+    "apimachinery",
+    "apiserver",
+    "cli-runtime",
+    "client-go",
+    "cloud-provider",
+    "cluster-bootstrap",
+    "code-generator",
+    "component-base",
+    "component-helpers",
+    "controller-manager",
+    "cri-api",
+    "cri-client",
+    "cri-streaming",
+    "csi-translation-lib",
+    "dynamic-resource-allocation",
+    "endpointslice",
+    "externaljwt",
+    "kms",
+    "kube-aggregator",
+    "kube-controller-manager",
+    "kube-proxy",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "metrics",
+    "mount-utils",
+    "pod-security-admission",
+    "sample-apiserver",
+    "sample-cli-plugin",
+    "sample-controller",
+    "streaming",
+]
+
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KUOTA_CACHE", Path.home() / ".cache" / "kuota"))
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kubectl: Path
+    etcd: Path
+    helm: Path
+
+
+def _staging_version(kubernetes_version: str) -> str:
+    major_minor_patch = kubernetes_version.removeprefix("v").split(".")
+    return f"v0.{major_minor_patch[1]}.{major_minor_patch[2]}"
+
+
+def _version_ldflags(version: str) -> str:
+    _, minor, _ = version.removeprefix("v").split(".")
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor=1",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+        ]
+    return " ".join(flags)
+
+
+def _run(command: list[str], cwd: Path, label: str) -> None:
+    """Run a go command, echoing one progress line per compiled package (go build -v)."""
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false")
+    started = time.monotonic()
+    print(f"[build] {label}: {' '.join(command)}", flush=True)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    tail: list[str] = []
+    for packages, line in enumerate(process.stdout, start=1):
+        tail = [*tail[-29:], line.rstrip()]
+        if packages % 100 == 0:
+            elapsed = time.monotonic() - started
+            print(f"[build] {label}: {packages} steps, {elapsed:.0f}s ({line.strip()})", flush=True)
+    if process.wait() != 0:
+        detail = "\n".join(tail)
+        raise RuntimeError(f"{label} failed in {cwd}: {' '.join(command)}\n{detail}")
+    print(f"[build] {label}: done in {time.monotonic() - started:.0f}s", flush=True)
+
+
+def _write_module(folder: Path, go_mod: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "go.mod").exists() or (folder / "go.mod").read_text() != go_mod:
+        (folder / "go.mod").write_text(go_mod)
+        (folder / "go.sum").unlink(missing_ok=True)
+
+
+def _build_kubernetes(target: Path) -> None:
+    module = cache_root() / "modules" / f"kubernetes-{KUBERNETES_VERSION}"
+    staging = _staging_version(KUBERNETES_VERSION)
+    replaces = "\n".join(f"\tk8s.io/{name} => k8s.io/{name} {staging}" for name in STAGING_MODULES)
+    _write_module(
+        module,
+        f"module kuota.invalid/kubernetes\n\ngo 1.26.0\n\ngodebug default=go1.26\n\nreplace (\n{replaces}\n)\n",
+    )
+    packages = [f"k8s.io/kubernetes/cmd/{command}" for command in KUBERNETES_COMMANDS]
+    if not (module / "go.sum").exists():
+        _run(["go", "get", "-tool", *[f"{p}@{KUBERNETES_VERSION}" for p in packages]], module, "kubernetes deps")
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    ldflags = _version_ldflags(KUBERNETES_VERSION)
+    _run(["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), *packages], module, "kubernetes")
+    tmp.rename(target)
+
+
+def _build_etcd(target: Path) -> None:
+    module = cache_root() / "modules" / f"etcd-{ETCD_VERSION}"
+    _write_module(module, "module kuota.invalid/etcd\n\ngo 1.26.0\n")
+    package = "go.etcd.io/etcd/server/v3"
+    if not (module / "go.sum").exists():
+        _run(["go", "get", "-tool", f"{package}@{ETCD_VERSION}"], module, "etcd deps")
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    _run(["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "etcd"), package], module, "etcd")
+    tmp.rename(target)
+
+
+def _build_helm(target: Path) -> None:
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    env_bin = dict(os.environ, GOBIN=str(tmp))
+    started = time.monotonic()
+    print(f"[build] helm {HELM_VERSION}: go install", flush=True)
+    subprocess.run(
+        ["go", "install", "-trimpath", "-ldflags", "-s -w", f"helm.sh/helm/v4/cmd/helm@{HELM_VERSION}"],
+        env=dict(env_bin, CGO_ENABLED="0"),
+        check=True,
+    )
+    print(f"[build] helm: done in {time.monotonic() - started:.0f}s", flush=True)
+    tmp.rename(target)
+
+
+def ensure_binaries() -> Binaries:
+    """Return the cached binaries, building whichever are missing (tens of minutes when cold)."""
+    bin_root = cache_root() / "bin"
+    kubernetes = bin_root / f"kubernetes-{KUBERNETES_VERSION}"
+    etcd = bin_root / f"etcd-{ETCD_VERSION}"
+    helm = bin_root / f"helm-{HELM_VERSION}"
+    for folder, build in ((etcd, _build_etcd), (helm, _build_helm), (kubernetes, _build_kubernetes)):
+        if not folder.is_dir():
+            build(folder)
+    return Binaries(
+        kube_apiserver=kubernetes / "kube-apiserver",
+        kube_controller_manager=kubernetes / "kube-controller-manager",
+        kube_scheduler=kubernetes / "kube-scheduler",
+        kubectl=kubernetes / "kubectl",
+        etcd=etcd / "etcd",
+        helm=helm / "helm",
+    )
+
+
+if __name__ == "__main__":
+    built = ensure_binaries()
+    for name, path in vars(built).items():
+        print(f"{name}: {path}")
+    sys.exit(0)

@@ -1,0 +1,64 @@
+"""The ``kuota`` command: one entry point, helpful --help everywhere, heavy dependencies loaded lazily."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from kuota import __version__
+from kuota.cli import build_parser, main
+from kuota.pending import PendingSubcommand
+
+SUBCOMMANDS = ("manager", "simulate", "exporter", "report", "certs", "version")
+
+
+def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert f"    {name}" in out
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_each_subcommand_help_explains_itself_with_an_example(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([name, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "example: kuota " + name in out
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out == f"kuota {__version__}\n"
+
+
+def test_a_pending_subcommand_says_so_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    pending = PendingSubcommand(name="future", summary="s", example="kuota future", arrives_with="issue #99")
+    assert pending.run(argparse.Namespace()) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "kuota future is not available yet: it arrives with issue #99.\n"
+
+
+def test_no_subcommand_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([])
+    assert exited.value.code == 2
+
+
+def test_building_the_command_line_imports_no_nvml_grpc_or_kubernetes_client() -> None:
+    check = (
+        "import sys\n"
+        "from kuota.cli import build_parser\n"
+        "build_parser()\n"
+        "heavy = [m for m in ('pynvml', 'grpc', 'kubernetes_asyncio', 'matplotlib') if m in sys.modules]\n"
+        "print('heavy=' + ','.join(heavy))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "heavy="

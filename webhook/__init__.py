@@ -1,0 +1,1 @@
+"""The admission plane: the quota engine (pure), the simulator, the AdmissionReview server and the controller."""

@@ -1,0 +1,1 @@
+"""``kuota simulate``: replays workloads through the quota engine in simulated time."""
