@@ -1,4 +1,5 @@
-"""``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person."""
+"""``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
+``python -m tests.cluster build``: build (or find cached) the control-plane binaries."""
 
 from __future__ import annotations
 
@@ -6,16 +7,23 @@ import argparse
 import sys
 from pathlib import Path
 
+from tests.cluster.binaries import ensure_binaries
 from tests.cluster.controlplane import Cluster
 from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster", description=__doc__)
-    parser.add_argument("action", choices=["up", "down"])
-    parser.add_argument("--workdir", type=Path, required=True, help="folder for certificates, logs and etcd data")
+    parser.add_argument("action", choices=["up", "down", "build"])
+    parser.add_argument("--workdir", type=Path, help="folder for certificates, logs and etcd data")
     parser.add_argument("--nodes", type=Path, help="node-pool spec (YAML list); default: three 8xH100 nodes")
     args = parser.parse_args()
+    if args.action == "build":
+        for name, path in vars(ensure_binaries()).items():
+            print(f"{name}: {path}")
+        return 0
+    if args.workdir is None:
+        parser.error(f"{args.action} needs --workdir")
     workdir = args.workdir.resolve()
     if args.action == "down":
         if not (workdir / "processes.json").exists():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,9 +183,3 @@ def ensure_binaries() -> Binaries:
         helm=helm / "helm",
     )
 
-
-if __name__ == "__main__":
-    built = ensure_binaries()
-    for name, path in vars(built).items():
-        print(f"{name}: {path}")
-    sys.exit(0)
