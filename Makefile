@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := prometheus
+DEBIAN_PACKAGES := prometheus chromium gcc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PHASE := scripts/phase
 
@@ -25,6 +25,7 @@ control-plane:
 
 lint:
 	@$(PHASE) "ruff" $(BIN)/ruff check .
+	@$(PHASE) "generated gRPC code is current" $(BIN)/python -m exporter.podresources.generate --check
 	@$(PHASE) "mypy --strict" $(BIN)/mypy
 
 pytest:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -27,13 +28,15 @@ def wait_until(check: Callable[[], T | None], what: str, timeout: float = 30.0, 
 
 
 async def async_wait_until(
-    check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 30.0, interval: float = 0.1
+    check: Callable[[], Awaitable[T | None] | T | None], what: str, timeout: float = 30.0, interval: float = 0.05
 ) -> T:
-    """The asyncio twin of :func:`wait_until`."""
+    """The asyncio twin of :func:`wait_until`; ``check`` may be a plain function or a coroutine function (a
+    plain one suits state kept by a task on the same loop, which must not be blocked while waiting)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
-        last = await check()
+        result = check()
+        last = await result if inspect.isawaitable(result) else result
         if last:
             return last
         await asyncio.sleep(interval)

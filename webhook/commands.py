@@ -1,10 +1,116 @@
 """The ``kuota manager`` subcommand (argparse only at import time)."""
 
-from kuota.pending import PendingSubcommand
+from __future__ import annotations
 
-MANAGER = PendingSubcommand(
-    name="manager",
-    summary="Run the admission webhook and the quota controller against a cluster.",
-    example="kuota manager --kubeconfig ~/.kube/config --config manager.yaml",
-    arrives_with="the admission-plane issue (#4)",
-)
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+
+class _Manager:
+    name = "manager"
+    summary = "Run the admission webhook and the quota controller against a cluster."
+    example = "kuota manager --kubeconfig ~/.kube/config --config manager.yaml --webhook-url https://127.0.0.1:9443"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--kubeconfig", type=Path, help="kubeconfig to use (default: in-cluster service account)")
+        parser.add_argument("--config", type=Path, help="a config.kueue.x-k8s.io/v1beta2 Configuration YAML file")
+        parser.add_argument(
+            "--namespace",
+            default=os.environ.get("POD_NAMESPACE", "kuota-system"),
+            help="kuota's own namespace: the Lease, the certificate Secret (default: $POD_NAMESPACE or kuota-system)",
+        )
+        parser.add_argument(
+            "--identity",
+            default=os.environ.get("POD_NAME", socket.gethostname()),
+            help="this replica's name in the leader Lease (default: $POD_NAME or the host name)",
+        )
+        parser.add_argument("--webhook-listen", default=":9443", help="HOST:PORT of the TLS webhook (default :9443)")
+        parser.add_argument("--metrics-listen", default=":8080", help="HOST:PORT of /metrics (default :8080)")
+        parser.add_argument(
+            "--health-listen", default=":8081", help="HOST:PORT of plain-HTTP /healthz and /readyz (default :8081)"
+        )
+        parser.add_argument(
+            "--leader-elect",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="admit only while holding the Lease (default on; every replica serves the webhook)",
+        )
+        parser.add_argument("--lease-name", default="kuota-manager", help="the leader Lease's name")
+        parser.add_argument("--lease-duration", type=float, default=15.0, help="Lease duration in seconds")
+        parser.add_argument("--service-name", default="kuota-webhook", help="the webhook Service (certificate SANs)")
+        parser.add_argument("--cert-secret", default="kuota-webhook-tls", help="Secret holding the self-managed CA")
+        parser.add_argument(
+            "--cert-dir", type=Path, help="use tls.crt/tls.key written here (cert-manager) and generate nothing"
+        )
+        parser.add_argument("--mutating-webhook-config", default="kuota-mutating-webhook")
+        parser.add_argument("--validating-webhook-config", default="kuota-validating-webhook")
+        parser.add_argument(
+            "--webhook-url",
+            help="out of cluster: register the webhooks by this URL (e.g. https://127.0.0.1:9443) instead of a Service",
+        )
+        parser.add_argument(
+            "--webhook-ip", action="append", default=[], help="an IP the serving certificate must carry (repeatable)"
+        )
+        parser.add_argument("--failure-policy", choices=["Fail", "Ignore"], default="Fail")
+        parser.add_argument(
+            "--job-namespace-selector",
+            help="with --webhook-url: a JSON label selector narrowing which namespaces' Jobs the webhook sees",
+        )
+        parser.add_argument(
+            "--workload-retention",
+            default="192h",
+            help="keep finished Workloads this long for the report's history, e.g. 192h or 8d (default 192h)",
+        )
+        parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    def run(self, args: argparse.Namespace) -> int:
+        import asyncio
+
+        from webhook.engine.errors import EngineError
+        from webhook.manager import ManagerError, ManagerOptions, parse_duration, run_manager, split_host_port
+
+        logging.basicConfig(
+            level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        )
+        try:
+            webhook_host, webhook_port = split_host_port(args.webhook_listen, "--webhook-listen")
+            metrics_host, metrics_port = split_host_port(args.metrics_listen, "--metrics-listen")
+            health_host, health_port = split_host_port(args.health_listen, "--health-listen")
+            options = ManagerOptions(
+                kubeconfig=args.kubeconfig,
+                config=args.config,
+                namespace=args.namespace,
+                identity=args.identity,
+                webhook_host=webhook_host,
+                webhook_port=webhook_port,
+                metrics_host=metrics_host,
+                metrics_port=metrics_port,
+                health_host=health_host,
+                health_port=health_port,
+                leader_elect=args.leader_elect,
+                lease_name=args.lease_name,
+                lease_duration=args.lease_duration,
+                service_name=args.service_name,
+                cert_secret=args.cert_secret,
+                cert_dir=args.cert_dir,
+                mutating_webhook_config=args.mutating_webhook_config,
+                validating_webhook_config=args.validating_webhook_config,
+                webhook_url=args.webhook_url,
+                webhook_ips=tuple(args.webhook_ip),
+                failure_policy=args.failure_policy,
+                job_namespace_selector=json.loads(args.job_namespace_selector) if args.job_namespace_selector else None,
+                workload_retention=parse_duration(args.workload_retention, "--workload-retention"),
+            )
+            asyncio.run(run_manager(options))
+        except (ManagerError, EngineError, json.JSONDecodeError) as error:
+            print(f"kuota manager: {error}", file=sys.stderr)
+            return 2
+        return 0
+
+
+MANAGER = _Manager()

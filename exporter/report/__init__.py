@@ -1,1 +1,13 @@
-"""``kuota report``: the weekly buy-versus-tune report read from Prometheus and the job history."""
+"""``kuota report``: the weekly buy-versus-tune report read from Prometheus and the job history.
+
+Layers, lowest first (a module imports only from layers above it in this list, never below):
+
+- ``errors``, ``window``, ``prices``, ``statistics``, ``measurements``: plain data and pure helpers;
+- ``promql`` (the queries, as strings), ``verdicts`` (quadrant and levers), ``figures`` (measurements ->
+  every figure of the report), ``queue_config`` (LocalQueues -> teams), ``whatif``'s config rewrites:
+  the functional core, no I/O;
+- ``prometheus_api`` (HTTP, timeouts), ``collection`` (which series exist, run the queries), ``whatif``'s
+  replay (``kuota simulate`` in a subprocess): the imperative shell;
+- ``report_json``, ``report_markdown``, ``charts`` + ``report_html``: writers of the three files;
+- ``pipeline`` ties one run together; ``commands`` is the CLI (argparse only at import time).
+"""

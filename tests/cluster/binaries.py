@@ -182,4 +182,3 @@ def ensure_binaries() -> Binaries:
         etcd=etcd / "etcd",
         helm=helm / "helm",
     )
-

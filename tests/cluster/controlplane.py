@@ -30,7 +30,7 @@ import yaml
 
 from tests.cluster.binaries import Binaries, ensure_binaries
 from tests.cluster.nodes import DEFAULT_POOLS, NodePool
-from tests.cluster.pki import ControlPlanePki, write_pki
+from tests.cluster.pki import ControlPlanePki, write_client_identity, write_pki
 
 _PR_SET_PDEATHSIG = 1
 _READY_DEADLINE_SECONDS = 90.0
@@ -283,11 +283,23 @@ class Cluster:
 
     # -- access ----------------------------------------------------------------------------------------
 
+    def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ("system:masters",)) -> Path:
+        """A kubeconfig that authenticates as ``user`` in ``groups`` (a client certificate from the cluster CA)."""
+        slug = user.replace(":", "-")
+        cert, key = self.workdir / "pki" / f"{slug}.crt", self.workdir / "pki" / f"{slug}.key"
+        write_client_identity(self.pki, user, groups, cert, key)
+        path = self.workdir / f"{slug}.kubeconfig"
+        path.write_text(yaml.safe_dump(self._kubeconfig_document(cert, key)))
+        return path
+
     def _write_kubeconfig(self) -> None:
+        self.kubeconfig.write_text(yaml.safe_dump(self._kubeconfig_document(self.pki.admin_cert, self.pki.admin_key)))
+
+    def _kubeconfig_document(self, cert: Path, key: Path) -> dict[str, object]:
         def b64(path: Path) -> str:
             return base64.b64encode(path.read_bytes()).decode()
 
-        document = {
+        return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
@@ -300,15 +312,14 @@ class Cluster:
                 {
                     "name": "admin",
                     "user": {
-                        "client-certificate-data": b64(self.pki.admin_cert),
-                        "client-key-data": b64(self.pki.admin_key),
+                        "client-certificate-data": b64(cert),
+                        "client-key-data": b64(key),
                     },
                 }
             ],
             "contexts": [{"name": "kuota-test", "context": {"cluster": "kuota-test", "user": "admin"}}],
             "current-context": "kuota-test",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(document))
 
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.pki.ca_cert))

@@ -54,6 +54,23 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurve
     )
 
 
+def write_client_identity(pki: ControlPlanePki, user: str, groups: tuple[str, ...], cert: Path, key: Path) -> None:
+    """A client certificate for ``user`` in ``groups``, signed by the cluster CA (the API server trusts it)."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    client_key = _key()
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
+    certificate = (
+        _builder(x509.Name(subject), ca_cert.subject, client_key.public_key())
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, client_key)
+
+
 def write_pki(folder: Path) -> ControlPlanePki:
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = _key()

@@ -140,9 +140,9 @@ class PodLifecycle:
     async def _delete(self, namespace: str, name: str, uid: str) -> None:
         async with self._writes:
             try:
-                await self._api.delete_namespaced_pod(
-                    name, namespace, grace_period_seconds=0, body=client.V1DeleteOptions(preconditions={"uid": uid})
-                )
+                # The grace period goes in the body: with a body, the API server ignores the query parameters.
+                options = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
+                await self._api.delete_namespaced_pod(name, namespace, body=options)
             except ApiException as error:
                 if error.status not in (404, 409):
                     log.warning("delete of %s/%s failed: %s", namespace, name, error.reason)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+from kubernetes_asyncio import config
 
 from tests.cluster import Cluster
+from tests.waiting import wait_until
+from webhook.crds import crd_manifests
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +34,35 @@ def namespace(cluster: Cluster) -> Iterator[str]:
         yield name
     finally:
         cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def kuota_crds(cluster: Cluster) -> list[dict[str, Any]]:
+    """kuota's CRDs installed and Established (idempotent: other areas' tests may install them too)."""
+    manifests = crd_manifests()
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}),
+    )
+    for manifest in manifests:
+        name = manifest["metadata"]["name"]
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    # Discovery of new resources lags Established by a moment; kubectl needs it to map kinds.
+    wait_until(
+        lambda: cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-A", check=False).returncode == 0,
+        "kueue.x-k8s.io discovery",
+    )
+    return manifests
+
+
+@pytest.fixture
+async def api_client(cluster: Cluster) -> AsyncIterator[Any]:
+    client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -1,0 +1,284 @@
+"""The manager on a real control plane: admission throughput, quota-free-to-running latency, and memory.
+
+    .venv/bin/python benchmarks/manager_admission.py [--jobs 2000] [--workloads 10000]
+
+1. 2,000 Jobs from three teams are created at once (50 requests in flight) through the webhook. Printed: the
+   time until every Job that fits is unsuspended, and p50/p95 from creation to unsuspension.
+2. 100 running Jobs are deleted at once; their quota goes to queued Jobs. Printed: p50/p95 from "quota free"
+   (the delete returned) to "Job unsuspended" (target p95 <= 1 s).
+3. 10,000 standalone Workloads are created; printed: the manager's resident memory (target <= 150 MB) next to
+   its memory when idle on an empty cluster (the baseline measured in this run).
+Each phase runs on the control plane of tests/cluster, with the manager as a separate process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config, watch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.cluster import Cluster
+from tests.manager_process import MANAGED_LABEL, ManagerProcess
+from tests.waiting import async_wait_until, wait_until
+from webhook.crds import crd_manifests
+
+TEAMS = ("research", "applied-ml", "inference")
+FITS_PER_TEAM = 500  # nominal quota in cores; each Job asks for one
+
+
+def _queues() -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
+    ]
+    for team in TEAMS:
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": team},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team}},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory"],
+                            "flavors": [
+                                {
+                                    "name": "default",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": FITS_PER_TEAM},
+                                        {"name": "memory", "nominalQuota": "100Ti"},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "queue", "namespace": team},
+                "spec": {"clusterQueue": team},
+            }
+        )
+    return objects
+
+
+def _job(team: str, index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"bench-{index:05d}", "namespace": team, "labels": {"kueue.x-k8s.io/queue-name": "queue"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "bench", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            }
+        },
+    }
+
+
+def _workload(team: str, index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": f"standalone-{index:05d}", "namespace": team},
+        "spec": {
+            "queueName": "queue",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "bench", "resources": {"requests": {"cpu": "1"}}}],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _quantiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+class Unsuspensions:
+    """When each Job was first seen unsuspended, from a watch started before the load."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+
+    async def run(self, api: client.BatchV1Api) -> None:
+        async with watch.Watch() as stream:
+            async for event in stream.stream(api.list_job_for_all_namespaces, timeout_seconds=3600):
+                job = event["object"]
+                key = f"{job.metadata.namespace}/{job.metadata.name}"
+                if job.spec.suspend is False and key not in self.seen:
+                    self.seen[key] = time.perf_counter()
+
+
+async def _create_all(
+    api: Any, method: str, bodies: list[tuple[str, dict[str, Any]]], parallel: int = 50
+) -> dict[str, float]:
+    created: dict[str, float] = {}
+    slots = asyncio.Semaphore(parallel)
+
+    async def one(namespace: str, body: dict[str, Any]) -> None:
+        async with slots:
+            for _ in range(20):
+                try:
+                    await getattr(api, method)(namespace, body)
+                    break
+                except client.exceptions.ApiException as error:
+                    if error.status not in (429, 500, 503, 504):
+                        raise
+                    await asyncio.sleep(0.5)
+            created[f"{namespace}/{body['metadata']['name']}"] = time.perf_counter()
+
+    await asyncio.gather(*(one(namespace, body) for namespace, body in bodies))
+    return created
+
+
+async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workloads: int) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    batch = client.BatchV1Api(api_client)
+    watcher = Unsuspensions()
+    watching = asyncio.create_task(watcher.run(batch))
+    await asyncio.sleep(1)
+    try:
+        started = time.perf_counter()
+        bodies = [(TEAMS[i % 3], _job(TEAMS[i % 3], i)) for i in range(jobs)]
+        created = await _create_all(batch, "create_namespaced_job", bodies)
+        fits = min(jobs, FITS_PER_TEAM * len(TEAMS))
+        await async_wait_until(lambda: len(watcher.seen) >= fits, "every Job that fits to run", timeout=600)
+        all_in = time.perf_counter() - started
+        latencies = [watcher.seen[key] - created[key] for key in watcher.seen if key in created]
+        p50, p95 = _quantiles(latencies)
+        rows.append(("Jobs created at once (through the webhook)", str(jobs), ""))
+        rows.append(("time until every Job that fits runs", f"{all_in:.1f} s", f"{len(watcher.seen)} of {fits}"))
+        rows.append(("creation -> unsuspended p50 / p95", f"{p50 * 1000:.0f} / {p95 * 1000:.0f} ms", ""))
+
+        running = sorted(watcher.seen, key=watcher.seen.__getitem__)[:100]
+        before = set(watcher.seen)
+        freed_at = {}
+        for key in running:
+            namespace, name = key.split("/")
+            await batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+            freed_at[key] = time.perf_counter()
+        await async_wait_until(
+            lambda: len(set(watcher.seen) - before) >= len(running), "queued Jobs to take the freed quota", timeout=120
+        )
+        successors = sorted(set(watcher.seen) - before, key=watcher.seen.__getitem__)
+        frees = sorted(freed_at.values())
+        handoffs = [watcher.seen[key] - frees[i] for i, key in enumerate(successors[: len(frees)])]
+        p50, p95 = _quantiles(handoffs)
+        rows.append(
+            (
+                "quota free -> Job unsuspended p50 / p95",
+                f"{p50 * 1000:.0f} / {p95 * 1000:.0f} ms",
+                "target p95 <= 1000 ms",
+            )
+        )
+        rows.append(("manager RSS with the Jobs", f"{_rss_mib(manager.process.pid):.0f} MiB", ""))  # type: ignore[union-attr]
+
+        custom = client.CustomObjectsApi(api_client)
+
+        async def create_workload(namespace: str, body: dict[str, Any]) -> Any:
+            return await custom.create_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", namespace, "workloads", body
+            )
+
+        class _Workloads:
+            create = staticmethod(create_workload)
+
+        started = time.perf_counter()
+        await _create_all(_Workloads, "create", [(TEAMS[i % 3], _workload(TEAMS[i % 3], i)) for i in range(workloads)])
+        created_in = time.perf_counter() - started
+        wait_until(
+            lambda: 'kueue_pending_workloads{cluster_queue="inference",status="active"}' in manager.metrics(),
+            "the manager to report pending workloads",
+        )
+        await asyncio.sleep(10)  # let the caches and the engine settle before reading memory
+        rows.append((f"{workloads} standalone Workloads created", f"{created_in:.1f} s", ""))
+        rows.append(
+            (
+                f"manager RSS at {workloads + jobs} Workloads",
+                f"{_rss_mib(manager.process.pid):.0f} MiB",
+                "target <= 150 MB",
+            )
+        )  # type: ignore[union-attr]
+    finally:
+        watching.cancel()
+        await api_client.close()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--workloads", type=int, default=10000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kuota-bench-") as folder:
+        cluster = Cluster.start(Path(folder))
+        try:
+            cluster.kubectl(
+                "apply",
+                "--server-side",
+                "-f",
+                "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": crd_manifests()}),
+            )
+            for manifest in crd_manifests():
+                cluster.kubectl(
+                    "wait", "--for=condition=Established", "--timeout=60s", f"crd/{manifest['metadata']['name']}"
+                )
+            cluster.kubectl("create", "namespace", "kuota-system")
+            for team in TEAMS:
+                cluster.kubectl("create", "namespace", team)
+                cluster.kubectl("label", "namespace", team, f"{MANAGED_LABEL}=true")
+            cluster.kubectl(
+                "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": _queues()})
+            )
+            manager = ManagerProcess(cluster, "kuota-system", extra_args=("--log-level=WARNING",))
+            manager.start()
+            idle = _rss_mib(manager.process.pid)  # type: ignore[union-attr]
+            rows = [("manager RSS idle (baseline)", f"{idle:.0f} MiB", "")]
+            rows += asyncio.run(_phases(cluster, manager, args.jobs, args.workloads))
+            manager.stop()
+        finally:
+            cluster.stop()
+    width = max(len(row[0]) for row in rows)
+    print(f"{'measure':<{width}}  {'figure':>18}  note")
+    for name, figure, note in rows:
+        print(f"{name:<{width}}  {figure:>18}  {note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

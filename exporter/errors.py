@@ -1,0 +1,36 @@
+"""The exporter's exceptions. Catch :class:`ExporterError` for all of them::
+
+    ExporterError
+    ├── ConfigurationError            a flag, environment variable or kubeconfig is wrong; the message names it
+    ├── NvmlUnavailableError          no usable NVML: library missing, driver not loaded, bindings newer than
+    │                                 the driver; the exporter keeps serving and reports not-ready
+    ├── NvmlReinitRequiredError       NVML answered "uninitialized" (driver reloaded): open it again
+    ├── PodResourcesUnavailableError  the kubelet's PodResources socket did not answer
+    └── PodWatchError                 the API server answered a pod list or watch with an error (re-listed)
+"""
+
+from __future__ import annotations
+
+
+class ExporterError(Exception):
+    """Base of every error the exporter raises on purpose."""
+
+
+class ConfigurationError(ExporterError):
+    """A setting is invalid."""
+
+
+class NvmlUnavailableError(ExporterError):
+    """NVML cannot be used on this node right now."""
+
+
+class NvmlReinitRequiredError(ExporterError):
+    """NVML lost its initialisation (typically a driver reload); the reader must be opened again."""
+
+
+class PodResourcesUnavailableError(ExporterError):
+    """The kubelet PodResources API could not be read."""
+
+
+class PodWatchError(ExporterError):
+    """The API server answered a pod list or watch with an error; the watch lists again."""

@@ -1,0 +1,48 @@
+"""The exporter's HTTP endpoints: ``/metrics`` (Prometheus text), ``/healthz`` (the process serves),
+``/readyz`` (NVML is open and has been read; 503 with the reason otherwise).
+
+Rendering a scrape is pure CPU over the latest snapshot (well under a millisecond once a snapshot's text
+is cached), so it runs on the event loop and never waits on NVML, the kubelet or the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from exporter.exposition import CONTENT_TYPE, ScrapeRenderer
+from exporter.snapshot import Snapshot
+
+
+def build_app(snapshot: Callable[[], Snapshot]) -> web.Application:
+    renderer = ScrapeRenderer(snapshot)
+
+    async def metrics(request: web.Request) -> web.Response:
+        del request
+        return web.Response(body=renderer.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def healthz(request: web.Request) -> web.Response:
+        del request
+        return web.Response(text="ok\n")
+
+    async def readyz(request: web.Request) -> web.Response:
+        del request
+        current = snapshot()
+        if current.ready:
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text=f"not ready: {current.not_ready_reason}\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``:9400`` -> ("0.0.0.0", 9400); ``127.0.0.1:9400`` -> ("127.0.0.1", 9400); ``[::1]:9400`` works too."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen {listen!r} is not HOST:PORT or :PORT (e.g. :9400)")
+    return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,0 +1,58 @@
+"""What Prometheus answered, typed: the input of the pure figure computations (no PromQL, no HTTP here).
+
+Hourly tuples have one entry per hour of the window. For GPU-hours an hour without a series is a real zero
+(nothing held); a metric absent for the whole window is *missing data*, recorded in ``missing`` and left
+``None`` here, never turned into zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Hourly = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MissingSeries:
+    metric: str
+    consequence: str  # which figures cannot be computed without it
+
+
+@dataclass(frozen=True)
+class GpuMeasurements:
+    source: str  # the series read, e.g. "kuota_gpu_allocated + kuota_pod_gpu_sm_utilization_percent"
+    allocated: Mapping[str, Hourly]  # namespace -> GPU-hours held per hour
+    used: Mapping[str, Hourly] | None  # namespace -> busy GPU-hours per hour (utilization / 100)
+    idle_held: Mapping[tuple[str, str], Hourly] | None  # (namespace, pod) -> GPU-hours held while idle
+    inventory: Hourly | None  # GPU-hours of GPUs present per hour
+    cluster_used: Hourly | None
+
+
+@dataclass(frozen=True)
+class QueueMeasurements:
+    wait_buckets: Mapping[str, tuple[tuple[float, float], ...]]  # cq -> (upper bound, cumulative count)
+    pending_average: Mapping[str, float]
+    pending_max: Mapping[str, float]
+    pending_hourly: Mapping[str, tuple[float | None, ...]]
+    cohorts: Mapping[str, str]
+    nominal: Mapping[str, Hourly]  # cq -> GPU-hours of nominal quota per hour
+    usage: Mapping[str, Hourly]
+    borrowed: Mapping[str, Hourly]
+    waiting_steps: Mapping[str, float]
+    waiting_while_idle_steps: Mapping[str, float]
+    cluster_waiting_steps: float | None
+    cluster_waiting_while_idle_steps: float | None
+    queue_steps: float | None
+    cluster_unused_average: float | None
+    preemptions: Mapping[str, float] | None  # preempting cq -> count
+    evictions: Mapping[str, Mapping[str, float]] | None  # cq -> reason -> count
+
+
+@dataclass(frozen=True)
+class Measurements:
+    hours: int
+    gpu: GpuMeasurements | None
+    queues: QueueMeasurements | None
+    missing: tuple[MissingSeries, ...] = ()
+    queries: Mapping[str, str] = field(default_factory=dict)  # figure name -> PromQL, for the JSON

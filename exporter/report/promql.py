@@ -1,0 +1,205 @@
+"""The PromQL the report asks, built from the window and the GPU series found (pure string building).
+
+Prometheus 2.x range selectors include both ends, so a bare ``[1h]`` sees the sample that closed the previous
+hour too. Hourly and window sums therefore use ranges 1 ms short of the span (``[3599999ms:60s]``): with a
+resolution-aligned end, each span then holds exactly ``span / resolution`` evaluation points and consecutive
+hours never share one. Counters keep the full, inclusive range: ``increase`` is exact when samples sit on
+both ends and only extrapolates (by at most one scrape interval) when they do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+GPU_RESOURCE = "nvidia.com/gpu"
+KUOTA_UTIL = "kuota_pod_gpu_sm_utilization_percent"
+KUOTA_ALLOCATED = "kuota_gpu_allocated"
+KUOTA_UP = "kuota_gpu_up"
+DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+WAIT_BUCKET = "kueue_admission_wait_time_seconds_bucket"
+PENDING = "kueue_pending_workloads"
+USAGE = "kueue_cluster_queue_resource_usage"
+NOMINAL = "kueue_cluster_queue_resource_nominal_quota"
+PREEMPTED = "kueue_preempted_workloads_total"
+EVICTED = "kueue_evicted_workloads_total"
+
+
+class GpuFamily(StrEnum):
+    KUOTA = "kuota"
+    DCGM = "dcgm"
+
+
+@dataclass(frozen=True)
+class GpuSeries:
+    """Which per-pod GPU series to read, and whether kube-prometheus moved the pod's labels to exported_*."""
+
+    family: GpuFamily
+    relabelled: bool
+    has_util: bool
+    has_inventory: bool
+
+    def _pod_series(self, metric: str) -> str:
+        if not self.relabelled:
+            return f'{metric}{{namespace!=""}}'
+        inner = f'{metric}{{exported_namespace!=""}}'
+        renamed = f'label_replace({inner}, "namespace", "$1", "exported_namespace", "(.+)")'
+        return f'label_replace({renamed}, "pod", "$1", "exported_pod", "(.+)")'
+
+    @property
+    def util(self) -> str:
+        """Percent busy, one series per (pod, GPU)."""
+        return self._pod_series(KUOTA_UTIL if self.family is GpuFamily.KUOTA else DCGM_UTIL)
+
+    @property
+    def allocated(self) -> str:
+        """1 per (pod, GPU) while the pod holds the GPU."""
+        if self.family is GpuFamily.KUOTA:
+            return self._pod_series(KUOTA_ALLOCATED)
+        # dcgm-exporter labels a GPU with the pod it is allocated to, so a labelled series is an allocation
+        return f"({self._pod_series(DCGM_UTIL)} * 0 + 1)"
+
+    @property
+    def inventory(self) -> str:
+        """Number of GPUs present, whatever their state."""
+        if self.family is GpuFamily.KUOTA:
+            return f"count({KUOTA_UP})"
+        return f"count(count by (UUID) ({DCGM_UTIL}))"
+
+    @property
+    def cluster_used(self) -> str:
+        """Busy GPUs (fractional), counting each physical GPU once."""
+        if self.family is GpuFamily.KUOTA:
+            return f"sum({self.util}) / 100"
+        return f"sum(max by (UUID) ({DCGM_UTIL})) / 100"
+
+    @property
+    def names(self) -> list[str]:
+        if self.family is GpuFamily.KUOTA:
+            return [KUOTA_ALLOCATED] + ([KUOTA_UTIL] if self.has_util else [])
+        return [DCGM_UTIL]
+
+
+def span(seconds: int) -> str:
+    """A range that excludes its left end (see the module docstring)."""
+    return f"{seconds * 1000 - 1}ms"
+
+
+def presence(metric: str, window_s: int, matcher: str = "") -> str:
+    return f"count(count_over_time({metric}{{{matcher}}}[{window_s}s]))"
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Every query of one report, given the window length and resolution."""
+
+    window_s: int
+    resolution_s: int
+    idle_percent: float
+    idle_elsewhere_gpus: int
+
+    def _gpu_hours(self, expr: str, seconds: int) -> str:
+        return f"sum_over_time(({expr})[{span(seconds)}:{self.resolution_s}s]) * {self.resolution_s} / 3600"
+
+    def _avg(self, expr: str, seconds: int) -> str:
+        return f"avg_over_time(({expr})[{span(seconds)}:{self.resolution_s}s])"
+
+    def _max(self, expr: str, seconds: int) -> str:
+        return f"max_over_time(({expr})[{span(seconds)}:{self.resolution_s}s])"
+
+    def _steps(self, indicator: str) -> str:
+        return f"sum_over_time(({indicator})[{span(self.window_s)}:{self.resolution_s}s])"
+
+    # GPU series, hourly (range queries, step 1h)
+    def namespace_allocated_hourly(self, gpu: GpuSeries) -> str:
+        return self._gpu_hours(f"sum by (namespace) ({gpu.allocated})", 3600)
+
+    def namespace_used_hourly(self, gpu: GpuSeries) -> str:
+        return self._gpu_hours(f"sum by (namespace) ({gpu.util}) / 100", 3600)
+
+    def pod_idle_hourly(self, gpu: GpuSeries) -> str:
+        """GPU-hours each pod held GPUs whose hourly mean was under the idle threshold."""
+        sub = f"[{span(3600)}:{self.resolution_s}s]"
+        idle = f"(avg_over_time(({gpu.util}){sub}) < bool {self.idle_percent:g})"
+        held = f"count_over_time(({gpu.util}){sub})"
+        return f"sum by (namespace, pod) ({idle} * {held}) * {self.resolution_s} / 3600"
+
+    def inventory_hourly(self, gpu: GpuSeries) -> str:
+        return self._gpu_hours(gpu.inventory, 3600)
+
+    def cluster_used_hourly(self, gpu: GpuSeries) -> str:
+        return self._gpu_hours(gpu.cluster_used, 3600)
+
+    # queue series, hourly
+    @staticmethod
+    def _gpu_quota(metric: str) -> str:
+        return f'sum by (cluster_queue) ({metric}{{resource="{GPU_RESOURCE}"}})'
+
+    @staticmethod
+    def _borrowed() -> str:
+        gpu = f'{{resource="{GPU_RESOURCE}"}}'
+        return f"sum by (cluster_queue) (clamp_min({USAGE}{gpu} - {NOMINAL}{gpu}, 0))"
+
+    @staticmethod
+    def _unused() -> str:
+        gpu = f'{{resource="{GPU_RESOURCE}"}}'
+        return f"clamp_min({NOMINAL}{gpu} - {USAGE}{gpu}, 0)"
+
+    def nominal_hourly(self) -> str:
+        return self._gpu_hours(self._gpu_quota(NOMINAL), 3600)
+
+    def usage_hourly(self) -> str:
+        return self._gpu_hours(self._gpu_quota(USAGE), 3600)
+
+    def borrowed_hourly(self) -> str:
+        return self._gpu_hours(self._borrowed(), 3600)
+
+    def pending_hourly(self) -> str:
+        return self._avg(f"sum by (cluster_queue) ({PENDING})", 3600)
+
+    # queue series, whole window (instant queries at the window's end)
+    def wait_buckets(self) -> str:
+        return f"sum by (cluster_queue, le) (increase({WAIT_BUCKET}[{self.window_s}s]))"
+
+    def pending_average(self) -> str:
+        return self._avg(f"sum by (cluster_queue) ({PENDING})", self.window_s)
+
+    def pending_max(self) -> str:
+        return self._max(f"sum by (cluster_queue) ({PENDING})", self.window_s)
+
+    def cohorts(self) -> str:
+        nominal = f'{NOMINAL}{{resource="{GPU_RESOURCE}"}}'
+        return f"max by (cluster_queue, cohort) (last_over_time({nominal}[{self.window_s}s]))"
+
+    def _waiting(self) -> str:
+        return f"(sum by (cluster_queue) ({PENDING}) > bool 0)"
+
+    def _waiting_while_idle_elsewhere(self) -> str:
+        unused = self._unused()
+        elsewhere = f"(scalar(sum({unused})) - sum by (cluster_queue) ({unused}))"
+        return f"({self._waiting()} * ({elsewhere} >= bool {self.idle_elsewhere_gpus}))"
+
+    def waiting_steps(self) -> str:
+        return self._steps(self._waiting())
+
+    def waiting_while_idle_steps(self) -> str:
+        return self._steps(self._waiting_while_idle_elsewhere())
+
+    def cluster_waiting_steps(self) -> str:
+        return self._steps(f"max({self._waiting()})")
+
+    def cluster_waiting_while_idle_steps(self) -> str:
+        return self._steps(f"max({self._waiting_while_idle_elsewhere()})")
+
+    def queue_steps(self) -> str:
+        nominal = f'{NOMINAL}{{resource="{GPU_RESOURCE}"}}'
+        return f"count_over_time(sum({nominal})[{span(self.window_s)}:{self.resolution_s}s])"
+
+    def cluster_unused_average(self) -> str:
+        return self._avg(f"sum({self._unused()})", self.window_s)
+
+    def preemptions(self) -> str:
+        return f"sum by (preempting_cluster_queue) (increase({PREEMPTED}[{self.window_s}s]))"
+
+    def evictions(self) -> str:
+        return f"sum by (cluster_queue, reason) (increase({EVICTED}[{self.window_s}s]))"

@@ -1,0 +1,53 @@
+"""The queue configuration the report needs: which namespaces feed which ClusterQueue (pure, plus a loader).
+
+The same files ``kuota simulate --config`` reads (one YAML file of several documents, or a folder of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.report.errors import ReportInputError
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def load_objects(path: Path) -> list[dict[str, Any]]:
+    """Every YAML document under ``path`` (a file, or the *.yaml / *.yml files of a folder, sorted)."""
+    if not path.exists():
+        raise ReportInputError(f"--config {path} does not exist: give a YAML file or a folder of them")
+    files = sorted(p for p in path.iterdir() if p.suffix in {".yaml", ".yml"}) if path.is_dir() else [path]
+    objects: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            documents = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+        except yaml.YAMLError as error:
+            raise ReportInputError(f"--config {file} is not valid YAML: {error}") from error
+        objects += [doc for doc in documents if isinstance(doc, dict)]
+    return objects
+
+
+def namespace_queues(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """namespace -> ClusterQueue, from LocalQueue objects; a namespace with two ClusterQueues is an error."""
+    mapping: dict[str, str] = {}
+    for obj in objects:
+        if obj.get("kind") != "LocalQueue":
+            continue
+        metadata = obj.get("metadata") or {}
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        cluster_queue = (obj.get("spec") or {}).get("clusterQueue")
+        if not namespace or not cluster_queue:
+            raise ReportInputError(
+                f"LocalQueue {namespace}/{name}: metadata.namespace and spec.clusterQueue are required"
+            )
+        previous = mapping.setdefault(namespace, cluster_queue)
+        if previous != cluster_queue:
+            raise ReportInputError(
+                f"namespace {namespace} has LocalQueues for ClusterQueues {previous} and {cluster_queue}: "
+                "the report attributes a namespace's GPUs to one team; keep one ClusterQueue per namespace"
+            )
+    return mapping

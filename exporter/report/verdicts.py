@@ -1,0 +1,169 @@
+"""The buy-versus-tune rules: the quadrant verdict and the ranked levers (pure functions of figures).
+
+Quadrant (thresholds are parameters, printed in every report):
+
+=================  ===================  ==================
+                   short queue          long queue
+=================  ===================  ==================
+low utilization    over-provisioned     tune
+high utilization   healthy              buy
+=================  ===================  ==================
+
+A long queue whose waiting mostly happened while idle quota sat elsewhere is a scheduling problem whatever
+the utilization, so it is "tune" too: new GPUs would idle the same way. The what-if, when it ran, has the
+last word on "buy": if borrowing alone brings the p95 wait under the threshold, the verdict is "tune".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Quadrant(StrEnum):
+    TUNE = "tune"
+    BUY = "buy"
+    OVER_PROVISIONED = "over-provisioned"
+    HEALTHY = "healthy"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    low_utilization_percent: float = 50.0
+    long_wait_s: float = 1800.0
+    idle_percent: float = 5.0
+    idle_holder_hours: float = 2.0
+    idle_elsewhere_gpus: int = 8
+    waiting_while_idle_share: float = 0.5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    quadrant: Quadrant
+    reason: str
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def decide(
+    utilization_percent: float | None,
+    wait_p95_s: float | None,
+    waiting_while_idle_share: float | None,
+    thresholds: Thresholds,
+) -> Verdict:
+    """The quadrant for one team or the cluster; ``waiting_while_idle_share`` is of its waiting time."""
+    if wait_p95_s is None:
+        return Verdict(Quadrant.UNKNOWN, "no admission waits were recorded in the window (missing data)")
+    long = wait_p95_s > thresholds.long_wait_s
+    wait_text = f"p95 wait {_hours(wait_p95_s)} {'>' if long else '<='} {_hours(thresholds.long_wait_s)}"
+    low = None if utilization_percent is None else utilization_percent < thresholds.low_utilization_percent
+    util_text = (
+        "utilization unknown (missing data)"
+        if utilization_percent is None
+        else f"utilization {utilization_percent:.1f}% {'<' if low else '>='} "
+        f"{thresholds.low_utilization_percent:g}%"
+    )
+    if long:
+        if low:
+            return Verdict(Quadrant.TUNE, f"{util_text} and {wait_text}: a scheduling problem")
+        share = waiting_while_idle_share
+        if share is not None and share >= thresholds.waiting_while_idle_share:
+            return Verdict(
+                Quadrant.TUNE,
+                f"{wait_text}, but in {share:.0%} of the waiting time at least "
+                f"{thresholds.idle_elsewhere_gpus} GPUs of quota sat idle elsewhere ({util_text}): "
+                "borrowing, not buying",
+            )
+        if low is None:
+            return Verdict(Quadrant.UNKNOWN, f"{wait_text}; {util_text}")
+        return Verdict(Quadrant.BUY, f"{util_text} and {wait_text}: the GPUs are busy and work still waits")
+    if low is None:
+        return Verdict(Quadrant.UNKNOWN, f"{wait_text}; {util_text}")
+    if low:
+        return Verdict(Quadrant.OVER_PROVISIONED, f"{util_text} and {wait_text}: quota to lend or give back")
+    return Verdict(Quadrant.HEALTHY, f"{util_text} and {wait_text}")
+
+
+def settle_with_whatif(verdict: Verdict, borrowing_p95_s: float | None, thresholds: Thresholds) -> Verdict:
+    """A "buy" that borrowing alone cures in the replay becomes "tune"."""
+    cured = borrowing_p95_s is not None and borrowing_p95_s <= thresholds.long_wait_s
+    if verdict.quadrant is Quadrant.BUY and borrowing_p95_s is not None and cured:
+        return Verdict(
+            Quadrant.TUNE,
+            f"{verdict.reason}; yet replayed with borrowing across the cohort the p95 wait is "
+            f"{_hours(borrowing_p95_s)}, under the threshold",
+        )
+    return verdict
+
+
+@dataclass(frozen=True)
+class LeverInputs:
+    long_queue: bool
+    low_utilization: bool
+    utilization_p95_percent: float | None
+    allocated_gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_held_gpu_hours: float | None
+    waiting_while_idle_hours: float | None
+    reclaimable_gpu_hours: float | None  # waited under own nominal quota while others borrowed
+    cohort: str | None
+    preemptions: float | None
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    gpu_hours: float | None  # estimated GPU-hours the lever recovers or serves; None when not quantified
+    evidence: str
+
+
+def rank_levers(inputs: LeverInputs, thresholds: Thresholds) -> list[Lever]:
+    """The levers the measurements point at, quantified ones first by GPU-hours, then the rest."""
+    levers: list[Lever] = []
+    idle = inputs.idle_held_gpu_hours
+    if idle:
+        levers.append(Lever(
+            "stop idle holders", idle,
+            f"{idle:.1f} GPU-hours held at under {thresholds.idle_percent:g}% utilization (hourly mean)",
+        ))
+    if inputs.long_queue and inputs.waiting_while_idle_hours:
+        cohort = f"cohort {inputs.cohort!r}" if inputs.cohort else "no cohort yet"
+        levers.append(Lever(
+            "borrowing in a cohort",
+            inputs.waiting_while_idle_hours * thresholds.idle_elsewhere_gpus,
+            f"{inputs.waiting_while_idle_hours:.1f} h waiting while at least {thresholds.idle_elsewhere_gpus} "
+            f"GPUs of other teams' quota sat unused ({cohort}); GPU-hours are a lower bound",
+        ))
+    if inputs.long_queue and inputs.reclaimable_gpu_hours:
+        done = f"{inputs.preemptions:.0f} preemptions recorded" if inputs.preemptions else "no preemptions recorded"
+        levers.append(Lever(
+            "preemption (reclaimWithinCohort)", inputs.reclaimable_gpu_hours,
+            f"{inputs.reclaimable_gpu_hours:.1f} GPU-hours of its own unused quota were borrowed by others "
+            f"while it waited ({done})",
+        ))
+    active = None
+    if inputs.allocated_gpu_hours is not None and inputs.used_gpu_hours is not None:
+        active = max(0.0, inputs.allocated_gpu_hours - (idle or 0.0))
+    if inputs.low_utilization and active is not None and inputs.used_gpu_hours is not None:
+        unused = max(0.0, active - inputs.used_gpu_hours)
+        levers.append(Lever(
+            "right-sizing to smaller GPUs", unused,
+            f"{unused:.1f} GPU-hours allocated but unused by working pods",
+        ))
+    p95 = inputs.utilization_p95_percent
+    if active and p95 is not None and p95 < thresholds.low_utilization_percent:
+        levers.append(Lever(
+            "MIG for inference", active * (1 - p95 / 100),
+            f"even the busiest hours (p95 {p95:.0f}%) use under {thresholds.low_utilization_percent:g}% "
+            "of a GPU: a MIG slice would do",
+        ))
+    if inputs.long_queue:
+        levers.append(Lever(
+            "spot flavor", None, "a long queue of interruptible work can run on spot capacity (not quantified)",
+        ))
+    quantified = sorted((lever for lever in levers if lever.gpu_hours is not None),
+                        key=lambda lever: -(lever.gpu_hours or 0.0))
+    return quantified + [lever for lever in levers if lever.gpu_hours is None]

@@ -1,0 +1,82 @@
+"""Wires the exporter together: the sampler, the pod watch and the HTTP server under one TaskGroup."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from exporter.errors import ConfigurationError
+from exporter.http_server import build_app, parse_listen
+from exporter.pod_watch import PodWatch
+from exporter.sampling import NodeSampler, SamplerSettings
+from exporter.snapshot import PODS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    sampler: SamplerSettings
+    host: str
+    port: int
+    kubeconfig: Path | None
+    watch_pods: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ServiceSettings:
+        try:
+            host, port = parse_listen(args.listen)
+        except ValueError as problem:
+            raise ConfigurationError(str(problem)) from problem
+        if not args.node_name:
+            raise ConfigurationError("--node-name is empty: pass the node's name (env NODE_NAME)")
+        return cls(
+            sampler=SamplerSettings(
+                node_name=args.node_name,
+                proc_root=args.proc_root,
+                pod_resources_socket=args.pod_resources_socket,
+                process_interval=args.process_interval,
+                device_interval=args.device_interval,
+                pod_resources_interval=args.pod_resources_interval,
+                utilization_window=args.utilization_window,
+                nvml_retry_interval=args.nvml_retry_interval,
+            ),
+            host=host,
+            port=port,
+            kubeconfig=args.kubeconfig,
+            watch_pods=not args.no_pod_watch,
+        )
+
+
+class ExporterService:
+    def __init__(self, settings: ServiceSettings, sampler: NodeSampler | None = None) -> None:
+        self.settings = settings
+        self.sampler = sampler or NodeSampler(settings.sampler)
+
+    async def run(self) -> None:
+        runner = web.AppRunner(build_app(lambda: self.sampler.snapshot), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.settings.host, self.settings.port)
+            await site.start()
+            log.info(
+                "kuota exporter for node %s serving on %s:%d",
+                self.settings.sampler.node_name, self.settings.host, self.settings.port,
+            )
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.sampler.run(), name="sampler")
+                if self.settings.watch_pods:
+                    watch = PodWatch(
+                        self.settings.sampler.node_name,
+                        self.settings.kubeconfig,
+                        on_change=self.sampler.set_pods,
+                        on_error=lambda _error: self.sampler.count_error(PODS),
+                    )
+                    group.create_task(watch.run(), name="pod-watch")
+        finally:
+            await runner.cleanup()

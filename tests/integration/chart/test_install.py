@@ -1,0 +1,186 @@
+"""``helm install`` into kuota-system on the real control plane, and what the chart's identities may and may not do."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, config
+
+from certs.authority import ServingIdentity, issue_bundle
+from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
+from certs.secret_store import SecretLocation, load_or_create
+from tests.cluster import Cluster
+from tests.integration.chart.conftest import install, job, kuota_webhook_configurations, uninstall
+from tests.unit.chart.rendering import NAMESPACE
+
+pytestmark = pytest.mark.integration
+
+MANAGER = f"system:serviceaccount:{NAMESPACE}:kuota-manager"
+EXPORTER = f"system:serviceaccount:{NAMESPACE}:kuota-exporter"
+REPORT = f"system:serviceaccount:{NAMESPACE}:kuota-report"
+
+
+@pytest.fixture(scope="module")
+def release(cluster: Cluster) -> Iterator[str]:
+    # emptyDir: this control plane runs no pvc-protection controller, so a PVC would hold the namespace forever.
+    report = {"enabled": True, "prometheusUrl": "http://prometheus:9090", "storage": {"type": "emptyDir"}}
+    output = install(cluster, {"report": report})
+    try:
+        yield output
+    finally:
+        uninstall(cluster)
+
+
+def _can(cluster: Cluster, user: str, verb: str, resource: str, namespace: str | None = None) -> bool:
+    """``resource`` is ``plural.group``, ``plural.group/name``, or ``plural.group:subresource``."""
+    scope = ["--namespace", namespace] if namespace else ["--all-namespaces"]
+    resource, _, subresource = resource.partition(":")
+    if subresource:
+        scope.append(f"--subresource={subresource}")
+    result = cluster.kubectl("auth", "can-i", verb, resource, f"--as={user}", *scope, check=False)
+    answer = result.stdout.strip()
+    assert answer in ("yes", "no"), result.stderr
+    return answer == "yes"
+
+
+def test_the_release_installs_and_says_how_to_create_a_first_queue(release: str) -> None:
+    assert "STATUS: deployed" in release
+    assert "kind: ClusterQueue" in release and "kubectl get clusterqueue research" in release
+
+
+MANAGER_MAY = [
+    ("get", "jobs.batch"),
+    ("watch", "jobs.batch"),
+    ("patch", "jobs.batch"),
+    ("update", "jobs.batch"),
+    ("list", "clusterqueues.kueue.x-k8s.io"),
+    ("patch", "clusterqueues.kueue.x-k8s.io:status"),
+    ("watch", "localqueues.kueue.x-k8s.io"),
+    ("update", "localqueues.kueue.x-k8s.io:status"),
+    ("list", "resourceflavors.kueue.x-k8s.io"),
+    ("watch", "cohorts.kueue.x-k8s.io"),
+    ("list", "workloadpriorityclasses.kueue.x-k8s.io"),
+    ("create", "workloads.kueue.x-k8s.io"),
+    ("delete", "workloads.kueue.x-k8s.io"),
+    ("patch", "workloads.kueue.x-k8s.io:status"),
+    ("update", "workloads.kueue.x-k8s.io:finalizers"),
+    ("watch", "namespaces"),
+    ("create", "events"),
+    ("patch", "events.events.k8s.io"),
+    ("update", "mutatingwebhookconfigurations/kuota-mutating-webhook"),
+    ("list", "validatingwebhookconfigurations/kuota-validating-webhook"),
+]
+
+MANAGER_MAY_NOT = [
+    ("delete", "namespaces"),
+    ("create", "namespaces"),
+    ("delete", "jobs.batch"),
+    ("create", "jobs.batch"),
+    ("create", "pods"),
+    ("delete", "clusterqueues.kueue.x-k8s.io"),
+    ("update", "clusterqueues.kueue.x-k8s.io"),
+    ("update", "mutatingwebhookconfigurations/other-webhook"),
+    ("list", "mutatingwebhookconfigurations"),
+    ("create", "validatingwebhookconfigurations"),
+    ("create", "clusterrolebindings"),
+    ("escalate", "clusterroles"),
+    ("impersonate", "serviceaccounts"),
+    ("get", "secrets"),
+    ("list", "secrets"),
+    ("update", "resourceflavors.kueue.x-k8s.io:status"),
+    ("update", "jobs.batch:status"),
+    ("patch", "workloads.kueue.x-k8s.io:finalizers"),
+]
+
+
+@pytest.mark.parametrize(("verb", "resource"), MANAGER_MAY, ids=[" ".join(p) for p in MANAGER_MAY])
+def test_the_manager_may_do_its_work_cluster_wide(cluster: Cluster, release: str, verb: str, resource: str) -> None:
+    del release
+    assert _can(cluster, MANAGER, verb, resource)
+
+
+@pytest.mark.parametrize(("verb", "resource"), MANAGER_MAY_NOT, ids=[" ".join(p) for p in MANAGER_MAY_NOT])
+def test_the_manager_may_not_reach_beyond_its_work(cluster: Cluster, release: str, verb: str, resource: str) -> None:
+    del release
+    assert not _can(cluster, MANAGER, verb, resource)
+
+
+def test_the_manager_reaches_only_its_own_secret_and_lease(cluster: Cluster, release: str, namespace: str) -> None:
+    del release
+    assert _can(cluster, MANAGER, "get", "secrets/kuota-webhook-tls", NAMESPACE)
+    assert _can(cluster, MANAGER, "watch", "secrets/kuota-webhook-tls", NAMESPACE)
+    assert _can(cluster, MANAGER, "create", "secrets", NAMESPACE)
+    assert _can(cluster, MANAGER, "patch", "leases.coordination.k8s.io/kuota-manager", NAMESPACE)
+    assert not _can(cluster, MANAGER, "get", "secrets/some-other-secret", NAMESPACE)
+    assert not _can(cluster, MANAGER, "list", "secrets", NAMESPACE)
+    assert not _can(cluster, MANAGER, "delete", "secrets/kuota-webhook-tls", NAMESPACE)
+    assert not _can(cluster, MANAGER, "get", "secrets/kuota-webhook-tls", namespace)
+    assert not _can(cluster, MANAGER, "create", "secrets", namespace)
+    assert not _can(cluster, MANAGER, "get", "secrets", "kube-system")
+    assert not _can(cluster, MANAGER, "update", "leases.coordination.k8s.io/kube-scheduler", NAMESPACE)
+
+
+def test_the_exporter_and_report_only_read(cluster: Cluster, release: str) -> None:
+    del release
+    assert _can(cluster, EXPORTER, "watch", "pods")
+    assert not _can(cluster, EXPORTER, "get", "secrets")
+    assert not _can(cluster, EXPORTER, "create", "pods/exec")
+    assert _can(cluster, REPORT, "list", "workloads.kueue.x-k8s.io")
+    assert not _can(cluster, REPORT, "watch", "workloads.kueue.x-k8s.io")
+    assert not _can(cluster, REPORT, "get", "jobs.batch")
+
+
+@pytest.fixture
+async def as_manager(cluster: Cluster) -> AsyncIterator[Any]:
+    api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    api_client.set_default_header("Impersonate-User", MANAGER)
+    try:
+        yield api_client
+    finally:
+        await api_client.close()
+
+
+async def test_the_manager_identity_can_store_its_certificate_and_inject_the_ca(
+    cluster: Cluster, release: str, as_manager: Any
+) -> None:
+    """The self-managed TLS path (kuota's certs code) under nothing but the chart's RBAC."""
+    del release
+    location = SecretLocation(NAMESPACE, "kuota-webhook-tls")
+    identity = ServingIdentity.for_service("kuota-webhook", NAMESPACE, ())
+    stored = await load_or_create(
+        client.CoreV1Api(as_manager), location, lambda: issue_bundle(identity, datetime.now(UTC)), 10
+    )
+    changed = await inject_ca_bundle(
+        client.AdmissionregistrationV1Api(as_manager),
+        WebhookConfigurations(mutating=("kuota-mutating-webhook",), validating=("kuota-validating-webhook",)),
+        stored.bundle.ca_cert_pem,
+        10,
+    )
+    assert changed == 2
+    validating = json.loads(
+        cluster.kubectl("get", "validatingwebhookconfiguration", "kuota-validating-webhook", "-o", "json").stdout
+    )
+    assert {hook["clientConfig"].get("caBundle") for hook in validating["webhooks"]} != {None}
+
+
+def test_the_webhook_guards_job_creation_except_in_excluded_namespaces(
+    cluster: Cluster, release: str, namespace: str
+) -> None:
+    """No manager runs here, so failurePolicy Fail refuses Jobs, proving the webhook is live where it should be."""
+    del release
+    assert sorted(kuota_webhook_configurations(cluster)) == [
+        "mutatingwebhookconfigurations/kuota-mutating-webhook",
+        "validatingwebhookconfigurations/kuota-validating-webhook",
+    ]
+    refused = cluster.kubectl("create", "-f", "-", input=json.dumps(job("guarded", namespace)), check=False)
+    assert refused.returncode != 0
+    assert "mjob.kuota.dev" in refused.stderr, refused.stderr
+    for excluded in (NAMESPACE, "kube-system"):
+        allowed = cluster.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(job("excluded", excluded)), check=False
+        )
+        assert allowed.returncode == 0, allowed.stderr

@@ -1,0 +1,1 @@
+"""End to end: the exporter against the real control plane, fake NVML, a real kubelet gRPC fake and Prometheus."""

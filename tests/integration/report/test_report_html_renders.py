@@ -1,0 +1,43 @@
+"""report.html renders in headless Chromium (Debian's ``chromium``) without script errors, charts included."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.report.conftest import ReportRun
+
+_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+)
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("chromium not found: install the Debian package with 'apt-get install -y chromium'")
+    return found
+
+
+def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_report: ReportRun,
+                                                          tmp_path: Path) -> None:
+    page = synthetic_week_report.out / "report.html"
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything"
+    assert text.count("<svg") >= 4
+    completed = subprocess.run(
+        [_chromium(), *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    dom = completed.stdout
+    assert re.search(r'id="render-check"[^>]*data-state="ok"', dom), dom[:500]
+    assert "charts rendered: 4 of 4" in dom
+    console_errors = [line for line in completed.stderr.splitlines()
+                      if "CONSOLE" in line and ("Uncaught" in line or ":ERROR:" in line)]
+    assert not console_errors, console_errors

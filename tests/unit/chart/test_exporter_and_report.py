@@ -1,0 +1,124 @@
+"""The exporter DaemonSet and the report CronJob run the real CLI with the host access and volumes they need."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from tests.unit.chart.rendering import VALUES_SETS, pod_spec, render
+from tests.unit.chart.test_manager import parse_with_the_cli
+
+
+def _exporter_spec(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    return pod_spec(render(values).one("DaemonSet", "kuota-exporter"))
+
+
+def test_the_exporter_runs_with_host_pids_read_only_host_paths_and_its_node_name() -> None:
+    spec = _exporter_spec()
+    assert spec["hostPID"] is True
+    container = spec["containers"][0]
+    parsed = parse_with_the_cli(container["args"])
+    assert (parsed.node_name, parsed.listen) == ("$(NODE_NAME)", "0.0.0.0:9400")
+    assert str(parsed.proc_root) == "/host/proc"
+    assert str(parsed.pod_resources_socket) == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    env = {item["name"]: item for item in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert volumes["pod-resources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
+    assert volumes["host-proc"]["hostPath"]["path"] == "/proc"
+    assert mounts["/var/lib/kubelet/pod-resources"]["readOnly"] is True
+    assert mounts["/host/proc"]["readOnly"] is True
+    security = container["securityContext"]
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert (security["allowPrivilegeEscalation"], security["readOnlyRootFilesystem"], security["privileged"]) == (
+        False,
+        True,
+        False,
+    )
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_the_exporter_stays_on_gpu_nodes_and_tolerates_their_taint() -> None:
+    spec = _exporter_spec()
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert "runtimeClassName" not in spec
+
+
+def test_exporter_placement_and_runtime_class_come_from_values() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu-type", "operator": "In", "values": ["h100"]}]}]
+            }
+        }
+    }
+    # null removes the default's key (Helm merges maps).
+    selector = {"nvidia.com/gpu.present": None, "gpu-type": "h100"}
+    spec = _exporter_spec(
+        {"exporter": {"runtimeClassName": "nvidia", "nodeSelector": selector, "affinity": affinity, "tolerations": []}}
+    )
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["nodeSelector"] == {"gpu-type": "h100"}
+    assert spec["affinity"] == affinity
+    assert "tolerations" not in spec
+
+
+def test_exporter_off_renders_no_exporter_object() -> None:
+    rendered = render(VALUES_SETS["exporter-off"] | VALUES_SETS["monitoring"])
+    assert not [o for o in rendered.objects if "exporter" in o["metadata"]["name"]]
+
+
+def _report_containers(values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    spec = pod_spec(render(values).one("CronJob", "kuota-report"))
+    return spec, spec.get("initContainers", []) + spec["containers"]
+
+
+def test_the_report_command_parses_with_the_cli_and_writes_into_the_volume() -> None:
+    spec, containers = _report_containers(VALUES_SETS["report"])
+    report = next(c for c in containers if c["name"] == "report")
+    script = report["command"][2]
+    env = {item["name"]: item.get("value") for item in report["env"]}
+    line = next(line for line in script.splitlines() if line.startswith("kuota report"))
+    words = shlex.split(line.replace("$run", "2026-01-05T0600Z").replace('"$@"', ""))
+    words = [env.get(w.lstrip("$"), w) if w.startswith("$") else w for w in words]
+    parsed = parse_with_the_cli(words[1:])
+    assert parsed.prometheus == "http://prometheus.monitoring:9090"
+    assert (parsed.window, parsed.price, parsed.config) == ("7d", "p5.48xlarge", "/etc/kuota-report/queues")
+    assert parsed.out == "/report/2026-01-05T0600Z"
+    assert {"name": "report", "mountPath": "/report"} in report["volumeMounts"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["report"]["persistentVolumeClaim"]["claimName"] == "kuota-report"
+    assert volumes["queues"]["configMap"]["name"] == "kuota-queues"
+
+
+def test_a_summary_webhook_posts_the_report_after_it_is_written() -> None:
+    spec, _ = _report_containers(VALUES_SETS["report"])
+    assert [c["name"] for c in spec["initContainers"]] == ["report"]
+    post = spec["containers"][0]
+    assert post["name"] == "post-summary"
+    assert "@/report/latest/report.json" in post["command"][2]
+    assert {"name": "SUMMARY_WEBHOOK_URL", "value": "https://hooks.example.com/kuota"} in post["env"]
+
+
+def test_without_a_summary_webhook_the_report_is_the_only_container() -> None:
+    values = {"report": {"enabled": True, "prometheusUrl": "http://p:9090", "storage": {"type": "emptyDir"}}}
+    spec, containers = _report_containers(values)
+    assert "initContainers" not in spec
+    assert [c["name"] for c in containers] == ["report"]
+    assert {v["name"]: v for v in spec["volumes"]}["report"] == {"name": "report", "emptyDir": {}}
+    assert render(values).of_kind("PersistentVolumeClaim") == []
+
+
+def test_the_summary_webhook_url_can_come_from_a_secret() -> None:
+    values = {
+        "report": {
+            "enabled": True,
+            "prometheusUrl": "http://p:9090",
+            "summaryWebhook": {"urlSecret": {"name": "slack", "key": "webhook"}},
+        }
+    }
+    spec, _ = _report_containers(values)
+    env = spec["containers"][0]["env"]
+    assert env == [{"name": "SUMMARY_WEBHOOK_URL", "valueFrom": {"secretKeyRef": {"name": "slack", "key": "webhook"}}}]

@@ -1,0 +1,82 @@
+"""The Dockerfiles (not buildable here: no container engine) copy files that exist and run the chart's commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.unit.chart.rendering import REPO_ROOT, VALUES_SETS, containers, pod_spec, render
+
+IMAGES = REPO_ROOT / "images"
+DOCKERFILES = {"manager": IMAGES / "Dockerfile.manager", "exporter": IMAGES / "Dockerfile.exporter"}
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines if line and not line.startswith("#")
+    ]
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_the_image_copies_every_package_pip_installs_and_nothing_missing(image: str) -> None:
+    copied = [
+        source
+        for op, args in _instructions(DOCKERFILES[image])
+        if op == "COPY" and "--from" not in args
+        for source in args.split()[:-1]
+    ]
+    for source in copied:
+        assert (REPO_ROOT / source).exists(), f"{image}: COPY {source} names nothing in the repository"
+    packages = {pattern.rstrip("*") for pattern in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages <= set(copied), f"{image}: pip install . needs {sorted(packages - set(copied))}"
+    assert {"pyproject.toml", "README.md"} <= set(copied), "the build reads pyproject.toml and the readme it names"
+    ignore = (IMAGES / f"{DOCKERFILES[image].name}.dockerignore").read_text().splitlines()
+    for source in copied:
+        assert f"!{source.rstrip('/')}" in ignore or f"!{source.rstrip('/')}/" in ignore, f"{source} is ignored"
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_the_image_is_multi_stage_pinned_non_root_and_enters_through_kuota(image: str) -> None:
+    instructions = _instructions(DOCKERFILES[image])
+    stages = [args for op, args in instructions if op == "FROM"]
+    assert len(stages) == 2, "build and runtime stages"
+    default = next(args for op, args in instructions if op == "ARG" and args.startswith("PYTHON_IMAGE="))
+    base = default.split("=", 1)[1]
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", base), f"unpinned base {base}"
+    python = PYPROJECT["project"]["requires-python"].removeprefix(">=")
+    assert tuple(map(int, base.split(":")[1].split("-")[0].split(".")[:2])) >= tuple(map(int, python.split("."))), (
+        f"{base} is older than requires-python {python}"
+    )
+    user = [args for op, args in instructions if op == "USER"]
+    assert user == ["65532:65532"], "the runtime stage runs as a non-root user"
+    entrypoint = json.loads(next(args for op, args in instructions if op == "ENTRYPOINT"))
+    assert entrypoint == ["kuota"]
+    assert "kuota" in PYPROJECT["project"]["scripts"], "the entry point is the console script pip installs"
+    assert instructions[-1][0] in ("CMD", "ENTRYPOINT")
+
+
+def test_the_exporter_image_installs_the_extras_its_commands_import() -> None:
+    install = next(args for op, args in _instructions(DOCKERFILES["exporter"]) if op == "RUN")
+    extras = re.search(r'"\.\[([a-z,]+)\]"', install)
+    assert extras is not None
+    assert set(extras.group(1).split(",")) == {"exporter", "report"}
+    assert set(extras.group(1).split(",")) <= set(PYPROJECT["project"]["optional-dependencies"])
+
+
+def test_the_chart_runs_each_image_with_a_subcommand_it_carries() -> None:
+    rendered = render(VALUES_SETS["report"])
+    expectations = {("kuota-manager", "manager"): "manager", ("kuota-exporter", "exporter"): "exporter"}
+    for (name, container_name), subcommand in expectations.items():
+        kind = "Deployment" if container_name == "manager" else "DaemonSet"
+        container = next(c for c in containers(pod_spec(rendered.one(kind, name))) if c["name"] == container_name)
+        assert container["image"].startswith(f"kuota/{container_name}:"), container["image"]
+        assert container["args"][0] == subcommand
+    report = next(c for c in containers(pod_spec(rendered.one("CronJob"))) if c["name"] == "report")
+    assert report["image"].startswith("kuota/exporter:"), "kuota report needs the exporter image's report extra"
+    assert "\nkuota report " in report["command"][2]

@@ -1,0 +1,78 @@
+"""Every supported values set lints cleanly; wrong values fail at install with a message naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.chart.rendering import CHART, NAMESPACE, RELEASE, VALUES_SETS, render, run_helm
+
+
+@pytest.mark.parametrize("name", sorted(VALUES_SETS))
+def test_values_set_passes_helm_lint_strict(name: str) -> None:
+    result = run_helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=VALUES_SETS[name], check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(VALUES_SETS))
+def test_values_set_renders_only_namespaced_objects_into_the_release_namespace(name: str) -> None:
+    cluster_scoped = {
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    for obj in render(VALUES_SETS[name]).objects:
+        where = obj["metadata"].get("namespace")
+        if obj["kind"] in cluster_scoped:
+            assert where is None, f"{obj['kind']} {obj['metadata']['name']} is cluster-scoped"
+        else:
+            assert where == NAMESPACE, f"{obj['kind']} {obj['metadata']['name']} lands in {where!r}"
+
+
+BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    ("failure policy", {"webhook": {"failurePolicy": "Maybe"}}, "at '/webhook/failurePolicy': value must be one of"),
+    ("misspelt key", {"manager": {"replicass": 3}}, "additional properties 'replicass' not allowed"),
+    ("zero replicas", {"manager": {"replicas": 0}}, "at '/manager/replicas'"),
+    ("certificate mode", {"webhook": {"certificates": {"mode": "vault"}}}, "at '/webhook/certificates/mode'"),
+    ("report without Prometheus", {"report": {"enabled": True}}, "at '/report/prometheusUrl': minLength"),
+    ("leaderless replicas", {"manager": {"replicas": 2, "leaderElect": False}}, "at '/manager/leaderElect'"),
+    (
+        "bad duration",
+        {"webhook": {"certificates": {"certManager": {"duration": "90 days"}}}},
+        "at '/webhook/certificates/certManager/duration'",
+    ),
+    ("bad window", {"report": {"window": "a week"}}, "at '/report/window'"),
+    (
+        "bad threshold",
+        {"monitoring": {"prometheusRule": {"pendingThreshold": "2 hours"}}},
+        "at '/monitoring/prometheusRule/pendingThreshold'",
+    ),
+    (
+        "bad excluded namespace",
+        {"webhook": {"excludedNamespaces": ["Kube_System"]}},
+        "at '/webhook/excludedNamespaces/0'",
+    ),
+    ("bad digest", {"manager": {"image": {"digest": "latest"}}}, "at '/manager/image/digest'"),
+]
+
+
+@pytest.mark.parametrize(("case", "values", "message"), BAD_VALUES, ids=[case for case, _, _ in BAD_VALUES])
+def test_wrong_values_are_rejected_by_the_schema_naming_the_field(
+    case: str, values: dict[str, Any], message: str
+) -> None:
+    result = run_helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, values=values, check=False)
+    assert result.returncode != 0, f"{case}: accepted"
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert message in result.stderr, result.stderr
+
+
+def test_a_disruption_budget_that_blocks_every_drain_is_refused() -> None:
+    result = run_helm(
+        "template", RELEASE, str(CHART), values={"manager": {"podDisruptionBudget": {"minAvailable": 2}}}, check=False
+    )
+    assert result.returncode != 0
+    assert "manager.podDisruptionBudget.minAvailable (2) must be below manager.replicas (2)" in result.stderr

@@ -1,0 +1,96 @@
+"""Workload status written from the engine's decisions: optimistic, condition-merging, readable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.controller.workload_status import (
+    admission_patch,
+    admitted_pod_sets,
+    eviction_patch,
+    pending_patch,
+    set_conditions,
+)
+from webhook.engine.engine import Admission, Eviction, EvictionReason
+from webhook.engine.flavor_assignment import PodSetAssignment
+from webhook.engine.preemption import PreemptionReason
+
+T0 = 1_800_000_000.0
+POD_SET = PodSetAssignment(
+    name="main",
+    flavors={"cpu": "h100-ondemand", "nvidia.com/gpu": "h100-ondemand"},
+    count=2,
+    usage={"cpu": 32_000, "nvidia.com/gpu": 8},
+)
+
+
+def _workload(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "w", "namespace": "research", "resourceVersion": "41"}, "status": status}
+
+
+def test_every_status_write_carries_the_resource_version_it_was_decided_from() -> None:
+    patch = pending_patch(_workload(), "waiting", T0)
+    assert patch["metadata"] == {"resourceVersion": "41"}
+
+
+def test_admission_records_queue_flavors_usage_and_both_conditions_and_reads_back_the_same() -> None:
+    admission = Admission("research/w", "research", (POD_SET,), borrowing=False, at=T0)
+    patch = admission_patch(_workload(), admission)
+    status = patch["status"]
+    assert status["admission"] == {
+        "clusterQueue": "research",
+        "podSetAssignments": [
+            {
+                "name": "main",
+                "flavors": {"cpu": "h100-ondemand", "nvidia.com/gpu": "h100-ondemand"},
+                "resourceUsage": {"cpu": "32", "nvidia.com/gpu": "8"},
+                "count": 2,
+            }
+        ],
+    }
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("QuotaReserved", "True"), ("Admitted", "True")]
+    assert admitted_pod_sets({"status": status}) == (POD_SET,)
+
+
+def test_preemption_releases_quota_requeues_and_says_who_preempted_and_why() -> None:
+    admitted = admission_patch(_workload(), Admission("research/w", "research", (POD_SET,), False, T0))["status"]
+    eviction = Eviction(
+        "research/w",
+        "research",
+        EvictionReason.PREEMPTED,
+        T0 + 60,
+        preempted_by="applied-ml/finetune",
+        preemption_reason=PreemptionReason.IN_COHORT_RECLAMATION,
+    )
+    status = eviction_patch(_workload(**admitted), eviction, "uid-9")["status"]
+    assert status["admission"] is None
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Evicted"]["reason"] == "Preempted"
+    assert conditions["Preempted"]["reason"] == "InCohortReclamation"
+    assert "applied-ml/finetune (UID uid-9) due to reclamation within the cohort" in conditions["Preempted"]["message"]
+    assert conditions["QuotaReserved"]["status"] == "False"
+    assert conditions["Requeued"]["status"] == "True"
+    assert admitted_pod_sets({"status": status}) is None
+
+
+def test_readmission_turns_the_earlier_eviction_conditions_off() -> None:
+    evicted = set_conditions([], [("Evicted", True, "Preempted", "m"), ("Requeued", True, "Preempted", "m")], T0)
+    status = admission_patch(_workload(conditions=evicted), Admission("research/w", "research", (POD_SET,), False, T0))
+    conditions = {c["type"]: c["status"] for c in status["status"]["conditions"]}
+    assert conditions == {"Evicted": "False", "Requeued": "False", "QuotaReserved": "True", "Admitted": "True"}
+
+
+def test_a_condition_keeps_its_transition_time_unless_its_status_flips() -> None:
+    first = set_conditions([], [("QuotaReserved", False, "Pending", "a")], T0)
+    same = set_conditions(first, [("QuotaReserved", False, "Pending", "b")], T0 + 10)
+    flipped = set_conditions(same, [("QuotaReserved", True, "QuotaReserved", "c")], T0 + 20)
+    assert same[0]["lastTransitionTime"] == first[0]["lastTransitionTime"]
+    assert same[0]["message"] == "b"
+    assert flipped[0]["lastTransitionTime"] != first[0]["lastTransitionTime"]
+
+
+def test_max_execution_time_deactivates_instead_of_requeueing() -> None:
+    eviction = Eviction("research/w", "research", EvictionReason.DEACTIVATED, T0, deactivated=True)
+    patch = eviction_patch(_workload(), eviction, None)
+    assert patch["spec"] == {"active": False}
+    assert "Requeued" not in {c["type"] for c in patch["status"]["conditions"]}

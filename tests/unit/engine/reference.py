@@ -1,0 +1,193 @@
+"""A deliberately naive reference scheduler for the property tests: the one-at-a-time rules, nothing cached.
+
+Every step rebuilds the quota tree from scratch and tries the queues' heads, best first (a head found
+unadmittable at this step gives way to the next workload of its queue, except in a StrictFIFO queue), until
+one can be admitted now, evicting its victims. It shares the engine's pure building blocks (flavor
+assignment, victim selection) but none of its bookkeeping: groups, set-aside heads, incremental usage, dirty trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.engine.engine import Admission, Decision, Eviction, EvictionReason
+from webhook.engine.fair_share import weighted_share
+from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode
+from webhook.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
+from webhook.engine.preemption import (
+    AdmittedWorkload,
+    Target,
+    classic_candidates,
+    fair_sharing_victims,
+    minimal_victims,
+)
+from webhook.engine.quota_tree import QuotaTree
+
+
+@dataclass
+class ReferenceScheduler:
+    flavors: dict[str, ResourceFlavor]
+    cluster_queues: dict[str, ClusterQueue]
+    cohorts: dict[str, Cohort]
+    configuration: Configuration
+    queue_of: dict[tuple[str, str], str]  # (namespace, LocalQueue) -> ClusterQueue
+
+    def __post_init__(self) -> None:
+        self.pending: dict[str, Workload] = {}
+        self.admitted: dict[str, AdmittedWorkload] = {}
+        self.sequence = 0
+        self.preempted_at: dict[str, float] = {}  # a workload preempted at an instant may not preempt at it
+
+    def submit(self, workload: Workload) -> None:
+        self.pending[workload.key] = workload
+
+    def finish(self, key: str) -> None:
+        self.pending.pop(key, None)
+        self.admitted.pop(key, None)
+
+    def _tree(self) -> QuotaTree:
+        tree = QuotaTree(self.cluster_queues, self.cohorts)
+        for admitted in self.admitted.values():
+            tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, 1)
+        return tree
+
+    def schedule(self, now: float) -> list[Decision]:
+        decisions: list[Decision] = []
+        tree = self._tree()
+        roots: dict[str, list[str]] = {}
+        for name in sorted(self.cluster_queues):
+            cq = self.cluster_queues[name]
+            root = "cohort/" + tree.cluster_queues[name].root().name if cq.cohort else "queue/" + name
+            roots.setdefault(root, []).append(name)
+        for root in sorted(roots):
+            while self._step(roots[root], now, decisions):
+                pass
+        return decisions
+
+    def _heads(self, queues: list[str], failed: set[str]) -> list[tuple[str, Workload]]:
+        """Each queue's first workload not yet found unadmittable at this step (StrictFIFO: its first, or none)."""
+        heads: list[tuple[str, Workload]] = []
+        for name in queues:
+            mine = sorted(
+                (w for w in self.pending.values() if self.queue_of[(w.namespace, w.queue_name)] == name),
+                key=lambda w: (-w.priority, w.created, w.uid, w.key),
+            )
+            if self.cluster_queues[name].queueing_strategy is not QueueingStrategy.STRICT_FIFO:
+                mine = [w for w in mine if w.key not in failed]
+            if mine and mine[0].key not in failed:
+                heads.append((name, mine[0]))
+        return heads
+
+    def _step(self, queues: list[str], now: float, decisions: list[Decision]) -> bool:
+        tree = self._tree()
+        fair = self.configuration.fair_sharing is not None
+
+        def rank(item: tuple[str, Workload]) -> tuple[int, tuple[int, float, str, str]]:
+            name, w = item
+            share = 0
+            if fair:
+                assignment = self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets))
+                share = weighted_share(tree, tree.cluster_queues[name], assignment.usage)
+            return share, (-w.priority, w.created, w.uid, w.key)
+
+        failed: set[str] = set()
+        while heads := self._heads(queues, failed):
+            name, workload = min(heads, key=rank)
+            if self._attempt(name, workload, tree, queues, now=now, decisions=decisions):
+                return True
+            failed.add(workload.key)
+        return False
+
+    def _assigner(self, name: str, tree: QuotaTree) -> FlavorAssigner:
+        return FlavorAssigner(
+            self.cluster_queues[name], tree, self.flavors, self.configuration.fair_sharing is not None
+        )
+
+    def _attempt(
+        self,
+        name: str,
+        workload: Workload,
+        tree: QuotaTree,
+        queues: list[str],
+        *,
+        now: float,
+        decisions: list[Decision],
+    ) -> bool:
+        assigner = self._assigner(name, tree)
+        assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets))
+        victims: list[Target] = []
+        if assignment.mode is Mode.PREEMPT and self.preempted_at.get(workload.key) != now:
+            admitted_by_queue: dict[str, dict[str, AdmittedWorkload]] = {q: {} for q in queues}
+            for key, admitted in self.admitted.items():
+                if admitted.cluster_queue in admitted_by_queue:
+                    admitted_by_queue[admitted.cluster_queue][key] = admitted
+            candidates = classic_candidates(
+                workload,
+                self.cluster_queues[name],
+                assignment,
+                tree=tree,
+                admitted=admitted_by_queue,
+                cohort_queues=queues,
+                fair_sharing=self.configuration.fair_sharing is not None,
+            )
+            if candidates and self.configuration.fair_sharing is None:
+                victims = minimal_victims(name, assignment.usage, assignment.short, candidates, tree)
+            elif candidates and self.configuration.fair_sharing is not None:
+                victims = fair_sharing_victims(
+                    self.cluster_queues[name],
+                    assignment,
+                    candidates,
+                    tree=tree,
+                    share=lambda q, r: weighted_share(tree, tree.cluster_queues[q], r),
+                    strategies=self.configuration.fair_sharing.preemption_strategies,
+                )
+        if assignment.mode is not Mode.FIT and not victims:
+            partial = self._partial(assigner, workload)
+            if partial is None:
+                return False
+            assignment = partial
+        for target in victims:
+            victim = target.victim
+            del self.admitted[victim.workload.key]
+            self.preempted_at[victim.workload.key] = now
+            self.pending[victim.workload.key] = victim.workload
+            decisions.append(
+                Eviction(
+                    victim.workload.key,
+                    victim.cluster_queue,
+                    EvictionReason.PREEMPTED,
+                    now,
+                    workload.key,
+                    target.reason,
+                )
+            )
+        del self.pending[workload.key]
+        self.sequence += 1
+        self.admitted[workload.key] = AdmittedWorkload(workload, name, assignment, now, self.sequence)
+        decisions.append(
+            Admission(
+                workload.key,
+                name,
+                assignment.pod_sets,
+                assignment.borrowing,
+                now,
+                tuple(t.victim.workload.key for t in victims),
+            )
+        )
+        return True
+
+    @staticmethod
+    def _partial(assigner: FlavorAssigner, workload: Workload) -> Assignment | None:
+        pod_sets = workload.pod_sets
+        if all(p.min_count is None for p in pod_sets):
+            return None
+        spans = [p.count - (p.min_count or p.count) for p in pod_sets]
+        steps = max(spans)
+        for step in range(1, steps + 1):  # linear: the largest admission that fits, no cleverness
+            counts = tuple(
+                p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True)
+            )
+            attempt = assigner.assign(pod_sets, counts)
+            if attempt.mode is Mode.FIT:
+                return attempt
+        return None

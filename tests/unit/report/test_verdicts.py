@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from exporter.report.verdicts import LeverInputs, Quadrant, Thresholds, decide, rank_levers, settle_with_whatif
+
+RULES = Thresholds(low_utilization_percent=50, long_wait_s=1800)
+
+
+def test_low_utilization_and_long_queue_is_tune() -> None:
+    assert decide(30.0, 4000.0, 0.0, RULES).quadrant is Quadrant.TUNE
+
+
+def test_high_utilization_and_long_queue_is_buy() -> None:
+    assert decide(80.0, 4000.0, 0.1, RULES).quadrant is Quadrant.BUY
+
+
+def test_short_queue_quadrants() -> None:
+    assert decide(30.0, 60.0, None, RULES).quadrant is Quadrant.OVER_PROVISIONED
+    assert decide(80.0, 60.0, None, RULES).quadrant is Quadrant.HEALTHY
+
+
+def test_long_queue_waiting_while_quota_idles_elsewhere_is_tune_even_when_busy() -> None:
+    verdict = decide(80.0, 4000.0, 0.9, RULES)
+    assert verdict.quadrant is Quadrant.TUNE
+    assert "90%" in verdict.reason
+
+
+def test_missing_data_is_unknown_and_says_so() -> None:
+    assert decide(None, None, None, RULES).quadrant is Quadrant.UNKNOWN
+    verdict = decide(None, 4000.0, 0.1, RULES)
+    assert verdict.quadrant is Quadrant.UNKNOWN
+    assert "missing data" in verdict.reason
+
+
+def test_thresholds_are_stated_in_the_reason() -> None:
+    reason = decide(30.0, 4000.0, 0.0, Thresholds(low_utilization_percent=40, long_wait_s=3600)).reason
+    assert "40%" in reason and "60 min" in reason
+
+
+def test_whatif_turns_buy_into_tune_only_when_borrowing_cures_the_wait() -> None:
+    buy = decide(80.0, 4000.0, 0.1, RULES)
+    assert settle_with_whatif(buy, 900.0, RULES).quadrant is Quadrant.TUNE
+    assert settle_with_whatif(buy, 3000.0, RULES).quadrant is Quadrant.BUY
+    assert settle_with_whatif(buy, None, RULES).quadrant is Quadrant.BUY
+
+
+def _inputs(**changes: object) -> LeverInputs:
+    base: dict[str, object] = dict(
+        long_queue=True, low_utilization=True, utilization_p95_percent=80.0, allocated_gpu_hours=100.0,
+        used_gpu_hours=30.0, idle_held_gpu_hours=20.0, waiting_while_idle_hours=2.0,
+        reclaimable_gpu_hours=5.0, cohort=None, preemptions=None,
+    )
+    base.update(changes)
+    return LeverInputs(**base)  # type: ignore[arg-type]
+
+
+def test_levers_quantified_first_by_gpu_hours_then_the_rest() -> None:
+    levers = rank_levers(_inputs(), RULES)
+    assert [lever.name for lever in levers] == [
+        "right-sizing to smaller GPUs",  # 100 - 20 - 30 = 50
+        "stop idle holders",  # 20
+        "borrowing in a cohort",  # 2 h x 8 GPUs = 16
+        "preemption (reclaimWithinCohort)",  # 5
+        "spot flavor",
+    ]
+
+
+def test_no_queue_levers_without_a_long_queue() -> None:
+    names = {lever.name for lever in rank_levers(_inputs(long_queue=False), RULES)}
+    assert names.isdisjoint({"borrowing in a cohort", "preemption (reclaimWithinCohort)", "spot flavor"})
+
+
+def test_mig_only_when_even_busy_hours_use_under_half_a_gpu() -> None:
+    assert "MIG for inference" in {lv.name for lv in rank_levers(_inputs(utilization_p95_percent=30.0), RULES)}
+    assert "MIG for inference" not in {lv.name for lv in rank_levers(_inputs(), RULES)}

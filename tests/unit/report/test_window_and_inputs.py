@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from exporter.report.errors import ReportInputError
+from exporter.report.prices import parse_price
+from exporter.report.queue_config import namespace_queues
+from exporter.report.window import HourClass, Window, WorkHours, parse_duration, parse_end
+
+MONDAY = int(datetime(2026, 9, 28, tzinfo=UTC).timestamp())
+
+
+def test_durations_and_their_errors() -> None:
+    assert parse_duration("7d", "--window") == 604800
+    assert parse_duration("1m", "--resolution") == 60
+    with pytest.raises(ReportInputError, match="--window '7 days' is not a duration"):
+        parse_duration("7 days", "--window")
+
+
+def test_end_is_floored_to_the_resolution_and_needs_a_zone() -> None:
+    assert parse_end("2026-10-05T00:00:59Z", 60, datetime.now(UTC)) == MONDAY + 7 * 86400
+    assert parse_end(str(MONDAY + 61), 60, datetime.now(UTC)) == MONDAY + 60
+    with pytest.raises(ReportInputError, match="no time zone"):
+        parse_end("2026-10-05T00:00:00", 60, datetime.now(UTC))
+
+
+def test_window_must_be_whole_hours_and_resolution_must_divide_an_hour() -> None:
+    with pytest.raises(ReportInputError, match="whole number of hours"):
+        Window.build(5400, MONDAY, 60, WorkHours())
+    with pytest.raises(ReportInputError, match="must divide an hour"):
+        Window.build(3600, MONDAY, 7 * 60, WorkHours())
+
+
+def test_hours_are_classed_by_the_local_clock() -> None:
+    window = Window.build(7 * 86400, MONDAY + 7 * 86400, 60, WorkHours(9, 19, "Europe/Berlin"))
+    assert window.hour_class(7) is HourClass.WORKDAY  # 07:00 UTC = 09:00 in Berlin (summer time)
+    assert window.hour_class(6) is HourClass.NIGHT
+    assert window.hour_class(5 * 24 + 12) is HourClass.WEEKEND
+    assert window.hour_of_week(0) == 2  # Monday 02:00 Berlin
+
+
+def test_unknown_time_zone_is_named() -> None:
+    with pytest.raises(ReportInputError, match="Mars/Olympus"):
+        WorkHours.parse("9-19", "Mars/Olympus")
+
+
+def test_price_presets_are_per_gpu_hour() -> None:
+    assert parse_price("p5.48xlarge").per_gpu_hour == pytest.approx(55.04 / 8)
+    assert parse_price("p4d.24xlarge").per_gpu_hour == pytest.approx(21.96 / 8)
+    assert parse_price("3.5").per_gpu_hour == 3.5
+    with pytest.raises(ReportInputError, match=r"p5\.48xlarge"):
+        parse_price("cheap")
+
+
+def test_localqueues_map_namespaces_to_cluster_queues(tmp_path: Path) -> None:
+    objects = [
+        {"kind": "LocalQueue", "metadata": {"name": "a", "namespace": "ml"}, "spec": {"clusterQueue": "team-ml"}},
+        {"kind": "ClusterQueue", "metadata": {"name": "team-ml"}},
+    ]
+    assert namespace_queues(objects) == {"ml": "team-ml"}
+    clash = [*objects, {"kind": "LocalQueue", "metadata": {"name": "b", "namespace": "ml"},
+                        "spec": {"clusterQueue": "other"}}]
+    with pytest.raises(ReportInputError, match="namespace ml has LocalQueues for ClusterQueues team-ml and other"):
+        namespace_queues(clash)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from exporter.report.workload_history import job_history
+
+START = 1_790_000_000.0
+
+
+def _iso(offset_s: float) -> str:
+    return datetime.fromtimestamp(START + offset_s, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _workload(name: str, created: float, admitted: float | None, finished: float | None = None, *,
+              reason: str = "Succeeded", gpus: int = 4, count: int = 2) -> dict[str, Any]:
+    conditions = []
+    if admitted is not None:
+        conditions.append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": _iso(admitted)})
+    if finished is not None:
+        conditions.append({"type": "Finished", "status": "True", "reason": reason,
+                           "lastTransitionTime": _iso(finished)})
+    return {
+        "metadata": {"name": name, "namespace": "ml", "creationTimestamp": _iso(created)},
+        "spec": {"queueName": "default", "priorityClassRef": {"name": "low"}, "podSets": [{
+            "name": "main", "count": count, "template": {"spec": {"containers": [
+                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "8"}}},
+            ]}},
+        }]},
+        "status": {"conditions": conditions},
+    }
+
+
+def test_finished_workload_becomes_a_simulate_record_with_its_run_time() -> None:
+    history = job_history([_workload("w", 600, 900, 4500)], START, START + 86400)
+    assert history.records == [{
+        "name": "w", "namespace": "ml", "queue": "default", "priorityClass": "low", "submitAt": 600.0,
+        "duration": 3600.0, "maxExecutionSeconds": None,
+        "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "4", "cpu": "8"},
+                     "nodeSelector": {}, "tolerations": []}],
+    }]
+    assert history.failed_gpu_hours == {}
+
+
+def test_failed_jobs_burn_their_gpus_times_their_run_hours() -> None:
+    history = job_history([_workload("f", 0, 3600, 3600 + 1800, reason="Failed")], START, START + 86400)
+    assert history.failed_gpu_hours == {"ml": pytest.approx(8 * 0.5)}
+
+
+def test_running_workload_runs_to_the_window_end_and_unadmitted_ones_are_counted_out() -> None:
+    history = job_history(
+        [_workload("r", 0, 100), _workload("p", 0, None), _workload("old", -10, 0)], START, START + 1000
+    )
+    assert [r["duration"] for r in history.records] == [900.0]
+    assert history.skipped == {"never admitted (no known duration)": 1, "created outside the window": 1}

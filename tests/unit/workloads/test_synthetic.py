@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import itertools
+import tracemalloc
+from collections import Counter
+
+import pytest
+
+from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
+from webhook.workloads import SourceSpecError, SyntheticSpec, WorkloadLine, synthetic_config, synthetic_workloads
+
+SMALL = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=11)
+
+
+def gpus(workload: WorkloadLine) -> int:
+    [pod_set] = workload["podSets"]
+    return pod_set["count"] * int(pod_set["requests"]["nvidia.com/gpu"])
+
+
+def test_a_stream_has_exactly_the_asked_number_of_valid_workloads() -> None:
+    workloads = list(synthetic_workloads(SMALL))
+    assert len(workloads) == 3000
+    assert stream_problems(workloads) == []
+    assert reference_problems(synthetic_config(SMALL).objects, workloads) == []
+
+
+def test_the_same_seed_gives_the_same_stream_and_another_seed_another() -> None:
+    again = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=11)
+    other = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=12)
+    assert list(synthetic_workloads(SMALL)) == list(synthetic_workloads(again))
+    assert list(synthetic_workloads(SMALL)) != list(synthetic_workloads(other))
+
+
+def test_config_spreads_queues_evenly_over_the_cohorts() -> None:
+    spec = SyntheticSpec(workloads=0)
+    config = synthetic_config(spec)
+    cluster_queues = [obj for obj in config.objects if obj["kind"] == "ClusterQueue"]
+    assert len(cluster_queues) == 1000 == len(config.queues)
+    assert Counter(cq["spec"]["cohortName"] for cq in cluster_queues) == {f"cohort-{c:03d}": 10 for c in range(100)}
+
+
+def test_offered_load_is_close_to_the_asked_share_of_all_gpus() -> None:
+    spec = SyntheticSpec(workloads=20_000, cluster_queues=100, cohorts=10, seed=3, offered_load=0.9)
+    workloads = list(synthetic_workloads(spec))
+    gpu_seconds = sum(gpus(w) * w["duration"] for w in workloads)
+    load = gpu_seconds / workloads[-1]["submitAt"] / (100 * 8)
+    assert 0.8 < load < 1.0
+
+
+def test_priorities_shapes_and_durations_follow_the_documented_mix() -> None:
+    workloads = list(synthetic_workloads(SMALL))
+    priorities = Counter(w["priorityClass"] for w in workloads)
+    assert priorities["low"] > priorities["normal"] > priorities["high"] > 0
+    assert {gpus(w) for w in workloads} == {1, 2, 4, 8, 16}
+    assert min(w["duration"] for w in workloads) >= 60
+    assert all(isinstance(w["duration"], int) for w in workloads)
+
+
+def test_a_million_workload_stream_is_generated_lazily() -> None:
+    tracemalloc.start()
+    try:
+        for _ in itertools.islice(synthetic_workloads(SyntheticSpec(workloads=1_000_000)), 5_000):
+            pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 1024 * 1024  # one workload at a time, not a million
+
+
+def test_more_cohorts_than_queues_is_refused() -> None:
+    with pytest.raises(SourceSpecError, match="cohorts <= cluster_queues"):
+        SyntheticSpec(workloads=10, cluster_queues=5, cohorts=6)

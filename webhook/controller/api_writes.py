@@ -1,0 +1,147 @@
+"""Writes to the API server: bounded in number, retried on 429/5xx/transport errors with backoff, never on 409.
+
+A 409 (or 404) means the object changed under a decision; the caller must re-read and decide again, so it
+surfaces as :class:`ConflictError`. Every write is timed into ``kuota_api_write_duration_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from webhook.controller.errors import ApiWriteError, ConflictError
+from webhook.controller.metrics import ControllerMetrics
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None:
+            prefix += f"/namespaces/{namespace}"
+        path = f"{prefix}/{self.plural}"
+        if name is not None:
+            path += f"/{name}"
+        if subresource is not None:
+            path += f"/{subresource}"
+        return path
+
+
+JOBS = Resource("batch", "v1", "jobs")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads")
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues")
+EVENTS = Resource("", "v1", "events")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+
+
+class ApiWriter:
+    def __init__(
+        self,
+        api_client: Any,
+        metrics: ControllerMetrics,
+        concurrency: int = 32,
+        attempts: int = 5,
+        request_timeout: float = 15.0,
+    ) -> None:
+        self._api_client = api_client
+        self._metrics = metrics
+        self._slots = asyncio.Semaphore(concurrency)
+        self._attempts = attempts
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+
+    async def request(
+        self, method: str, resource: Resource, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> dict[str, Any]:
+        for attempt in range(self._attempts):
+            started = time.perf_counter()
+            status = 0
+            try:
+                async with self._slots:
+                    response = await self._api_client.call_api(
+                        path,
+                        method,
+                        header_params={"Accept": "application/json", "Content-Type": content_type},
+                        body=body,
+                        auth_settings=["BearerToken"],
+                        _preload_content=False,
+                        _request_timeout=self._timeout,
+                    )
+                    try:
+                        status = response.status
+                        payload = await response.read()
+                    finally:
+                        response.release()
+            except (aiohttp.ClientError, TimeoutError) as error:
+                payload = str(error).encode()
+            finally:
+                self._metrics.observe_write(method, resource.plural, status, time.perf_counter() - started)
+            if 200 <= status < 300:
+                document: dict[str, Any] = json.loads(payload) if payload else {}
+                return document
+            message = _message(payload)
+            if status in (404, 409):
+                raise ConflictError(f"{method} {path}: HTTP {status}: {message}", status)
+            if status and status not in _RETRYABLE:
+                raise ApiWriteError(f"{method} {path}: HTTP {status}: {message}", status)
+            if attempt + 1 < self._attempts:
+                delay = min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0)
+                log.info("%s %s: %s (HTTP %s); retrying in %.2fs", method, path, message, status, delay)
+                await asyncio.sleep(delay)
+        raise ApiWriteError(f"{method} {path}: gave up after {self._attempts} attempts: {message}", status)
+
+    async def merge_patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Mapping[str, Any],
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        path = resource.path(namespace, name, subresource)
+        return await self.request("PATCH", resource, path, dict(patch), "application/merge-patch+json")
+
+    async def create(self, resource: Resource, namespace: str | None, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", resource, resource.path(namespace), dict(manifest))
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str, resource_version: str) -> None:
+        """Delete, but only the version the decision was made from (a precondition, not a blind delete)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
+        await self.request("DELETE", resource, resource.path(namespace, name), body)
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """A fresh read (after a conflict); None when the object is gone."""
+        try:
+            return await self.request("GET", resource, resource.path(namespace, name))
+        except ConflictError as error:
+            if error.status == 404:
+                return None
+            raise
+
+
+def _message(payload: bytes) -> str:
+    try:
+        document = json.loads(payload)
+    except ValueError:
+        return payload[:300].decode(errors="replace")
+    if isinstance(document, dict) and isinstance(document.get("message"), str):
+        return str(document["message"])
+    return payload[:300].decode(errors="replace")

@@ -1,0 +1,189 @@
+"""Workload status as the API shows it, built from the engine's decisions (pure).
+
+Every write is a JSON merge patch that carries the ``resourceVersion`` the decision was made from, so the API
+server refuses it (409) if the Workload changed meanwhile: kuota never admits from a stale snapshot.
+Conditions are written as a whole list, merged here by type, the way ``meta.SetStatusCondition`` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.engine import quantities
+from webhook.engine.engine import Admission, Eviction
+from webhook.engine.flavor_assignment import PodSetAssignment
+
+Condition = dict[str, Any]
+
+
+def rfc3339(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def is_true(workload: Mapping[str, Any], kind: str) -> bool:
+    found = condition(workload.get("status", {}).get("conditions") or [], kind)
+    return found is not None and found.get("status") == "True"
+
+
+def set_conditions(
+    conditions: Sequence[Mapping[str, Any]], updates: Sequence[tuple[str, bool, str, str]], at: float
+) -> list[Condition]:
+    """Merge ``(type, status, reason, message)`` updates into ``conditions``; a transition time moves only
+    when the status flips."""
+    merged = [dict(c) for c in conditions]
+    for kind, status, reason, message in updates:
+        text = "True" if status else "False"
+        existing = next((c for c in merged if c.get("type") == kind), None)
+        if existing is None:
+            merged.append(
+                {"type": kind, "status": text, "reason": reason, "message": message, "lastTransitionTime": rfc3339(at)}
+            )
+            continue
+        if existing.get("status") != text:
+            existing["lastTransitionTime"] = rfc3339(at)
+        existing.update(status=text, reason=reason, message=message)
+    return merged
+
+
+def _patch(workload: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]}, "status": dict(status)}
+
+
+def admission_patch(workload: Mapping[str, Any], admission: Admission) -> dict[str, Any]:
+    conditions = workload.get("status", {}).get("conditions") or []
+    updates = [
+        ("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {admission.cluster_queue}"),
+        ("Admitted", True, "Admitted", "The workload is admitted"),
+    ]
+    # A requeued workload admitted again: its earlier eviction no longer holds.
+    updates += [
+        (kind, False, "QuotaReserved", "The workload holds quota again")
+        for kind in ("Evicted", "Preempted", "Requeued")
+        if condition(conditions, kind) is not None
+    ]
+    return _patch(
+        workload,
+        {
+            "admission": {
+                "clusterQueue": admission.cluster_queue,
+                "podSetAssignments": [_assignment(pod_set) for pod_set in admission.pod_sets],
+            },
+            "conditions": set_conditions(conditions, updates, admission.at),
+            "requeueState": None,
+        },
+    )
+
+
+def _assignment(pod_set: PodSetAssignment) -> dict[str, Any]:
+    return {
+        "name": pod_set.name,
+        "flavors": dict(pod_set.flavors),
+        "resourceUsage": {
+            resource: quantities.format_quantity(resource, amount) for resource, amount in pod_set.usage.items()
+        },
+        "count": pod_set.count,
+    }
+
+
+_PREEMPTION_MESSAGES = {
+    "InClusterQueue": "in the ClusterQueue",
+    "InCohortReclamation": "due to reclamation within the cohort",
+    "InCohortFairSharing": "due to fair sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "due to reclamation within the cohort while borrowing",
+}
+
+
+def eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preemptor_uid: str | None) -> dict[str, Any]:
+    """Evicted, quota released at once, and requeued (or deactivated for max execution time)."""
+    reason = eviction.reason.value
+    if eviction.preempted_by is not None and eviction.preemption_reason is not None:
+        cause = eviction.preemption_reason.value
+        message = (
+            f"Preempted to accommodate workload {eviction.preempted_by} (UID {preemptor_uid or 'unknown'}) "
+            f"{_PREEMPTION_MESSAGES.get(cause, cause)}"
+        )
+    elif eviction.deactivated:
+        message = "The workload exceeded its maximum execution time and was deactivated"
+    else:
+        message = f"The workload was evicted: {reason}"
+    updates = [
+        ("Evicted", True, reason, message),
+        ("QuotaReserved", False, "Pending", message),
+        ("Admitted", False, "NoReservation", "The workload has no reservation"),
+    ]
+    if eviction.preemption_reason is not None:
+        updates.append(("Preempted", True, eviction.preemption_reason.value, message))
+    if not eviction.deactivated:
+        updates.append(("Requeued", True, reason, "The workload is back in its queue"))
+    status: dict[str, Any] = {
+        "admission": None,
+        "conditions": set_conditions(workload.get("status", {}).get("conditions") or [], updates, eviction.at),
+    }
+    if eviction.requeue_at is not None:
+        previous = (workload.get("status", {}).get("requeueState") or {}).get("count") or 0
+        status["requeueState"] = {"count": int(previous) + 1, "requeueAt": rfc3339(eviction.requeue_at)}
+    patch = _patch(workload, status)
+    if eviction.deactivated:
+        patch["spec"] = {"active": False}
+    return patch
+
+
+def pending_patch(workload: Mapping[str, Any], reason: str, at: float) -> dict[str, Any]:
+    """QuotaReserved=False with the engine's reason, so ``kubectl describe workload`` says why it waits."""
+    conditions = set_conditions(
+        workload.get("status", {}).get("conditions") or [], [("QuotaReserved", False, "Pending", reason)], at
+    )
+    return _patch(workload, {"conditions": conditions})
+
+
+def finished_patch(workload: Mapping[str, Any], succeeded: bool, message: str, at: float) -> dict[str, Any]:
+    reason = "Succeeded" if succeeded else "Failed"
+    conditions = set_conditions(
+        workload.get("status", {}).get("conditions") or [],
+        [("Finished", True, reason, message or f"Job finished: {reason}")],
+        at,
+    )
+    return _patch(workload, {"conditions": conditions})
+
+
+def admitted_pod_sets(workload: Mapping[str, Any]) -> tuple[PodSetAssignment, ...] | None:
+    """The admission a Workload's status records (what a restarting controller restores), or None."""
+    admission = workload.get("status", {}).get("admission")
+    if not admission or not is_true(workload, "QuotaReserved"):
+        return None
+    return tuple(
+        PodSetAssignment(
+            name=str(entry["name"]),
+            flavors={str(resource): str(flavor) for resource, flavor in (entry.get("flavors") or {}).items()},
+            count=int(entry.get("count") or 0),
+            usage={
+                str(resource): quantities.parse_quantity(str(resource), amount)
+                for resource, amount in (entry.get("resourceUsage") or {}).items()
+            },
+        )
+        for entry in admission.get("podSetAssignments") or []
+    )
+
+
+def admitted_cluster_queue(workload: Mapping[str, Any]) -> str | None:
+    admission = workload.get("status", {}).get("admission")
+    return str(admission["clusterQueue"]) if admission and admission.get("clusterQueue") else None
+
+
+def quota_reserved_at(workload: Mapping[str, Any]) -> float | None:
+    found = condition(workload.get("status", {}).get("conditions") or [], "QuotaReserved")
+    if found is None or found.get("status") != "True":
+        return None
+    return parse_time(found.get("lastTransitionTime"))

@@ -1,0 +1,260 @@
+"""Typed, frozen models of the API objects the engine decides over, with quantities as exact integers.
+
+These are what ``validation`` produces from decoded YAML/JSON; nothing deeper in the engine ever looks at a
+raw dict or a quantity string. Names follow Kueue's v1beta2 fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+
+
+class QueueingStrategy(StrEnum):
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+class StopPolicy(StrEnum):
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
+class WhenCanBorrow(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class WhenCanPreempt(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+class ReclaimPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class WithinClusterQueuePolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class FairSharingStrategy(StrEnum):
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # "Equal" or "Exists"
+    value: str
+    effect: TaintEffect | None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key == "":
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A label selector; the empty selector matches everything."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(key) == value for key, value in self.match_labels) and all(
+            requirement.matches(labels) for requirement in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """One resource of one flavor: nominal quota and the optional limits, in engine units."""
+
+    name: str
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    name: str
+    resources: tuple[ResourceQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.NEVER
+    within_cluster_queue: WithinClusterQueuePolicy = WithinClusterQueuePolicy.NEVER
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    when_can_borrow: WhenCanBorrow = WhenCanBorrow.MAY_STOP_SEARCH
+    when_can_preempt: WhenCanPreempt = WhenCanPreempt.TRY_NEXT_FLAVOR
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    cohort: str | None = None
+    namespace_selector: LabelSelector | None = None  # None selects no namespace, as in Kueue
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    stop_policy: StopPolicy = StopPolicy.NONE
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    preemption: Preemption = Preemption()
+    fair_weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: StopPolicy = StopPolicy.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` pods, each requesting ``requests`` (engine units); ``min_count`` allows partial admission."""
+
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    min_count: int | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A unit of admission. ``created`` is seconds on the caller's clock; ``priority`` is already resolved."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    created: float = 0.0
+    uid: str = ""
+    priority: int = 0
+    priority_class: str | None = None
+    active: bool = True
+    max_execution_seconds: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    timeout_seconds: int = 1800
+    backoff_base_seconds: int = 60
+    backoff_max_seconds: int = 3600
+    backoff_limit_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    preemption_strategies: tuple[FairSharingStrategy, ...] = (
+        FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+        FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    manage_jobs_without_queue_name: bool = False
+    managed_jobs_namespace_selector: LabelSelector | None = None
+    wait_for_pods_ready: WaitForPodsReady | None = None
+    fair_sharing: FairSharing | None = None
+
+
+ApiObject = ResourceFlavor | ClusterQueue | LocalQueue | Cohort | WorkloadPriorityClass | Namespace | Configuration

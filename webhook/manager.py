@@ -1,0 +1,277 @@
+"""``kuota manager``: the webhook and the quota controller in one process.
+
+Every replica serves the webhook (TLS, certificates shared through a Secret or mounted by cert-manager) and
+keeps the caches it reads; only the replica holding the Lease runs the controller. SIGTERM stops the
+controller first and releases the Lease, so a successor admits within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from aiohttp import web
+from kubernetes_asyncio import client, config
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from certs.authority import ServingIdentity
+from certs.ca_bundle_injection import WebhookConfigurations
+from certs.rotation import DirectoryCertificates, SecretBackedCertificates
+from certs.secret_store import SecretLocation, read_bundle
+from certs.serving_context import ReloadableServerContext
+from webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
+from webhook.admission.job_policy import JobPolicy, KuotaIdentity
+from webhook.admission.reflected_cluster import ReflectedClusterFacts
+from webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
+from webhook.controller.api_writes import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, ApiWriter
+from webhook.controller.controller import QuotaController
+from webhook.controller.leader_election import LeaderElector
+from webhook.controller.metrics import ControllerMetrics
+from webhook.engine.model import Configuration, LabelSelector, Requirement
+from webhook.engine.validation import parse_configuration
+
+log = logging.getLogger("kuota.manager")
+
+
+class ManagerError(Exception):
+    """The manager cannot start as configured; the message says which flag or file to fix."""
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    kubeconfig: Path | None
+    config: Path | None
+    namespace: str
+    identity: str
+    webhook_host: str
+    webhook_port: int
+    metrics_host: str
+    metrics_port: int
+    health_host: str
+    health_port: int
+    leader_elect: bool
+    lease_name: str
+    service_name: str
+    cert_secret: str
+    cert_dir: Path | None
+    mutating_webhook_config: str
+    validating_webhook_config: str
+    webhook_url: str | None
+    webhook_ips: tuple[str, ...]
+    failure_policy: Literal["Fail", "Ignore"]
+    job_namespace_selector: dict[str, Any] | None = None
+    lease_duration: float = 15.0
+    workload_retention: float = 8 * 24 * 3600
+
+
+def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
+    """The Configuration file, or Kueue's defaults; jobs in kube-system and kuota's namespace are never managed."""
+    if path is None:
+        configuration = Configuration()
+    else:
+        try:
+            document = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as error:
+            raise ManagerError(f"--config {path}: {error}") from error
+        configuration = parse_configuration(document)
+    if configuration.managed_jobs_namespace_selector is None:
+        excluded = Requirement("kubernetes.io/metadata.name", "NotIn", ("kube-system", own_namespace))
+        configuration = Configuration(
+            manage_jobs_without_queue_name=configuration.manage_jobs_without_queue_name,
+            managed_jobs_namespace_selector=LabelSelector(match_expressions=(excluded,)),
+            wait_for_pods_ready=configuration.wait_for_pods_ready,
+            fair_sharing=configuration.fair_sharing,
+        )
+    return configuration
+
+
+async def _whoami(api_client: Any) -> KuotaIdentity:
+    """kuota's own API identity, asked of the API server, so the webhook recognises the controller's writes."""
+    review = await client.AuthenticationV1Api(api_client).create_self_subject_review(
+        client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview")
+    )
+    user = review.status.user_info
+    log.info("manager acts as %s", user.username)
+    return KuotaIdentity(usernames=frozenset({user.username}))
+
+
+@dataclass
+class Manager:
+    options: ManagerOptions
+    configuration: Configuration = field(default_factory=Configuration)
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    certificates_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    controller: QuotaController | None = None
+    webhook_port: int = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        options = self.options
+        if options.kubeconfig is not None:
+            api_client = await config.new_client_from_config(config_file=str(options.kubeconfig))
+        else:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            api_client = client.ApiClient()
+        try:
+            self.configuration = load_configuration(options.config, options.namespace)
+            await self._serve(api_client, stop)
+        finally:
+            await api_client.close()
+
+    async def _serve(self, api_client: Any, stop: asyncio.Event) -> None:
+        options = self.options
+        context = ReloadableServerContext()
+        facts = ReflectedClusterFacts.from_api_client(api_client)
+        selector = self.configuration.managed_jobs_namespace_selector or LabelSelector()
+        policy = JobPolicy(
+            manage_jobs_without_queue_name=self.configuration.manage_jobs_without_queue_name,
+            managed_jobs_namespace_selector=selector,
+            kuota=await _whoami(api_client),
+        )
+        readiness = [
+            ReadinessCheck("webhook certificates loaded", lambda: context.loaded),
+            ReadinessCheck("caches synced", facts.synced),
+        ]
+        app = build_app(AdmissionRoutes(rules=kuota_rules(policy, facts), readiness=readiness))
+        server = AdmissionServer(app, context.context, options.webhook_host, options.webhook_port)
+        self.controller = QuotaController(
+            api_client, self.configuration, self.metrics, workload_retention=options.workload_retention
+        )
+        elector = LeaderElector(
+            ApiWriter(api_client, self.metrics),
+            options.namespace,
+            options.lease_name,
+            options.identity,
+            lease_duration=options.lease_duration,
+            renew_deadline=options.lease_duration * 2 / 3,
+            retry_period=options.lease_duration / 7.5,
+        )
+        runners: list[web.AppRunner] = []
+        try:
+            runners.append(await server.start())
+            self.webhook_port = server.bound_port
+            runners.append(await self._plain_server(self._metrics_app(), options.metrics_host, options.metrics_port))
+            health = build_app(AdmissionRoutes({}, readiness))
+            runners.append(await self._plain_server(health, options.health_host, options.health_port))
+            async with asyncio.TaskGroup() as group:
+                background = [
+                    group.create_task(self._certificates(api_client, context)),
+                    group.create_task(facts.run()),
+                ]
+                if options.webhook_url is not None:
+                    background.append(group.create_task(self._register_by_url(api_client)))
+                controller = self.controller
+                work = group.create_task(elector.run(controller.run) if options.leader_elect else controller.run())
+                await stop.wait()
+                log.info("stopping: controller first, then the Lease, then the webhook")
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                if options.leader_elect:
+                    await elector.release()
+                for task in background:
+                    task.cancel()
+        finally:
+            for runner in runners:
+                await runner.cleanup()
+
+    async def _certificates(self, api_client: Any, context: ReloadableServerContext) -> None:
+        options = self.options
+        source: DirectoryCertificates | SecretBackedCertificates
+        if options.cert_dir is not None:
+            source = DirectoryCertificates(options.cert_dir, context)
+        else:
+            source = SecretBackedCertificates(
+                core_api=client.CoreV1Api(api_client),
+                admission_api=client.AdmissionregistrationV1Api(api_client),
+                secret=SecretLocation(options.namespace, options.cert_secret),
+                identity=ServingIdentity.for_service(options.service_name, options.namespace, options.webhook_ips),
+                # Registered by URL, the configurations are written with the CA by _register_by_url instead.
+                configurations=WebhookConfigurations()
+                if options.webhook_url is not None
+                else WebhookConfigurations(
+                    mutating=(options.mutating_webhook_config,), validating=(options.validating_webhook_config,)
+                ),
+                context=context,
+            )
+        await source.run(self.certificates_ready)
+
+    async def _register_by_url(self, api_client: Any) -> None:
+        """Out of cluster: create kuota's webhook configurations pointing at ``--webhook-url``."""
+        options = self.options
+        assert options.webhook_url is not None
+        await self.certificates_ready.wait()
+        stored = await read_bundle(
+            client.CoreV1Api(api_client), SecretLocation(options.namespace, options.cert_secret), 10
+        )
+        if stored is None:
+            raise ManagerError(f"Secret {options.namespace}/{options.cert_secret} vanished after certificates loaded")
+        mutating, validating = webhook_configurations(
+            WebhookEndpoint(url=options.webhook_url),
+            stored.bundle.ca_cert_pem,
+            failure_policy=options.failure_policy,
+            namespace_selector=options.job_namespace_selector,
+        )
+        mutating["metadata"]["name"] = options.mutating_webhook_config
+        validating["metadata"]["name"] = options.validating_webhook_config
+        writer = ApiWriter(api_client, self.metrics)
+        for resource, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
+            name = body["metadata"]["name"]
+            if await writer.get(resource, None, name) is None:
+                await writer.create(resource, None, body)
+            else:
+                await writer.merge_patch(resource, None, name, {"webhooks": body["webhooks"]})
+        log.info("webhooks registered at %s", options.webhook_url)
+
+    def _metrics_app(self) -> web.Application:
+        app = web.Application()
+
+        async def metrics(request: web.Request) -> web.Response:
+            del request
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app.router.add_get("/metrics", metrics)
+        return app
+
+    @staticmethod
+    async def _plain_server(app: web.Application, host: str, port: int) -> web.AppRunner:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        return runner
+
+
+def split_host_port(value: str, flag: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not port.isdigit():
+        raise ManagerError(f"{flag} {value!r}: expected HOST:PORT, e.g. 0.0.0.0:9443 or :9443")
+    return host or "0.0.0.0", int(port)
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str, flag: str) -> float:
+    """``90s``, ``30m``, ``192h``, ``8d``: a duration in seconds."""
+    number, unit = value[:-1], value[-1:]
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if unit not in _DURATION_UNITS or amount < 0:
+        raise ManagerError(f"{flag} {value!r}: expected a number and a unit s, m, h or d, e.g. 192h")
+    return amount * _DURATION_UNITS[unit]
+
+
+async def run_manager(options: ManagerOptions) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await Manager(options).run(stop)
