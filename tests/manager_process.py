@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.cluster import Cluster
 from tests.cluster.controlplane import free_port
 from tests.waiting import wait_until
@@ -80,6 +82,14 @@ class ManagerProcess:
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as reply:
             return str(reply.read().decode())
+
+    def metric_values(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics, keyed by name and sorted labels."""
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(self.metrics())
+            for sample in family.samples
+        }
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no Lease release, writes cut off wherever they are."""

@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -292,10 +293,18 @@ class Cluster:
         path.write_text(yaml.safe_dump(self._kubeconfig_document(cert, key)))
         return path
 
+    def kubeconfig_with_token(self, name: str, token: str) -> Path:
+        """A kubeconfig that authenticates with a bearer token (e.g. a ServiceAccount's, from TokenRequest)."""
+        document = self._kubeconfig_document(self.pki.admin_cert, self.pki.admin_key)
+        document["users"] = [{"name": "admin", "user": {"token": token}}]
+        path = self.workdir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(document))
+        return path
+
     def _write_kubeconfig(self) -> None:
         self.kubeconfig.write_text(yaml.safe_dump(self._kubeconfig_document(self.pki.admin_cert, self.pki.admin_key)))
 
-    def _kubeconfig_document(self, cert: Path, key: Path) -> dict[str, object]:
+    def _kubeconfig_document(self, cert: Path, key: Path) -> dict[str, Any]:
         def b64(path: Path) -> str:
             return base64.b64encode(path.read_bytes()).decode()
 

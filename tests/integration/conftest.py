@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,13 +27,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
+def make_namespace(cluster: Cluster) -> Iterator[Callable[[], str]]:
+    """Creates fresh namespaces on demand; all are deleted after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"t-{uuid.uuid4().hex[:10]}"
+        cluster.kubectl("create", "namespace", name)
+        made.append(name)
+        return name
+
     try:
-        yield name
+        yield make
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        for name in made:
+            cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def namespace(make_namespace: Callable[[], str]) -> str:
+    return make_namespace()
 
 
 @pytest.fixture(scope="session")

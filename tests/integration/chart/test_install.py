@@ -15,7 +15,13 @@ from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
 from certs.secret_store import SecretLocation, load_or_create
 from tests.cluster import Cluster
 from tests.integration.chart.conftest import install, job, kuota_webhook_configurations, uninstall
+from tests.integration.manager.conftest import ensure_namespace
+from tests.integration.manager.guide_objects import FINETUNE_JOB, VERBATIM
+from tests.integration.manager.test_guide import admitted_workload, running_pods
+from tests.manager_process import ManagerProcess
+from tests.paths import GUIDE
 from tests.unit.chart.rendering import NAMESPACE
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +190,33 @@ def test_the_webhook_guards_job_creation_except_in_excluded_namespaces(
             "create", "--dry-run=server", "-f", "-", input=json.dumps(job("excluded", excluded)), check=False
         )
         assert allowed.returncode == 0, allowed.stderr
+
+
+def test_the_manager_with_nothing_but_the_charts_identity_admits_the_guides_job(cluster: Cluster, release: str) -> None:
+    """The manager from source, authenticated as the chart's ServiceAccount (a real token, not admin), does its
+    whole job: certificate Secret, Lease, webhook registration, Workloads, Job placement."""
+    del release
+    token = cluster.kubectl("create", "token", "kuota-manager", "-n", NAMESPACE, "--duration=1h").stdout.strip()
+    kubeconfig = cluster.kubeconfig_with_token("kuota-manager-sa", token)
+    manager = ManagerProcess(cluster, NAMESPACE, identity="chart-identity", kubeconfig=kubeconfig)
+    ensure_namespace(cluster, "research")
+    manager.start()
+    try:
+        assert "manager acts as " + MANAGER in manager.log_path.read_text()
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        created = json.loads(cluster.kubectl("create", "-f", str(GUIDE / FINETUNE_JOB), "-o", "json").stdout)
+        assert created["spec"]["suspend"] is True
+        workload = admitted_workload(cluster, "research", created["metadata"]["uid"])
+        assert workload["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"] == "h100-ondemand"
+        pods = running_pods(cluster, "research", created["metadata"]["name"], 2)
+        assert all(p["spec"]["nodeSelector"]["gpu-type"] == "h100" for p in pods)
+        assert "Forbidden" not in manager.log_path.read_text()
+    finally:
+        cluster.kubectl("delete", "jobs", "--all", "-n", "research", "--wait=false")
+        wait_until(
+            lambda: not json.loads(cluster.kubectl("get", "workloads", "-n", "research", "-o", "json").stdout)["items"],
+            "the guide's Workload to be released by the manager",
+        )
+        manager.stop()
+        cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")

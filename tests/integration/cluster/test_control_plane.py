@@ -163,3 +163,21 @@ def test_shell_entry_starts_and_tears_down_cleanly_twice(tmp_path: Path) -> None
         assert _port_is_free(state["server"])
         assert _port_is_free(state["etcd_url"])
         assert not (workdir / "processes.json").exists()
+
+
+def test_suspending_a_running_job_removes_its_pods_as_a_kubelet_would(cluster: Cluster, namespace: str) -> None:
+    job = _gpu_job("long", namespace, tolerate_gpu_taint=True)
+    del job["spec"]["template"]["metadata"]["annotations"][RUN_SECONDS_ANNOTATION]  # runs until stopped
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+
+    def running() -> bool:
+        pods = _get(cluster, "pods", "-n", namespace, "-l", "job-name=long")["items"]
+        return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+
+    wait_until(running, "both pods to run", timeout=60)
+    cluster.kubectl("patch", "job", "long", "-n", namespace, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_until(
+        lambda: not _get(cluster, "pods", "-n", namespace, "-l", "job-name=long")["items"],
+        "the suspended Job's pods to be gone (not left Terminating)",
+        timeout=60,
+    )

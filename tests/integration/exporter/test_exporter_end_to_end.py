@@ -10,8 +10,7 @@ import json
 import time
 import urllib.parse
 import urllib.request
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,6 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("fake-nvml")).parent
 
 
-@pytest.fixture
-def second_namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
-    try:
-        yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
 def gpu_pod(name: str, namespace: str, node: str, gpus: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -55,9 +44,7 @@ def gpu_pod(name: str, namespace: str, node: str, gpus: int) -> dict[str, Any]:
         "spec": {
             "nodeName": node,
             "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [
-                {"name": "main", "image": "fake", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}
-            ],
+            "containers": [{"name": "main", "image": "fake", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}],
         },
     }
 
@@ -78,10 +65,15 @@ def promql(url: str, query: str) -> dict[tuple[str, ...], float]:
 
 
 async def test_prometheus_sees_per_pod_and_per_namespace_use_of_a_time_sliced_gpu(
-    cluster: Cluster, namespace: str, second_namespace: str, fake_nvml_dir: Path, tmp_path: Path
+    cluster: Cluster,
+    namespace: str,
+    make_namespace: Callable[[], str],
+    fake_nvml_dir: Path,
+    tmp_path: Path,
 ) -> None:
     node = cluster.node_names[0]
     notebook_uid = await create_pod(cluster, gpu_pod("notebook", namespace, node, 1))
+    second_namespace = make_namespace()
     trainer_uid = await create_pod(cluster, gpu_pod("trainer", second_namespace, node, 2))
 
     proc = tmp_path / "proc"
@@ -97,14 +89,29 @@ async def test_prometheus_sees_per_pod_and_per_namespace_use_of_a_time_sliced_gp
     ).write(scenario)
 
     async with FakeKubelet(tmp_path / "kubelet.sock") as kubelet:
-        kubelet.assign([
-            Assigned(namespace, "notebook", "main", (f"{SHARED}::0",)),
-            Assigned(second_namespace, "trainer", "main", (f"{SHARED}::1", WHOLE)),
-        ])
+        kubelet.assign(
+            [
+                Assigned(namespace, "notebook", "main", (f"{SHARED}::0",)),
+                Assigned(second_namespace, "trainer", "main", (f"{SHARED}::1", WHOLE)),
+            ]
+        )
         args = [
-            "--node-name", node, "--kubeconfig", str(cluster.kubeconfig), "--proc-root", str(proc),
-            "--pod-resources-socket", str(kubelet.socket_path), "--process-interval", "0.5",
-            "--device-interval", "1", "--pod-resources-interval", "1", "--utilization-window", "5",
+            "--node-name",
+            node,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--proc-root",
+            str(proc),
+            "--pod-resources-socket",
+            str(kubelet.socket_path),
+            "--process-interval",
+            "0.5",
+            "--device-interval",
+            "1",
+            "--pod-resources-interval",
+            "1",
+            "--utilization-window",
+            "5",
         ]
         with running_exporter(tmp_path, fake_nvml_dir, scenario, args) as exporter:
             target = exporter.url.removeprefix("http://")

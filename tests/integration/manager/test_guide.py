@@ -110,7 +110,8 @@ def test_the_guides_job_is_held_then_admitted_whole_on_h100_ondemand_and_gives_i
     )
     assert _condition(finished, "Finished")["reason"] == "Succeeded"  # type: ignore[index]
     wait_until(lambda: gpu_usage(cluster, "research") == "0", "research's GPUs to be given back")
-    assert 'kueue_admitted_workloads_total{cluster_queue="research",priority_class=""} 1.0' in manager.metrics()
+    admitted = (("cluster_queue", "research"), ("priority_class", ""))
+    assert manager.metric_values()[("kueue_admitted_workloads_total", admitted)] == 1
 
 
 def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting_the_newest_sweeps(
@@ -149,6 +150,12 @@ def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting
         else:
             assert _is_true(workload, "Admitted"), name
     wait_until(lambda: gpu_usage(cluster, "research") == "12", "research's status to show 12 GPUs in use")
+    metrics = manager.metric_values()
+    preempted = (("preempting_cluster_queue", "applied-ml"), ("reason", "InCohortReclamation"))
+    assert metrics[("kueue_preempted_workloads_total", preempted)] == 2
+    usage = (("cluster_queue", "research"), ("cohort", "gpu-pool"), ("flavor", "h100-ondemand"), ("resource", GPU))
+    assert metrics[("kueue_cluster_queue_resource_usage", usage)] == 12
+    assert metrics[("kueue_pending_workloads", (("cluster_queue", "research"), ("status", "active")))] == 3
     pending_sixth = workload_of(cluster, "research", sixth["metadata"]["uid"])
     assert pending_sixth is not None and not _is_true(pending_sixth, "QuotaReserved")
 
@@ -158,3 +165,28 @@ def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting
         admitted_workload(cluster, "research", created["metadata"]["uid"])
         running_pods(cluster, "research", created["metadata"]["name"], 1)
     assert guide(FINETUNE_JOB)["spec"]["suspend"] is True  # the files themselves were never edited
+
+
+def test_a_job_past_its_maximum_execution_time_is_suspended_and_its_workload_deactivated(
+    cluster: Cluster, manager: ManagerProcess, guide_namespaces: tuple[str, ...]
+) -> None:
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    job = gpu_job("time-boxed", "research", pods=1, gpus_per_pod=4)
+    job["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "3"
+    created = create_job(cluster, job)
+    uid = created["metadata"]["uid"]
+    admitted = admitted_workload(cluster, "research", uid)
+    assert admitted["spec"]["maximumExecutionTimeSeconds"] == 3
+
+    def deactivated() -> dict[str, Any] | None:
+        workload = workload_of(cluster, "research", uid)
+        return workload if workload is not None and workload["spec"].get("active") is False else None
+
+    workload = wait_until(deactivated, "the Workload to be deactivated after 3 s of running", timeout=30)
+    assert _condition(workload, "Evicted")["reason"] == "Deactivated"  # type: ignore[index]
+    assert not _is_true(workload, "QuotaReserved")
+    wait_until(
+        lambda: get_json(cluster, "job", "time-boxed", "-n", "research")["spec"]["suspend"], "the Job to be suspended"
+    )
+    wait_until(lambda: gpu_usage(cluster, "research") == "0", "research's GPUs to be given back")
