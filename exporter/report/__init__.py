@@ -4,10 +4,12 @@ Layers, lowest first (a module imports only from layers above it in this list, n
 
 - ``errors``, ``window``, ``prices``, ``statistics``, ``measurements``: plain data and pure helpers;
 - ``promql`` (the queries, as strings), ``verdicts`` (quadrant and levers), ``figures`` (measurements ->
-  every figure of the report), ``queue_config`` (LocalQueues -> teams), ``whatif``'s config rewrites:
+  every figure of the report), ``queue_config`` (LocalQueues -> teams; listed objects -> config),
+  ``workload_history`` (Workloads -> simulate records, failed GPU-hours), ``whatif``'s config rewrites:
   the functional core, no I/O;
-- ``prometheus_api`` (HTTP, timeouts), ``collection`` (which series exist, run the queries), ``whatif``'s
-  replay (``kuota simulate`` in a subprocess): the imperative shell;
+- ``prometheus_api`` (HTTP, timeouts), ``collection`` (which series exist, run the queries), ``api_listing``
+  (retained Workloads and queue objects from the API server), ``whatif``'s replay (``kuota simulate`` in a
+  subprocess): the imperative shell;
 - ``report_json``, ``report_markdown``, ``charts`` + ``report_html``: writers of the three files;
 - ``pipeline`` ties one run together; ``commands`` is the CLI (argparse only at import time).
 """

@@ -10,7 +10,7 @@ class _ReportCommand:
     name = "report"
     summary = "Write the weekly buy-versus-tune report from Prometheus and the job history."
     example = (
-        "kuota report --prometheus http://prometheus:9090 --config queues/ --window 7d "
+        "kuota report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --window 7d "
         "--price p5.48xlarge --out report/"
     )
 
@@ -18,15 +18,22 @@ class _ReportCommand:
         source = parser.add_argument_group("sources")
         source.add_argument("--prometheus", required=True, metavar="URL",
                             help="Prometheus base URL (the one scraping the exporters and the manager)")
+        cluster = source.add_mutually_exclusive_group()
+        cluster.add_argument("--kubeconfig", metavar="PATH",
+                             help="read the retained Workloads and the current queue objects from this "
+                                  "kubeconfig's cluster (its current context; client certificate or token)")
+        cluster.add_argument("--in-cluster", action="store_true",
+                             help="as --kubeconfig, with the pod's service account (the chart's CronJob)")
         source.add_argument("--config", metavar="PATH",
                             help="queue config as for 'kuota simulate' (YAML file or folder); its LocalQueues "
-                                 "map namespaces to ClusterQueues, and it is what the what-if replays")
+                                 "map namespaces to ClusterQueues, and it is what the what-if replays "
+                                 "(default with --kubeconfig or --in-cluster: the cluster's queue objects)")
         source.add_argument("--history", metavar="FILE",
                             help="the window's jobs as JSON Lines in simulate's format, for the what-if")
         source.add_argument("--workloads", metavar="FILE",
                             help="retained Workloads, as 'kubectl get workloads.kueue.x-k8s.io -A -o json' "
-                                 "writes them: GPU-hours of failed or cancelled jobs, and the what-if's "
-                                 "history when --history is not given")
+                                 "writes them (instead of --kubeconfig or --in-cluster): GPU-hours of failed "
+                                 "or cancelled jobs, and the what-if's history when --history is not given")
         source.add_argument("--more-gpus", type=int, default=8, metavar="N",
                             help="GPUs added in the what-if's buy scenario (default 8, one node)")
         source.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
@@ -61,10 +68,11 @@ class _ReportCommand:
         from datetime import UTC, datetime
         from pathlib import Path
 
+        from exporter.report.api_listing import api_source
         from exporter.report.errors import ReportError, ReportInputError
         from exporter.report.pipeline import ReportRequest, measure, write
         from exporter.report.prices import parse_price
-        from exporter.report.queue_config import load_objects, namespace_queues
+        from exporter.report.queue_config import load_objects
         from exporter.report.verdicts import Thresholds
         from exporter.report.window import Window, WorkHours, parse_duration, parse_end
 
@@ -88,16 +96,23 @@ class _ReportCommand:
                 idle_holder_hours=args.idle_holder_hours,
                 idle_elsewhere_gpus=args.idle_elsewhere_gpus,
             )
+            live = args.kubeconfig is not None or args.in_cluster
+            if live and args.workloads:
+                raise ReportInputError(
+                    "--workloads and --kubeconfig/--in-cluster both give the retained Workloads: pass one"
+                )
             objects = load_objects(Path(args.config)) if args.config else None
-            if args.history and objects is None:
-                raise ReportInputError("--history needs --config: the what-if replays the history against the queues")
+            if args.history and objects is None and not live:
+                raise ReportInputError(
+                    "--history needs the queues to replay it against: pass --config, --kubeconfig or --in-cluster"
+                )
             if args.more_gpus < 1:
                 raise ReportInputError("--more-gpus must be at least 1")
             request = ReportRequest(
-                args.prometheus, window, thresholds, parse_price(args.price),
-                namespace_queues(objects) if objects else {}, args.timeout,
+                args.prometheus, window, thresholds, parse_price(args.price), args.timeout,
                 config_objects=objects, history=Path(args.history) if args.history else None,
                 more_gpus=args.more_gpus, workloads=Path(args.workloads) if args.workloads else None,
+                api=api_source(Path(args.kubeconfig) if args.kubeconfig else None) if live else None,
             )
             report = asyncio.run(measure(request, progress))
             written = write(report, Path(args.out), progress)

@@ -7,7 +7,10 @@
     ├── PrometheusError         Prometheus could not answer (exit 3)
     │   ├── PrometheusUnreachableError   no HTTP answer (connection refused, DNS, timeout)
     │   └── PrometheusQueryError   an HTTP or PromQL error for one query (the query is named)
-    └── WhatIfError             ``kuota simulate`` could not replay the window's demand (exit 4)
+    ├── WhatIfError             ``kuota simulate`` could not replay the window's demand (exit 4)
+    └── KubernetesError         the API server could not give the Workloads or queue objects (exit 5)
+        ├── KubernetesUnreachableError   no HTTP answer (connection refused, TLS, timeout)
+        └── KubernetesRequestError       an HTTP error for one list (401, 403, 404...; the resource is named)
 """
 
 from __future__ import annotations
@@ -37,3 +40,15 @@ class PrometheusQueryError(PrometheusError):
 
 class WhatIfError(ReportError):
     exit_code = 4
+
+
+class KubernetesError(ReportError):
+    exit_code = 5
+
+
+class KubernetesUnreachableError(KubernetesError):
+    pass
+
+
+class KubernetesRequestError(KubernetesError):
+    pass

@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from exporter.report import report_html, report_json, report_markdown
+from exporter.report.api_listing import ApiSource, read_cluster
 from exporter.report.collection import collect
 from exporter.report.errors import ReportError, ReportInputError
 from exporter.report.figures import Report, build_report
 from exporter.report.prices import Price
 from exporter.report.prometheus_api import PrometheusClient
+from exporter.report.queue_config import namespace_queues
 from exporter.report.verdicts import Thresholds
 from exporter.report.whatif import run_whatif
 from exporter.report.window import Window
-from exporter.report.workload_history import job_history
+from exporter.report.workload_history import job_history, with_known_priority_classes
 
 Progress = Callable[[str], None]
 
@@ -32,11 +34,11 @@ class ReportRequest:
     window: Window
     thresholds: Thresholds
     price: Price
-    namespace_queues: Mapping[str, str]
     query_timeout_s: float = 120.0
-    config_objects: list[dict[str, Any]] | None = None
+    config_objects: list[dict[str, Any]] | None = None  # from --config; else the live ones when api is set
     history: Path | None = None
     workloads: Path | None = None  # `kubectl get workloads -A -o json` output
+    api: ApiSource | None = None  # read Workloads (and queue objects, without --config) from the API server
     more_gpus: int = 8
 
 
@@ -46,6 +48,8 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 async def measure(request: ReportRequest, progress: Progress) -> Report:
+    config_objects, workload_items = await _read_sources(request, progress)
+    teams = namespace_queues(config_objects) if config_objects else {}
     try:
         async with PrometheusClient(request.prometheus_url, request.query_timeout_s) as client:
             measurements = await collect(
@@ -63,18 +67,27 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
     failed = None
     history = request.history
     with tempfile.TemporaryDirectory(prefix="kuota-report-") as temp:
-        if request.workloads is not None:
-            progress(f"reading retained Workloads from {request.workloads}")
-            jobs = job_history(_workload_items(request.workloads), request.window.start, request.window.end)
+        if workload_items is not None:
+            jobs = job_history(workload_items, request.window.start, request.window.end)
+            if config_objects is not None:
+                jobs = with_known_priority_classes(jobs, _priority_class_names(config_objects))
             failed = jobs.failed_gpu_hours
             notes += [f"{count} Workloads left out of the job history: {why}." for why, count in jobs.skipped.items()]
+            notes += [
+                f"{count} Workloads name priority class {name}, which is not a WorkloadPriorityClass of the "
+                "queues replayed: the what-if replays them at the default priority."
+                for name, count in jobs.unknown_priority_classes.items()
+            ]
             if history is None:
                 history = Path(temp) / "history.jsonl"
                 history.write_text("".join(json.dumps(r) + "\n" for r in jobs.records), encoding="utf-8")
-        if history is not None and request.config_objects is not None:
-            progress(f"replaying {history} through kuota simulate: current queues, borrowing, "
-                     f"+{request.more_gpus} GPUs")
-            scenarios = await run_whatif(request.config_objects, history, request.more_gpus)
+        if history is not None and config_objects is not None:
+            if request.config_objects is None and not any(o.get("kind") == "ClusterQueue" for o in config_objects):
+                notes.append("The cluster has no ClusterQueue: there are no queues to replay the what-if against.")
+            else:
+                progress(f"replaying {history} through kuota simulate: current queues, borrowing, "
+                         f"+{request.more_gpus} GPUs")
+                scenarios = await run_whatif(config_objects, history, request.more_gpus)
         notes.append("What-if utilization is admitted GPU-hours over nominal GPU quota in the replay "
                      "(the simulator has no SM activity).")
     progress("computing figures, verdicts and levers")
@@ -83,11 +96,35 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
         window=request.window,
         thresholds=request.thresholds,
         price=request.price,
-        namespace_queues=request.namespace_queues,
+        namespace_queues=teams,
         failed_gpu_hours=failed,
         whatif=scenarios,
         notes=notes,
     )
+
+
+async def _read_sources(
+    request: ReportRequest, progress: Progress
+) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+    """(queue config objects, retained Workloads), each None when no source gives it."""
+    if request.api is not None:
+        with_queues = request.config_objects is None
+        progress(
+            f"listing Workloads{' and queue objects' if with_queues else ''} from the API server at "
+            f"{request.api.access.server} ({request.api.origin})"
+        )
+        cluster = await read_cluster(request.api, with_queues=with_queues)
+        return (cluster.config_objects if with_queues else request.config_objects), cluster.workloads
+    if request.workloads is not None:
+        progress(f"reading retained Workloads from {request.workloads}")
+        return request.config_objects, _workload_items(request.workloads)
+    return request.config_objects, None
+
+
+def _priority_class_names(objects: list[dict[str, Any]]) -> set[str]:
+    return {
+        str((o.get("metadata") or {}).get("name")) for o in objects if o.get("kind") == "WorkloadPriorityClass"
+    }
 
 
 def _workload_items(path: Path) -> list[dict[str, Any]]:

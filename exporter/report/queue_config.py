@@ -1,6 +1,7 @@
 """The queue configuration the report needs: which namespaces feed which ClusterQueue (pure, plus a loader).
 
-The same files ``kuota simulate --config`` reads (one YAML file of several documents, or a folder of them).
+The same objects ``kuota simulate --config`` reads: from YAML (one file of several documents, or a folder of
+them), or listed live from the API server and reduced to what a user writes (:func:`config_object`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import yaml
 from exporter.report.errors import ReportInputError
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+_USER_METADATA = ("name", "namespace", "labels")
 
 
 def load_objects(path: Path) -> list[dict[str, Any]]:
@@ -29,6 +31,20 @@ def load_objects(path: Path) -> list[dict[str, Any]]:
             raise ReportInputError(f"--config {file} is not valid YAML: {error}") from error
         objects += [doc for doc in documents if isinstance(doc, dict)]
     return objects
+
+
+def config_object(kind: str, api_version: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A listed object as a config file would hold it: the server's additions (status, uid, resourceVersion,
+    managedFields, ...) dropped, since simulate's reader is strict; kind and apiVersion restored, since a
+    list's items of a built-in kind (Namespace) come without them."""
+    metadata = item.get("metadata") or {}
+    kept: dict[str, Any] = {key: item[key] for key in item if key not in {"apiVersion", "kind", "metadata", "status"}}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {key: metadata[key] for key in _USER_METADATA if metadata.get(key)},
+        **kept,
+    }
 
 
 def namespace_queues(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:

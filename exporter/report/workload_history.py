@@ -8,8 +8,8 @@ are not counted; a Workload never admitted has no known duration and is left out
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,8 @@ class JobHistory:
     records: list[dict[str, Any]]  # simulate's JSON Lines records, times relative to the window's start
     failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many Workloads were left out
+    # priority class -> how many records name it though the replayed config has no such WorkloadPriorityClass
+    unknown_priority_classes: dict[str, int] = field(default_factory=dict)
 
 
 def _time(text: str | None) -> float | None:
@@ -67,6 +69,12 @@ def job_history(workloads: Iterable[Mapping[str, Any]], window_start: float, win
         if created is None or not window_start <= created < window_end:
             skip("created outside the window")
             continue
+        if not spec.get("queueName"):
+            skip("no spec.queueName (not submitted to a queue)")
+            continue
+        if not spec.get("podSets"):
+            skip("no spec.podSets")
+            continue
         admitted_condition = _condition(workload, "QuotaReserved") or _condition(workload, "Admitted")
         admitted = _time(admitted_condition.get("lastTransitionTime")) if admitted_condition else None
         if admitted is None:
@@ -103,3 +111,18 @@ def job_history(workloads: Iterable[Mapping[str, Any]], window_start: float, win
             namespace = str(metadata.get("namespace"))
             failed[namespace] = failed.get(namespace, 0.0) + _gpus(pod_sets) * (ended - admitted) / 3600
     return JobHistory(records, failed, skipped)
+
+
+def with_known_priority_classes(history: JobHistory, known: Collection[str]) -> JobHistory:
+    """Records naming a class the replayed config lacks (deleted since, or a scheduling.k8s.io PriorityClass)
+    replay at the default priority: simulate refuses unknown names, and the demand matters more than its order."""
+    unknown: dict[str, int] = {}
+    records = []
+    for record in history.records:
+        name = record.get("priorityClass")
+        if name is not None and name not in known:
+            unknown[name] = unknown.get(name, 0) + 1
+            records.append({**record, "priorityClass": None})
+        else:
+            records.append(record)
+    return replace(history, records=records, unknown_priority_classes=unknown)

@@ -38,11 +38,12 @@ def run_report(*args: str, out: Path) -> ReportRun:
     return ReportRun(code, stderr.getvalue(), out)
 
 
-@pytest.fixture(scope="session")
-def synthetic_week_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def _week_prometheus(
+    tmp_path_factory: pytest.TempPathFactory, exporters: synthetic_week.GpuExporters
+) -> Iterator[PrometheusServer]:
     """The generated week backfilled; lookback 30 s (< the 5 min sample spacing): see tests/prometheus_server.py."""
-    workdir = tmp_path_factory.mktemp("synthetic-week")
-    history = synthetic_week.history().write_file(workdir / "history.om")
+    workdir = tmp_path_factory.mktemp(f"synthetic-week-{exporters}")
+    history = synthetic_week.history(exporters).write_file(workdir / "history.om")
     backfill_openmetrics(history, workdir / "tsdb")
     history.unlink()
     with PrometheusServer.start(workdir / "prometheus", tsdb=workdir / "tsdb", lookback_delta="30s") as server:
@@ -50,14 +51,40 @@ def synthetic_week_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture(scope="session")
+def synthetic_week_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """The week with kuota's series and (deliberately wrong) dcgm-exporter ones side by side."""
+    yield from _week_prometheus(tmp_path_factory, synthetic_week.GpuExporters.KUOTA_AND_DCGM)
+
+
+@pytest.fixture(scope="session")
+def dcgm_week_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """The same week as dcgm-exporter alone reports it, relabelled by kube-prometheus."""
+    yield from _week_prometheus(tmp_path_factory, synthetic_week.GpuExporters.DCGM_ONLY)
+
+
+@pytest.fixture(scope="session", params=list(synthetic_week.GpuExporters), ids=str)
+def synthetic_week_exporters(request: pytest.FixtureRequest) -> synthetic_week.GpuExporters:
+    """Every figure of the week must come out the same whichever GPU exporters Prometheus scraped."""
+    exporters: synthetic_week.GpuExporters = request.param
+    return exporters
+
+
+@pytest.fixture(scope="session")
 def synthetic_week_report(
-    synthetic_week_prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory
+    synthetic_week_exporters: synthetic_week.GpuExporters,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> ReportRun:
-    workdir = tmp_path_factory.mktemp("synthetic-week-report")
+    prometheus: PrometheusServer = request.getfixturevalue(
+        "dcgm_week_prometheus"
+        if synthetic_week_exporters is synthetic_week.GpuExporters.DCGM_ONLY
+        else "synthetic_week_prometheus"
+    )
+    workdir = tmp_path_factory.mktemp(f"synthetic-week-report-{synthetic_week_exporters}")
     config = workdir / "queues.yaml"
     config.write_text(synthetic_week.CONFIG_YAML, encoding="utf-8")
     return run_report(
-        "--prometheus", synthetic_week_prometheus.url, "--end", str(synthetic_week.END), "--window", "7d",
+        "--prometheus", prometheus.url, "--end", str(synthetic_week.END), "--window", "7d",
         "--resolution", "5m", "--config", str(config), "--price", "p5.48xlarge", out=workdir / "out",
     )
 

@@ -14,6 +14,14 @@ Three teams on 24 H100s (3 nodes x 8), ClusterQueues in cohort "gpus", nominal 8
 Admission waits (histogram observations in the window): research 40 in (20,40], 40 in (40,80], 20 in
 (2560,5120]; inference 30 in (5,10]; applied-ml 10 in (640,1280], 10 in (1280,2560]. The manager restarts
 at hour 80 (every counter resets). applied-ml preempts 2 workloads, research is evicted twice.
+
+The GPU series come in two variants (:class:`GpuExporters`), each with the same figures to find:
+
+- kuota's exporter and dcgm-exporter side by side, dcgm-exporter's utilization deliberately wrong (100 minus
+  the truth on held GPUs, 50 on free ones): every figure must come from kuota's series;
+- dcgm-exporter alone, as kube-prometheus scrapes it: ``DCGM_FI_DEV_GPU_UTIL`` per GPU, its target labels
+  (``namespace``/``pod``/``container`` of the dcgm-exporter pod itself) in place, the GPU's pod moved to
+  ``exported_namespace``/``exported_pod``/``exported_container`` while a pod holds it, and free GPUs at 0%.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 
 from tests.integration.report.openmetrics import OpenMetricsHistory
 
@@ -31,6 +40,13 @@ STEP_S = 300
 RESET_HOUR = 80
 BUCKETS = (1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20480, 40960, float("inf"))
 GPU = "nvidia.com/gpu"
+NODES = ("node-a", "node-b", "node-c")
+GPUS_PER_NODE = 8
+
+
+class GpuExporters(StrEnum):
+    KUOTA_AND_DCGM = "kuota-and-dcgm"
+    DCGM_ONLY = "dcgm-only"
 
 
 def is_workday_hour(hour: int) -> bool:
@@ -108,10 +124,20 @@ def _observation_times(cluster_queue: str) -> list[tuple[int, float]]:
     return times
 
 
-def history() -> OpenMetricsHistory:
+def history(exporters: GpuExporters = GpuExporters.KUOTA_AND_DCGM) -> OpenMetricsHistory:
     om = OpenMetricsHistory()
-    for node in ("node-a", "node-b", "node-c"):
-        for gpu in range(8):
+    if exporters is GpuExporters.KUOTA_AND_DCGM:
+        _kuota_series(om)
+        _dcgm_series(om, held_util=lambda pod, hour: 100.0 - pod.util(hour), free_util=50.0)
+    else:
+        _dcgm_series(om, held_util=lambda pod, hour: pod.util(hour), free_util=0.0)
+    _queue_series(om)
+    return om
+
+
+def _kuota_series(om: OpenMetricsHistory) -> None:
+    for node in NODES:
+        for gpu in range(GPUS_PER_NODE):
             labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
             om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
     for pod in PODS:
@@ -121,6 +147,36 @@ def history() -> OpenMetricsHistory:
             times = [(t, h) for t, h in _samples() if h is not None and pod.present(h)]
             om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t, _ in times))
             om.gauge("kuota_pod_gpu_sm_utilization_percent", labels, ((t, pod.util(h)) for t, h in times))
+
+
+def _holder(node: str, gpu: int, hour: int) -> PodGpus | None:
+    return next((p for p in PODS if p.node == node and gpu in p.gpus and p.present(hour)), None)
+
+
+def _dcgm_series(
+    om: OpenMetricsHistory, held_util: Callable[[PodGpus, int], float], free_util: float
+) -> None:
+    """One series per GPU and holder; a new series (new exported_* labels) whenever the holder changes."""
+    for node in NODES:
+        scraped = {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{node}",
+                   "container": "nvidia-dcgm-exporter", "job": "nvidia-dcgm-exporter", "instance": f"{node}:9400"}
+        for gpu in range(GPUS_PER_NODE):
+            device = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "device": f"nvidia{gpu}",
+                      "modelName": "NVIDIA H100 80GB HBM3"}
+            series: dict[str, tuple[dict[str, str], list[tuple[int, float]]]] = {}
+            for t, hour in _samples():
+                if hour is None or (pod := _holder(node, gpu, hour)) is None:
+                    key, labels, value = "", device | scraped, free_util
+                else:
+                    exported = {"exported_namespace": pod.namespace, "exported_pod": pod.pod,
+                                "exported_container": "main"}
+                    key, labels, value = pod.pod, device | scraped | exported, held_util(pod, hour)
+                series.setdefault(key, (labels, []))[1].append((t, value))
+            for labels, points in series.values():
+                om.gauge("DCGM_FI_DEV_GPU_UTIL", labels, points)
+
+
+def _queue_series(om: OpenMetricsHistory) -> None:
     for cq in WAITS:
         quota = {"cohort": "gpus", "cluster_queue": cq, "flavor": "h100-on-demand", "resource": GPU}
         om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, ((t, 8) for t, _ in _samples()))
@@ -142,7 +198,6 @@ def history() -> OpenMetricsHistory:
     om.counter("kueue_evicted_workloads_total",
                {"cluster_queue": "research", "reason": "Preempted", "underlying_cause": "", "priority_class": ""},
                _counter_series([START + 30 * 3600, START + 31 * 3600]))
-    return om
 
 
 def _cumulative(observed: list[tuple[int, float]], bound: float, first_bound: float) -> Iterator[tuple[int, float]]:

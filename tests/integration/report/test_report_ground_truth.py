@@ -1,6 +1,8 @@
 """Every figure of report.json against a real Prometheus equals what the generated week was built to hold.
 
 The expected numbers are worked out by hand from tests/integration/report/synthetic_week.py's docstring.
+Each test runs twice: on kuota's series with dcgm-exporter's beside them (kuota's must win), and on
+dcgm-exporter's ``DCGM_FI_DEV_GPU_UTIL`` alone, relabelled to ``exported_namespace``/``exported_pod``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ def test_report_exits_zero_and_writes_three_files(synthetic_week_report: ReportR
     assert synthetic_week_report.exit_code == 0, synthetic_week_report.stderr
     for name in ("report.json", "report.md", "report.html"):
         assert (synthetic_week_report.out / name).stat().st_size > 0
+
+
+def test_the_gpu_series_read_are_kuotas_when_present_else_dcgm_exporters_relabelled_ones(
+    synthetic_week_report: ReportRun, synthetic_week_exporters: week.GpuExporters
+) -> None:
+    expected = {
+        week.GpuExporters.KUOTA_AND_DCGM: "kuota_gpu_allocated + kuota_pod_gpu_sm_utilization_percent",
+        week.GpuExporters.DCGM_ONLY: "DCGM_FI_DEV_GPU_UTIL (exported_namespace relabelled)",
+    }
+    report = synthetic_week_report.json()
+    assert report["gpu_source"] == expected[synthetic_week_exporters]
+    assert report["missing"] == [], "dcgm-exporter alone gives utilization, allocation and the GPU inventory"
 
 
 def test_progress_line_per_phase(synthetic_week_report: ReportRun) -> None:

@@ -86,6 +86,7 @@ def test_the_report_command_parses_with_the_cli_and_writes_into_the_volume() -> 
     parsed = parse_with_the_cli(words[1:])
     assert parsed.prometheus == "http://prometheus.monitoring:9090"
     assert (parsed.window, parsed.price, parsed.config) == ("7d", "p5.48xlarge", "/etc/kuota-report/queues")
+    assert parsed.in_cluster, "the report reads the retained Workloads with its service account"
     assert parsed.out == "/report/2026-01-05T0600Z"
     assert {"name": "report", "mountPath": "/report"} in report["volumeMounts"]
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -100,6 +101,16 @@ def test_a_summary_webhook_posts_the_report_after_it_is_written() -> None:
     assert post["name"] == "post-summary"
     assert "@/report/latest/report.json" in post["command"][2]
     assert {"name": "SUMMARY_WEBHOOK_URL", "value": "https://hooks.example.com/kuota"} in post["env"]
+
+
+def test_without_a_queue_config_map_the_report_reads_the_live_queues() -> None:
+    values = {"report": {"enabled": True, "prometheusUrl": "http://p:9090"}}
+    spec, containers = _report_containers(values)
+    script = containers[0]["command"][2]
+    line = next(line for line in script.splitlines() if line.startswith("kuota report"))
+    parsed = parse_with_the_cli(shlex.split(line.replace('"$@"', ""))[1:])
+    assert (parsed.in_cluster, parsed.config) == (True, None)
+    assert "queues" not in {v["name"] for v in spec["volumes"]}
 
 
 def test_without_a_summary_webhook_the_report_is_the_only_container() -> None:

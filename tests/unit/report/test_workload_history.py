@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from exporter.report.workload_history import job_history
+from exporter.report.workload_history import job_history, with_known_priority_classes
 
 START = 1_790_000_000.0
 
@@ -55,3 +55,22 @@ def test_running_workload_runs_to_the_window_end_and_unadmitted_ones_are_counted
     )
     assert [r["duration"] for r in history.records] == [900.0]
     assert history.skipped == {"never admitted (no known duration)": 1, "created outside the window": 1}
+
+
+def test_workloads_without_a_queue_or_pod_sets_are_counted_out_not_replayed() -> None:
+    unqueued, empty = _workload("u", 0, 100, 200), _workload("e", 0, 100, 200)
+    del unqueued["spec"]["queueName"]
+    empty["spec"]["podSets"] = []
+    history = job_history([unqueued, empty, _workload("ok", 0, 100, 200)], START, START + 1000)
+    assert [r["name"] for r in history.records] == ["ok"]
+    assert history.skipped == {"no spec.queueName (not submitted to a queue)": 1, "no spec.podSets": 1}
+
+
+def test_a_priority_class_the_replayed_queues_lack_replays_at_the_default_priority() -> None:
+    history = job_history([_workload("a", 0, 100, 200), _workload("b", 0, 100, 200)], START, START + 1000)
+    kept = with_known_priority_classes(history, {"low"})
+    assert kept == history
+    defaulted = with_known_priority_classes(history, {"high"})
+    assert [r["priorityClass"] for r in defaulted.records] == [None, None]
+    assert defaulted.unknown_priority_classes == {"low": 2}
+    assert [r["duration"] for r in defaulted.records] == [r["duration"] for r in history.records]

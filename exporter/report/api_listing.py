@@ -1,0 +1,212 @@
+"""Reading the report's job history and queues live from the API server: retained Workloads, and the queueing
+objects the what-if replays (ResourceFlavors, ClusterQueues, LocalQueues, Cohorts, WorkloadPriorityClasses,
+and Namespaces for namespaceSelectors).
+
+The imperative shell in front of ``workload_history`` and ``queue_config``, which stay pure. Plain aiohttp
+with the credentials ``exporter.kube_access`` reads (a kubeconfig's client certificate or token, or the pod's
+service account); lists page by page (``limit``/``continue``), every request under a timeout; every failure a
+:class:`~exporter.report.errors.KubernetesError` naming the server, the resource and what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from exporter.errors import ConfigurationError
+from exporter.kube_access import ApiServerAccess, from_kubeconfig, in_cluster
+from exporter.report.errors import (
+    KubernetesError,
+    KubernetesRequestError,
+    KubernetesUnreachableError,
+    ReportInputError,
+)
+from exporter.report.queue_config import KUEUE_API, config_object
+
+PAGE_SIZE = 500
+REQUEST_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    plural: str
+    api_version: str
+
+    @property
+    def path(self) -> str:
+        core = "/" not in self.api_version  # v1, not group/version
+        return f"{'/api' if core else '/apis'}/{self.api_version}/{self.plural}"
+
+    @property
+    def described(self) -> str:
+        """As kubectl and RBAC rules name it: ``workloads.kueue.x-k8s.io``, ``namespaces``."""
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.plural}.{group}" if group else self.plural
+
+
+WORKLOADS = Resource("Workload", "workloads", KUEUE_API)
+QUEUE_RESOURCES = (
+    Resource("ResourceFlavor", "resourceflavors", KUEUE_API),
+    Resource("ClusterQueue", "clusterqueues", KUEUE_API),
+    Resource("LocalQueue", "localqueues", KUEUE_API),
+    Resource("Cohort", "cohorts", KUEUE_API),
+    Resource("WorkloadPriorityClass", "workloadpriorityclasses", KUEUE_API),
+    Resource("Namespace", "namespaces", "v1"),
+)
+
+
+@dataclass(frozen=True)
+class _Page:
+    items: list[dict[str, Any]]
+    continue_token: str  # empty on the last page
+
+
+@dataclass(frozen=True)
+class ApiSource:
+    access: ApiServerAccess
+    origin: str  # where the credentials came from, for messages: "--kubeconfig PATH" or "--in-cluster"
+
+
+def api_source(kubeconfig: Path | None) -> ApiSource:
+    """Credentials from ``kubeconfig``'s current context, or (None) the pod's service account."""
+    if kubeconfig is not None:
+        origin = f"--kubeconfig {kubeconfig}"
+        try:
+            return ApiSource(from_kubeconfig(kubeconfig), origin)
+        except ConfigurationError as error:
+            raise ReportInputError(f"{origin} is not a usable kubeconfig: {error}") from error
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:
+            # kube_access walks the YAML as it comes: a missing or mistyped entry surfaces as one of these
+            raise ReportInputError(
+                f"{origin} is not a usable kubeconfig ({type(error).__name__}: {error}); "
+                f"check it with 'kubectl --kubeconfig {kubeconfig} config view'"
+            ) from error
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise ReportInputError(
+            "--in-cluster: not running in a pod (KUBERNETES_SERVICE_HOST is unset); pass --kubeconfig PATH instead"
+        )
+    try:
+        return ApiSource(in_cluster(), "--in-cluster (the pod's service account)")
+    except (ConfigurationError, OSError) as error:
+        raise ReportInputError(
+            f"--in-cluster: the pod's service account credentials cannot be read ({error}); "
+            "check that the report's pod mounts its service account token (automountServiceAccountToken)"
+        ) from error
+
+
+@dataclass(frozen=True)
+class ClusterObjects:
+    workloads: list[dict[str, Any]]
+    config_objects: list[dict[str, Any]] | None  # as queue config files hold them; None when not asked for
+
+
+async def read_cluster(
+    source: ApiSource,
+    *,
+    with_queues: bool,
+    page_size: int = PAGE_SIZE,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+) -> ClusterObjects:
+    """Every Workload, and (``with_queues``) every queueing object, of the cluster, listed concurrently."""
+    resources: Sequence[Resource] = (WORKLOADS, *QUEUE_RESOURCES) if with_queues else (WORKLOADS,)
+    lister = _Lister(source, page_size, timeout_s)
+    connector = aiohttp.TCPConnector(ssl=source.access.ssl_context)
+    try:
+        async with (
+            aiohttp.ClientSession(connector=connector, headers=dict(source.access.headers)) as http,
+            asyncio.TaskGroup() as group,
+        ):
+            tasks = [group.create_task(lister.list_all(http, resource)) for resource in resources]
+    except* KubernetesError as failures:
+        # the lists fail together when the server is down or the identity is wrong: the first says why
+        raise failures.exceptions[0] from None
+    listed = [task.result() for task in tasks]
+    config = None
+    if with_queues:
+        config = [
+            config_object(resource.kind, resource.api_version, item)
+            for resource, items in zip(QUEUE_RESOURCES, listed[1:], strict=True)
+            for item in items
+        ]
+    return ClusterObjects(listed[0], config)
+
+
+class _Lister:
+    def __init__(self, source: ApiSource, page_size: int, timeout_s: float) -> None:
+        self._source = source
+        self._page_size = page_size
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def list_all(self, http: aiohttp.ClientSession, resource: Resource) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            params = {"limit": str(self._page_size)} | ({"continue": token} if token else {})
+            status, body = await self._get(http, resource, params)
+            if status == 410 and token:
+                # The continue token outlived etcd's compaction: the snapshot it paged through is gone, and
+                # the pages read so far cannot be joined to a newer one. Like client-go's pager, list it whole.
+                status, body = await self._get(http, resource, {})
+                items, token = [], ""
+            page = self._page(resource, status, body)
+            items += page.items
+            token = page.continue_token
+            if not token:
+                return items
+
+    async def _get(
+        self, http: aiohttp.ClientSession, resource: Resource, params: dict[str, str]
+    ) -> tuple[int, str]:
+        server = self._source.access.server
+        try:
+            async with http.get(f"{server}{resource.path}", params=params, timeout=self._timeout) as response:
+                return response.status, await response.text()
+        except (aiohttp.ClientConnectionError, TimeoutError, ssl.SSLError) as error:
+            kind = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+            raise KubernetesUnreachableError(
+                f"the API server at {server} did not answer a list of {resource.described} ({kind}); "
+                f"check the server in {self._source.origin} and that the cluster is up"
+            ) from error
+        except aiohttp.ClientError as error:
+            raise KubernetesRequestError(
+                f"listing {resource.described} from the API server at {server} failed: {error}"
+            ) from error
+
+    def _page(self, resource: Resource, status: int, text: str) -> _Page:
+        server, origin = self._source.access.server, self._source.origin
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = None
+        if status == 200 and isinstance(body, dict) and isinstance(body.get("items"), list):
+            metadata = body.get("metadata")
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            return _Page([i for i in body["items"] if isinstance(i, dict)], str(token or ""))
+        detail = body.get("message") if isinstance(body, dict) and body.get("message") else text[:300]
+        what = f"listing {resource.described} at {server}: HTTP {status}: {detail}"
+        if status == 401:
+            hint = f"the API server does not accept the credentials of {origin}; refresh them"
+        elif status == 403:
+            hint = (
+                f"grant the identity of {origin} get and list on {resource.described} cluster-wide "
+                "(the chart's kuota-report ClusterRole does)"
+            )
+        elif status == 404:
+            hint = (
+                f"this API server does not serve {resource.path}; install kuota's CRDs "
+                "(the chart does) or point at the cluster kuota runs in"
+            )
+        elif status == 200:
+            hint = "the answer is not a Kubernetes list; check that the server is a Kubernetes API server"
+        else:
+            hint = "see the API server's log, then run the report again"
+        raise KubernetesRequestError(f"{what}; {hint}")
