@@ -134,12 +134,26 @@ class Unsuspensions:
         self.seen: dict[str, float] = {}
 
     async def run(self, api: client.BatchV1Api) -> None:
-        async with watch.Watch() as stream:
-            async for event in stream.stream(api.list_job_for_all_namespaces, timeout_seconds=3600):
-                job = event["object"]
-                key = f"{job.metadata.namespace}/{job.metadata.name}"
-                if job.spec.suspend is False and key not in self.seen:
-                    self.seen[key] = time.perf_counter()
+        """List, then watch from the list's version; start over whenever the watch ends or breaks."""
+        while True:
+            try:
+                listing = await api.list_job_for_all_namespaces()
+                for job in listing.items:
+                    self._observe(job)
+                async with watch.Watch() as stream:
+                    async for event in stream.stream(
+                        api.list_job_for_all_namespaces,
+                        resource_version=listing.metadata.resource_version,
+                        timeout_seconds=60,
+                    ):
+                        self._observe(event["object"])
+            except (client.exceptions.ApiException, OSError, TimeoutError) as error:
+                print(f"job watch restarts: {error}", file=sys.stderr)
+
+    def _observe(self, job: Any) -> None:
+        key = f"{job.metadata.namespace}/{job.metadata.name}"
+        if job.spec.suspend is False and key not in self.seen:
+            self.seen[key] = time.perf_counter()
 
 
 async def _create_all(

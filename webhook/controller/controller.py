@@ -329,23 +329,49 @@ class QuotaController:
                 self._needs_rebuild = True
                 return
 
+    async def _write_decided(
+        self, key: str, obj: dict[str, Any], patch_for: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Write a decision's status patch; on a conflict, write it once more only if what changed meanwhile
+        cannot change the decision (our own condition updates): same spec generation, same admission, not
+        finishing. Anything else returns None and the engine is rebuilt from the fresh object."""
+        namespace, name = key.split("/", 1)
+        try:
+            written = await self.writer.merge_patch(WORKLOADS, namespace, name, patch_for(obj), "status")
+        except ConflictError:
+            fresh = await self.writer.get(WORKLOADS, namespace, name)
+            if fresh is None or not _same_decision_inputs(obj, fresh):
+                log.warning("%s changed under a decision; deciding again", key)
+                if fresh is None:
+                    self.workloads.observe(key, None)
+                else:
+                    self.workloads.wrote(fresh)
+                return None
+            try:
+                written = await self.writer.merge_patch(WORKLOADS, namespace, name, patch_for(fresh), "status")
+            except ApiWriteError as error:
+                log.warning("decision for %s not written: %s", key, error)
+                await self._refresh_workload(key)
+                return None
+        except ApiWriteError as error:
+            log.warning("decision for %s not written: %s", key, error)
+            await self._refresh_workload(key)
+            return None
+        self.workloads.wrote(written)
+        return written
+
     async def _write_admission(self, admission: Admission, now: float) -> bool:
         obj = self.workloads.get(admission.workload)
         attempt_started = time.perf_counter()
         if obj is None:
             self._needs_rebuild = True
             return False
-        namespace, name = admission.workload.split("/", 1)
-        try:
-            written = await self.writer.merge_patch(
-                WORKLOADS, namespace, name, status.admission_patch(obj, admission), "status"
-            )
-        except ApiWriteError as error:
-            log.warning("admission of %s not written: %s", admission.workload, error)
-            await self._refresh_workload(admission.workload)
+        written = await self._write_decided(
+            admission.workload, obj, lambda fresh: status.admission_patch(fresh, admission)
+        )
+        if written is None:
             self.metrics.attempts.labels("inadmissible").inc()
             return False
-        self.workloads.wrote(written)
         log.info(
             "admitted %s to %s%s",
             admission.workload,
@@ -360,7 +386,7 @@ class QuotaController:
         )
         self.metrics.quota_reserved.labels(admission.cluster_queue, priority_class).inc()
         self.metrics.admitted.labels(admission.cluster_queue, priority_class).inc()
-        self.metrics.local_admitted.labels(written["spec"].get("queueName", ""), namespace).inc()
+        self.metrics.local_admitted.labels(written["spec"].get("queueName", ""), written["metadata"]["namespace"]).inc()
         self.metrics.attempts.labels("success").inc()
         self.metrics.attempt_duration.labels("success").observe(time.perf_counter() - attempt_started)
         borrowing = " (borrowing from the cohort)" if admission.borrowing else ""
@@ -386,9 +412,13 @@ class QuotaController:
             return False
         namespace, name = eviction.workload.split("/", 1)
         preemptor = self.workloads.get(eviction.preempted_by) if eviction.preempted_by else None
-        patch = status.eviction_patch(obj, eviction, preemptor["metadata"].get("uid") if preemptor else None)
+        preemptor_uid = preemptor["metadata"].get("uid") if preemptor else None
+        written = await self._write_decided(
+            eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preemptor_uid)
+        )
+        if written is None:
+            return False
         try:
-            written = await self.writer.merge_patch(WORKLOADS, namespace, name, patch, "status")
             if eviction.deactivated and written.get("spec", {}).get("active", True):
                 written = await self.writer.merge_patch(
                     WORKLOADS,
@@ -675,6 +705,9 @@ class QuotaController:
             if obj is None:
                 continue
             self._reasons[key] = engine_status.reason
+            shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
+            if shown is not None and shown.get("status") == "False" and shown.get("message") == engine_status.reason:
+                continue  # already says so (e.g. written before a restart)
             writes.append(self._write_reason(obj, engine_status.reason, now))
         await self._gather(writes)
 
@@ -688,11 +721,13 @@ class QuotaController:
             self._reasons.pop(_key(obj), None)  # written again from the fresh copy next round
             return
         self.workloads.wrote(written)
-        self._event(written, "Normal", "Pending", reason)
+        # One event where people look: on the Job when there is one (the Workload's condition says it too).
         owner = self._owner_job(written)
         job = self.jobs.get(owner) if owner else None
         if job is not None:
             self._event(job, "Normal", "Pending", f"waiting for quota: {reason}")
+        else:
+            self._event(written, "Normal", "Pending", reason)
 
     async def _write_queue_status(self) -> None:
         writes = []
@@ -827,6 +862,18 @@ class QuotaController:
             LocalQueueGauges(namespace, name, active, inadmissible, admitted, admitted)
             for (namespace, name), (active, inadmissible, admitted) in sorted(counts.items())
         ]
+
+
+def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
+    """Whether a Workload changed only in ways no quota decision reads (e.g. a pending reason was written)."""
+    return (
+        decided["metadata"].get("generation") == fresh["metadata"].get("generation")
+        and decided["metadata"].get("uid") == fresh["metadata"].get("uid")
+        and not fresh["metadata"].get("deletionTimestamp")
+        and status.admitted_pod_sets(decided) == status.admitted_pod_sets(fresh)
+        and status.admitted_cluster_queue(decided) == status.admitted_cluster_queue(fresh)
+        and status.is_true(decided, "Finished") == status.is_true(fresh, "Finished")
+    )
 
 
 def _waves(decisions: list[Admission | Eviction]) -> list[list[Admission | Eviction]]:
