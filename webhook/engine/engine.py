@@ -194,14 +194,16 @@ class _Help:
     own_queue: bool
     # an admission elsewhere in the tree: a new borrower to reclaim from, or a fair-share change
     other_queues: bool
-    # Freed quota helps only once it covers one of these shortfalls; None: any freed quota may help.
-    deficits: Mapping[FlavorResource, int] | None = None
+    # Freed quota helps only once one of these amounts is available; None: any freed quota may help.
+    needs: Mapping[FlavorResource, int] | None = None
+    # Once the queue's own usage is down to one of these, it fits its nominal quota and may reclaim.
+    reclaim_limits: Mapping[FlavorResource, int] = field(default_factory=dict)
 
 
 class _Group:
     """Pending workloads of one queue with identical shape; only the head is ever tried."""
 
-    __slots__ = ("help", "members", "parked", "queue", "reason", "shape", "thresholds", "version")
+    __slots__ = ("epoch", "help", "members", "parked", "queue", "reason", "shape", "version")
 
     def __init__(self, queue: _Queue, shape: tuple[object, ...]) -> None:
         self.queue = queue
@@ -211,8 +213,7 @@ class _Group:
         self.reason: str | None = None
         self.version = 0
         self.help = _Help(False, False)
-        # (flavor-resource, tree's cumulative freed amount at which this group could fit); None: any free
-        self.thresholds: tuple[tuple[FlavorResource, int], ...] | None = None
+        self.epoch = 0  # bumped whenever it is set aside or woken: older wake-index entries are stale
 
     def head(self, records: Mapping[str, _Record]) -> _Record | None:
         while self.members:
@@ -236,6 +237,8 @@ class _Queue:
         self.blocked: str | None = None  # StrictFIFO: the reason its head waits
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.admitted_priorities: Counter[int] = Counter()
+        # Set-aside heads waiting for this queue's usage to fall to a limit: (-limit, seq, epoch, group).
+        self.reclaim_waiting: dict[FlavorResource, list[tuple[int, int, int, _Group]]] = {}
         self.pending = 0
 
     @property
@@ -260,9 +263,10 @@ class _Queue:
 @dataclass
 class _Tree:
     queues: list[str] = field(default_factory=list)
-    parked: list[_Group] = field(default_factory=list)
-    # Quota freed in this tree so far, per flavor and resource (only grows): what set-aside heads wait for.
-    freed: dict[FlavorResource, int] = field(default_factory=dict)
+    parked: dict[int, _Group] = field(default_factory=dict)  # set aside, and heads of blocked StrictFIFO queues
+    any_free: dict[int, _Group] = field(default_factory=dict)  # those any freed quota may help
+    # The others, by what must be available for them: (need, seq, epoch, group), smallest need first.
+    waiting: dict[FlavorResource, list[tuple[int, int, int, _Group]]] = field(default_factory=dict)
 
 
 class QuotaEngine:
@@ -287,7 +291,8 @@ class QuotaEngine:
         self._sequence = itertools.count()
         self._drains: list[tuple[str, EvictionReason]] = []
         self._last_now: float | None = None
-        self._guarded: set[str] = set()  # trees with workloads set aside only because they were just preempted
+        # Heads set aside only because they were preempted at this instant: tried again at the next one.
+        self._guarded: list[_Group] = []
         self.tree = QuotaTree({}, {})
 
     # ----- configuration objects -------------------------------------------------------------------------
@@ -435,8 +440,9 @@ class QuotaEngine:
         decisions: list[Decision] = []
         if now != self._last_now:
             self._last_now = now
-            for root in sorted(self._guarded):
-                self._wake_all(root)
+            for group in self._guarded:
+                if id(group) in self._trees[group.queue.root].parked:
+                    self._unpark(group)
             self._guarded.clear()
         for key, reason in self._drains:
             record = self._records.get(key)
@@ -669,19 +675,15 @@ class QuotaEngine:
                 budget[0] -= 1
                 continue
             group.help = help_from
-            group.thresholds = None if help_from.deficits is None else tuple(
-                (fr, tree.freed.get(fr, 0) + deficit) for fr, deficit in help_from.deficits.items()
-            )
+            self._set_aside(tree, group)
             if queue.model.queueing_strategy is QueueingStrategy.STRICT_FIFO:
                 queue.blocked = head.reason
                 head.reason = None
                 group.reason = queue.blocked
-                tree.parked.append(group)
             else:
                 group.parked = True
                 group.reason = head.reason
                 head.reason = None
-                tree.parked.append(group)
 
     def _share_with(self, queue: _Queue, head: _Record) -> int:
         assert queue.assigner is not None
@@ -731,22 +733,25 @@ class QuotaEngine:
         reasons = list(dict.fromkeys(assignment.reasons))
         if assignment.mode is Mode.PREEMPT and just_preempted:
             reasons.append("it was itself preempted at this instant, so it may preempt others only later")
-            self._guarded.add(queue.root)
+            if record.group is not None:
+                self._guarded.append(record.group)
         if assignment.mode is Mode.PREEMPT and self._may_preempt(queue.model):
             reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
         record.reason = "; ".join(reasons) or "does not fit"
         record.inadmissible = assignment.never_fits
         help_from = self._help_for(queue.model, assignment)
-        # Freed quota can only help once it covers a shortfall, unless preemption or a partial admission
+        # Freed quota can only help once what it needs is available, unless preemption or a partial admission
         # could use a smaller amount (then any free may help).
         simple = (
             not victims_possible
             and len(workload.pod_sets) == 1
             and workload.pod_sets[0].min_count is None
-            and assignment.deficits
+            and assignment.short_needs
         )
         if simple:
-            help_from = _Help(help_from.own_queue, help_from.other_queues, assignment.deficits)
+            help_from = _Help(
+                help_from.own_queue, help_from.other_queues, assignment.short_needs, help_from.reclaim_limits
+            )
         return help_from
 
     def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> _Help:
@@ -760,11 +765,18 @@ class QuotaEngine:
         within_nominal = all(
             node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in assignment.short
         )
-        reclaims = cq.cohort is not None and (
-            (within_nominal and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER)
-            or preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
+        may_reclaim = cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
+        reclaims = (within_nominal and may_reclaim) or (
+            cq.cohort is not None and preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
         )
-        return _Help(preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER, reclaims)
+        limits: dict[FlavorResource, int] = {}
+        if may_reclaim and not within_nominal:
+            for fr in assignment.short:
+                limit = node.subtree.get(fr, 0) - assignment.usage[fr]
+                if 0 <= limit < node.usage.get(fr, 0):
+                    limits[fr] = limit
+        own = preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+        return _Help(own, reclaims, None, limits)
 
     def _may_preempt(self, cq: ClusterQueue) -> bool:
         preemption = cq.preemption
@@ -783,8 +795,8 @@ class QuotaEngine:
         within = queue.model.preemption.within_cluster_queue
         newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         priority = record.workload.priority
-        return help_from.own_queue and lowest is not None and (
-            lowest < priority or (newer_equal and lowest == priority)
+        return (
+            help_from.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
         )
 
     def _victims(self, queue: _Queue, record: _Record, assignment: Assignment) -> list[Target]:
@@ -864,7 +876,7 @@ class QuotaEngine:
             if not queue.admitted_priorities[record.workload.priority]:
                 del queue.admitted_priorities[record.workload.priority]
             self.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
-            self._wake_on_free(queue.root, admitted.assignment.usage)
+            self._wake_on_free(queue, admitted.assignment.usage)
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
         record.admitted = None
@@ -918,7 +930,25 @@ class QuotaEngine:
             deactivate,
         )
 
+    def _set_aside(self, tree: _Tree, group: _Group) -> None:
+        group.epoch += 1
+        tree.parked[id(group)] = group
+        needs = group.help.needs
+        if needs is None:
+            tree.any_free[id(group)] = group
+            return
+        for fr, need in needs.items():
+            heapq.heappush(tree.waiting.setdefault(fr, []), (need, next(self._sequence), group.epoch, group))
+        for fr, limit in group.help.reclaim_limits.items():
+            heapq.heappush(
+                group.queue.reclaim_waiting.setdefault(fr, []), (-limit, next(self._sequence), group.epoch, group)
+            )
+
     def _unpark(self, group: _Group) -> None:
+        tree = self._trees[group.queue.root]
+        tree.parked.pop(id(group), None)
+        tree.any_free.pop(id(group), None)
+        group.epoch += 1
         if group.parked:
             group.parked = False
             head = group.head(self._records)
@@ -930,25 +960,36 @@ class QuotaEngine:
 
     def _wake_all(self, root: str) -> None:
         tree = self._trees[root]
-        for group in tree.parked:
+        for group in list(tree.parked.values()):
             self._unpark(group)
-        tree.parked.clear()
+        tree.waiting.clear()
+        for name in tree.queues:
+            self._queues[name].reclaim_waiting.clear()
         self._dirty.add(root)
 
-    def _wake_on_free(self, root: str, freed: Mapping[FlavorResource, int]) -> None:
-        """Quota was freed: wake the set-aside heads it could help (those it cannot help stay set aside)."""
-        tree = self._trees[root]
-        for fr, amount in freed.items():
-            tree.freed[fr] = tree.freed.get(fr, 0) + amount
-        keep: list[_Group] = []
-        for group in tree.parked:
-            thresholds = group.thresholds
-            if thresholds is not None and not any(tree.freed.get(fr, 0) >= at for fr, at in thresholds):
-                keep.append(group)
-            else:
-                self._unpark(group)
-        tree.parked = keep
-        self._dirty.add(root)
+    def _wake_on_free(self, queue: _Queue, freed: Mapping[FlavorResource, int]) -> None:
+        """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""
+        tree = self._trees[queue.root]
+        for group in list(tree.any_free.values()):
+            self._unpark(group)
+        node = self.tree.cluster_queues[queue.model.name]
+        for fr in freed:
+            waiting = tree.waiting.get(fr)
+            if waiting:
+                # No queue of the tree can have more available than this: heads needing more stay aside.
+                most = max(self.tree.available(self.tree.cluster_queues[name], fr) for name in tree.queues)
+                while waiting and waiting[0][0] <= most:
+                    _, _, epoch, group = heapq.heappop(waiting)
+                    if epoch == group.epoch:
+                        self._unpark(group)
+            limited = queue.reclaim_waiting.get(fr)
+            if limited:
+                usage = node.usage.get(fr, 0)
+                while limited and -limited[0][0] >= usage:
+                    _, _, epoch, group = heapq.heappop(limited)
+                    if epoch == group.epoch:
+                        self._unpark(group)
+        self._dirty.add(queue.root)
 
     def _wake_preemptors(self, queue: _Queue, admitted: AdmittedWorkload) -> None:
         """Wake set-aside groups that could preempt the workload just admitted; nothing else can help them."""
@@ -958,8 +999,7 @@ class QuotaEngine:
         fair = self.configuration.fair_sharing is not None
         priority = admitted.workload.priority
         reclaimable = fair or self.tree.is_borrowing(queue.model.name, admitted.assignment.usage)
-        keep: list[_Group] = []
-        for group in tree.parked:
+        for group in list(tree.parked.values()):
             owner = group.queue
             head_priority = group.shape[2]
             assert isinstance(head_priority, int)
@@ -973,16 +1013,9 @@ class QuotaEngine:
                 )
             else:
                 any_priority = owner.model.preemption.reclaim_within_cohort is ReclaimPolicy.ANY
-                wakes = (
-                    group.help.other_queues
-                    and reclaimable
-                    and (fair or any_priority or priority < head_priority)
-                )
-            if not wakes:
-                keep.append(group)
-                continue
-            self._unpark(group)
-        tree.parked = keep
+                wakes = group.help.other_queues and reclaimable and (fair or any_priority or priority < head_priority)
+            if wakes:
+                self._unpark(group)
 
     def _backoff_stale(self, entry: tuple[float, str]) -> bool:
         record = self._records.get(entry[1])

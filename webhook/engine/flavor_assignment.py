@@ -58,8 +58,9 @@ class Assignment:
     short: frozenset[FlavorResource] = field(default_factory=frozenset)
     # True when no amount of waiting or preemption can admit it as configured.
     never_fits: bool = False
-    # For every flavor and resource it was short of, by how much: quota freed later must cover one of these.
-    deficits: Mapping[FlavorResource, int] = field(default_factory=dict)
+    # Every flavor and resource it was short of, with the amount it needs there: until one of these is
+    # available, waiting cannot admit it.
+    short_needs: Mapping[FlavorResource, int] = field(default_factory=dict)
 
 
 def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -114,7 +115,7 @@ class FlavorAssigner:
         results: list[PodSetAssignment] = []
         reasons: list[str] = []
         short: set[FlavorResource] = set()
-        deficits: dict[FlavorResource, int] = {}
+        short_needs: dict[FlavorResource, int] = {}
         mode = Mode.FIT
         never_fits = False
         for pod_set, count in zip(pod_sets, counts, strict=True):
@@ -135,7 +136,7 @@ class FlavorAssigner:
                 continue
             for group in groups:
                 requested = {r: usage[r] for r in group.covered_resources if r in usage}
-                picked = self._pick(group, pod_set, requested, taken, deficits)
+                picked = self._pick(group, pod_set, requested, taken, short_needs)
                 if picked is None:
                     continue
                 flavor, group_mode, group_short, group_reasons, group_never = picked
@@ -156,7 +157,7 @@ class FlavorAssigner:
         if mode is not Mode.FIT:
             short = short or set(taken)
         return Assignment(
-            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, deficits
+            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs
         )
 
     def _pick(
@@ -165,7 +166,7 @@ class FlavorAssigner:
         pod_set: PodSet,
         requested: Mapping[str, int],
         taken: Mapping[FlavorResource, int],
-        deficits: dict[FlavorResource, int],
+        short_needs: dict[FlavorResource, int],
     ) -> tuple[str | None, Mode, set[FlavorResource], list[str], bool] | None:
         best: tuple[Mode, bool, str, set[FlavorResource]] | None = None
         reasons: list[str] = []
@@ -180,7 +181,7 @@ class FlavorAssigner:
             if mismatch is not None:
                 reasons.append(f"pod set {pod_set.name}: {mismatch}")
                 continue
-            mode, borrow, short, never = self._flavor_mode(flavor.name, requested, taken, reasons, deficits)
+            mode, borrow, short, never = self._flavor_mode(flavor.name, requested, taken, reasons, short_needs)
             all_never = all_never and never
             if mode is Mode.NO_FIT:
                 continue
@@ -200,7 +201,7 @@ class FlavorAssigner:
         requested: Mapping[str, int],
         taken: Mapping[FlavorResource, int],
         reasons: list[str],
-        deficits: dict[FlavorResource, int],
+        short_needs: dict[FlavorResource, int],
     ) -> tuple[Mode, bool, set[FlavorResource], bool]:
         mode = Mode.FIT
         borrow = False
@@ -218,7 +219,7 @@ class FlavorAssigner:
             if need <= available:
                 continue
             short.add(fr)
-            deficits[fr] = max(deficits.get(fr, 0), need - available)
+            short_needs[fr] = max(short_needs.get(fr, 0), need)
             potential = self.tree.potential_available(self.node, fr)
             shown = format_quantity(resource, need)
             if need > potential:

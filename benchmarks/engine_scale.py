@@ -1,0 +1,81 @@
+"""Benchmark: the engine on synthetic streams of 10k, 100k and 1M workloads over 1,000 ClusterQueues.
+
+Run: ``.venv/bin/python benchmarks/engine_scale.py [--sizes 10000,100000,1000000]``. Each size runs in its own
+process (so peak memory is that size's), replaying ``webhook.workloads.synthetic`` (1,000 ClusterQueues in 100
+cohorts, 90% offered load, borrowing and preemption on) through the simulator with no per-workload history.
+Reported: CPU seconds, decisions (admissions + evictions) per second, CPU microseconds per decision and its
+ratio to the smallest size (flat or logarithmic growth is the target), and peak RSS (target for 1M: under
+2 minutes and 2 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+TARGET_1M_SECONDS = 120
+TARGET_1M_BYTES = 2 * 1024**3
+
+
+def _one(size: int) -> dict[str, float]:
+    from webhook.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from webhook.simulator.replay import replay
+    from webhook.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
+
+    spec = SyntheticSpec(workloads=size)
+    objects = config_from_dicts(synthetic_config(spec).objects)
+    stream = convert_lines(((line["name"], line) for line in synthetic_workloads(spec)), priority_values(objects))
+    started = time.process_time()
+    result = replay(objects, stream, keep_history=False)
+    seconds = time.process_time() - started
+    admissions = sum(t.admissions for t in result.queues.values())
+    return {
+        "size": size,
+        "seconds": seconds,
+        "decisions": result.decisions,
+        "admissions": admissions,
+        "evictions": sum(t.evicted for t in result.queues.values()),
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "simulated_days": result.end / 86400,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(_one(args.child)))
+        return
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", str(size)], capture_output=True, text=True, check=True
+        )
+        rows.append(json.loads(done.stdout))
+    base = rows[0]["seconds"] / rows[0]["decisions"]
+    print("synthetic streams, 1,000 ClusterQueues in 100 cohorts, 90% offered load (webhook.workloads.synthetic)")
+    print(
+        f"{'workloads':>10} {'sim days':>8} {'cpu s':>8} {'admissions':>10} {'evictions':>9} {'decisions/s':>11} "
+        f"{'us/decision':>11} {'vs smallest':>11} {'peak RSS':>9}"
+    )
+    for row in rows:
+        per = row["seconds"] / row["decisions"]
+        print(
+            f"{row['size']:>10,} {row['simulated_days']:8.1f} {row['seconds']:8.1f} {row['admissions']:>10,} "
+            f"{row['evictions']:>9,} {row['decisions'] / row['seconds']:11,.0f} {per * 1e6:11.1f} "
+            f"{per / base:10.2f}x {row['peak_rss'] / 2**20:7.0f}MB"
+        )
+    million = [r for r in rows if r["size"] == 1_000_000]
+    for row in million:
+        ok = row["seconds"] < TARGET_1M_SECONDS and row["peak_rss"] < TARGET_1M_BYTES
+        print(f"1M target (<{TARGET_1M_SECONDS} s, <2 GB): {'met' if ok else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
