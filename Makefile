@@ -21,7 +21,7 @@ install:
 		$(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ".[test]"'
 
 control-plane:
-	@$(PHASE) "control-plane binaries (cached in ~/.cache/kuota)" $(BIN)/python -m tests.cluster build
+	@$(PHASE) "control-plane and Kueue binaries (cached in ~/.cache/kuota)" $(BIN)/python -m tests.cluster build
 
 lint:
 	@$(PHASE) "ruff" $(BIN)/ruff check .

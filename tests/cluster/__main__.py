@@ -1,5 +1,5 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
-``python -m tests.cluster build``: build (or find cached) the control-plane binaries."""
+``python -m tests.cluster build``: build (or find cached) the control-plane binaries and Kueue's manager."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.cluster.binaries import ensure_binaries
+from tests.cluster.binaries import ensure_binaries, ensure_kueue
 from tests.cluster.controlplane import Cluster
 from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
 
@@ -21,6 +21,8 @@ def main() -> int:
     if args.action == "build":
         for name, path in vars(ensure_binaries()).items():
             print(f"{name}: {path}")
+        # The side-by-side tests compare kuota with Kueue: its manager is cached here too, never committed.
+        print(f"kueue: {ensure_kueue()}")
         return 0
     if args.workdir is None:
         parser.error(f"{args.action} needs --workdir")

@@ -8,6 +8,7 @@ cache makes :func:`ensure_binaries` a few ``stat`` calls. Nothing built here is 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,9 @@ from pathlib import Path
 KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 HELM_VERSION = "v4.3.1"
+# Kueue is the baseline of benchmarks/kueue_side_by_side.py; never a test dependency of kuota itself.
+KUEUE_VERSION = "v0.17.0"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
 
 # The `k8s.io/<name> v0.0.0` requirements of k8s.io/kubernetes v1.36's go.mod.
 STAGING_MODULES = [
@@ -91,9 +95,9 @@ def _version_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _run(command: list[str], cwd: Path, label: str) -> None:
+def _run(command: list[str], cwd: Path, label: str, extra_env: dict[str, str] | None = None) -> None:
     """Run a go command, echoing one progress line per compiled package (go build -v)."""
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false")
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false", **(extra_env or {}))
     started = time.monotonic()
     print(f"[build] {label}: {' '.join(command)}", flush=True)
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -163,6 +167,35 @@ def _build_helm(target: Path) -> None:
     )
     print(f"[build] helm: done in {time.monotonic() - started:.0f}s", flush=True)
     tmp.rename(target)
+
+
+def _build_kueue(target: Path) -> None:
+    # Kueue's go.mod has no replace directives, so `go install` works; stamp the version as its Makefile does.
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)  # also makes the cache root, the command's working folder
+    ldflags = f"-s -w -X {KUEUE_MODULE}/pkg/version.GitVersion={KUEUE_VERSION}"
+    command = ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}"]
+    _run(command, cache_root(), f"kueue {KUEUE_VERSION}", extra_env={"GOBIN": str(tmp)})
+    tmp.rename(target)
+
+
+def kueue_module_dir() -> Path:
+    """Kueue's module source in the Go module cache (its CRDs and webhook manifests), downloading if absent."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    command = ["go", "mod", "download", "-json", f"{KUEUE_MODULE}@{KUEUE_VERSION}"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cache_root())
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed (is the Go module proxy reachable?):\n{result.stderr}")
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def ensure_kueue() -> Path:
+    """Return the cached Kueue manager binary, building it when missing (about ten minutes when cold)."""
+    folder = cache_root() / "bin" / f"kueue-{KUEUE_VERSION}"
+    if not folder.is_dir():
+        _build_kueue(folder)
+    return folder / "kueue"
 
 
 def ensure_binaries() -> Binaries:

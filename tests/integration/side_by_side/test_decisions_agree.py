@@ -1,0 +1,34 @@
+"""kuota and Kueue v0.17.0 decide the same: the agreement scenario (benchmarks/side_by_side/agreement.py) on
+live controllers, each on its own fresh control plane, against ``kuota simulate``'s replay of it.
+
+The floor's snapshots are the hand-derived decisions (tests/unit/side_by_side/test_scenarios.py), so each
+controller matching the floor means kuota and Kueue hold exactly the same workloads after every phase. Each
+test starts its own control plane: Kueue's CRDs and kuota's may never share one, and the session's cluster
+holds kuota's. Kueue comes from the binary cache; cold, it is built here first (about 11 minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.side_by_side import agreement
+from tests.cluster.binaries import ensure_kueue
+
+pytestmark = pytest.mark.integration
+
+
+def _assert_matches_floor(name: str) -> None:
+    floor = agreement.floor_snapshots()
+    live = agreement.run_live(name)
+    comparisons = agreement.compare(agreement.SCENARIO, floor, live, live)
+    assert all(c.agree for c in comparisons), f"{name} differs from the floor:\n" + agreement.render(comparisons)
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+def test_kueue_holds_the_floors_workloads_after_every_phase() -> None:
+    ensure_kueue()
+    _assert_matches_floor("Kueue")
+
+
+def test_kuota_holds_the_floors_workloads_after_every_phase() -> None:
+    _assert_matches_floor("kuota")

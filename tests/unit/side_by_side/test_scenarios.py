@@ -1,0 +1,89 @@
+"""The loads and the floor: the scaled harness, the Job form of a harness workload, the simulate replay as
+timelines, and the agreement scenario's expected decisions (worked out by hand from the rules in DESIGN.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.side_by_side import agreement
+from benchmarks.side_by_side.errors import MeasureError
+from benchmarks.side_by_side.floor import floor_timelines, history_timeline
+from benchmarks.side_by_side.plans import job_plan, scaled_spec, total_quota_cpu, workload_plan
+from tests.cluster import RUN_SECONDS_ANNOTATION
+from webhook.simulator.replay import AdmissionRecord, EvictionRecord, WorkloadHistory
+
+
+def test_scaling_multiplies_every_class_count_and_keeps_at_least_one() -> None:
+    spec = scaled_spec(0.01, seed=0)
+    assert [(c.name, c.count) for c in spec.classes] == [("small", 4), ("medium", 1), ("large", 1)]
+    assert (spec.cohorts, spec.queues_per_cohort) == (5, 6)
+    assert total_quota_cpu(spec) == 600
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.5])
+def test_a_scale_outside_zero_to_one_is_refused(scale: float) -> None:
+    with pytest.raises(MeasureError, match="--scale"):
+        scaled_spec(scale, seed=0)
+
+
+def test_workload_and_job_plans_carry_the_same_arrivals() -> None:
+    spec = scaled_spec(0.02, seed=0, cohorts=1, queues_per_cohort=2)
+    workloads, jobs = workload_plan(spec), job_plan(spec)
+    assert [(p.key, p.submit_at, p.cpu, p.runtime) for p in workloads] == [
+        (p.key, p.submit_at, p.cpu, p.runtime) for p in jobs
+    ]
+    assert workloads[0].manifest["kind"] == "Workload"
+    job = jobs[0].manifest
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == workloads[0].manifest["spec"]["queueName"]
+    assert job["spec"]["template"]["metadata"]["annotations"][RUN_SECONDS_ANNOTATION] == str(jobs[0].runtime)
+    assert "suspend" not in job["spec"]  # the controller's webhook suspends it
+
+
+def test_a_replayed_history_becomes_holds_paired_with_their_evictions() -> None:
+    history = WorkloadHistory("w", "ns", submit_at=1.0, duration=2.0, remaining=0.0)
+    history.admissions = [AdmissionRecord(2.0, {}, False, 0, 1.0), AdmissionRecord(5.0, {}, False, 0, 1.0)]
+    history.evictions = [EvictionRecord(3.0, "Preempted", "ns/x", "InCohortReclamation")]
+    history.finished_at = 6.0
+    timeline = history_timeline(history, "small", 1.0)
+    assert timeline.holds == [(2.0, 3.0), (5.0, 6.0)]
+    assert timeline.time_to_admission == 4.0
+
+
+def test_the_floor_admits_and_finishes_every_harness_workload() -> None:
+    spec = scaled_spec(0.02, seed=0, cohorts=1, queues_per_cohort=2)
+    timelines = floor_timelines(spec)
+    assert len(timelines) == spec.total_workloads
+    assert all(t.finished_at is not None for t in timelines)
+
+
+def _names(snapshot: frozenset[str]) -> list[str]:
+    return sorted(key.split("/", 1)[1] for key in snapshot)
+
+
+def test_the_agreement_scenario_floor_matches_the_hand_derived_decisions() -> None:
+    snapshots = [_names(s) for s in agreement.floor_snapshots()]
+    assert snapshots == [
+        ["a-0", "a-1", "a-2", "a-3"],  # a borrows 10 of the idle cohort
+        ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1"],  # b within nominal, from what a leaves
+        ["a-2", "a-3", "b-0", "b-1", "c-0"],  # c reclaims: a's two lowest priorities go
+        ["a-2", "a-3", "b-1", "b-2", "c-0"],  # b-2 would borrow, so it preempts inside b: b-0 goes
+        ["a-1", "a-2", "a-3", "b-0", "b-1", "b-2"],  # 10 free: b-0 (100) and a-1 (11) before a-0 (10)
+        ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1"],  # a borrows up to its limit of 10
+    ]
+
+
+def test_comparison_lists_each_workload_held_under_only_some_controllers() -> None:
+    floor = [frozenset({"agree-a/a-0", "agree-b/b-0"})]
+    kueue = [frozenset({"agree-a/a-0", "agree-b/b-1"})]
+    (comparison,) = agreement.compare(agreement.SCENARIO[:1], floor, floor, kueue)
+    assert not comparison.agree
+    assert comparison.differences() == [
+        "agree-b/b-0 holds quota under floor, kuota only",
+        "agree-b/b-1 holds quota under Kueue only",
+    ]
+    assert "DIFFERENT" in agreement.render([comparison])
+
+
+def test_comparison_needs_one_snapshot_per_phase() -> None:
+    with pytest.raises(MeasureError, match="one snapshot per phase"):
+        agreement.compare(agreement.SCENARIO, [], [], [])
