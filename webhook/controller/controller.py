@@ -59,7 +59,6 @@ _CONFIG_RESOURCES = {
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
 _JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
 _STATUS_INTERVAL = 1.0
-_REASON_REFRESH_SECONDS = 30.0
 _RETENTION_CHECK_SECONDS = 60.0
 
 
@@ -139,8 +138,7 @@ class QuotaController:
         self._needs_rebuild = False
         self._wake = asyncio.Event()
         self._invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
-        self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
-        self._active_since: dict[str, tuple[bool, float]] = {}  # ClusterQueue Active condition and its transition
+        self._reasons: dict[str, str] = {}  # last pending reason written per workload
         self._events: set[asyncio.Task[None]] = set()
         self._last_status: dict[str, Any] = {}
         self.cycles = 0
@@ -695,31 +693,25 @@ class QuotaController:
                 continue  # changed or gone meanwhile: judged again next round
 
     async def _write_reasons(self) -> None:
-        """Tell each pending Workload why it waits. A reason that merely changes its numbers ("16 in use") is
-        rewritten at most every ``_REASON_REFRESH_SECONDS``, and the Job hears of it once: at thousands of
-        pending Workloads, one write per change per cycle would be most of the API server's load."""
         writes = []
         now = self.clock()
         for key in list(self.engine.workloads()):
             engine_status = self.engine.status(key)
             if engine_status.state is not WorkloadState.PENDING or not engine_status.reason:
                 continue
-            previous = self._reasons.get(key)
-            if previous is not None and (
-                previous[0] == engine_status.reason or now - previous[1] < _REASON_REFRESH_SECONDS
-            ):
+            if self._reasons.get(key) == engine_status.reason:
                 continue
             obj = self.workloads.get(key)
             if obj is None:
                 continue
-            self._reasons[key] = (engine_status.reason, now)
+            self._reasons[key] = engine_status.reason
             shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
             if shown is not None and shown.get("status") == "False" and shown.get("message") == engine_status.reason:
                 continue  # already says so (e.g. written before a restart)
-            writes.append(self._write_reason(obj, engine_status.reason, now, first=previous is None))
+            writes.append(self._write_reason(obj, engine_status.reason, now))
         await self._gather(writes)
 
-    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
+    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
             written = await self.writer.merge_patch(
@@ -729,8 +721,6 @@ class QuotaController:
             self._reasons.pop(_key(obj), None)  # written again from the fresh copy next round
             return
         self.workloads.wrote(written)
-        if not first:
-            return
         # One event where people look: on the Job when there is one (the Workload's condition says it too).
         owner = self._owner_job(written)
         job = self.jobs.get(owner) if owner else None
@@ -792,19 +782,10 @@ class QuotaController:
                     "status": "True" if active else "False",
                     "reason": "Ready" if active else "Inactive",
                     "message": message,
-                    "lastTransitionTime": status.rfc3339(self._active_transition(gauges.name, active)),
+                    "lastTransitionTime": status.rfc3339(self.clock()),
                 }
             ],
         }
-
-    def _active_transition(self, name: str, active: bool) -> float:
-        """When the ClusterQueue's Active condition last flipped: fixed between flips, so an idle queue's status
-        is not rewritten every round."""
-        known = self._active_since.get(name)
-        if known is None or known[0] != active:
-            known = (active, self.clock())
-            self._active_since[name] = known
-        return known[1]
 
     # ----- gauges -----------------------------------------------------------------------------------------
 
