@@ -29,7 +29,15 @@ from typing import Any
 
 from webhook.controller import job_workloads as jobs
 from webhook.controller import workload_status as status
-from webhook.controller.api_writes import CLUSTER_QUEUES, EVENTS, JOBS, LOCAL_QUEUES, WORKLOADS, ApiWriter
+from webhook.controller.api_writes import (
+    CLUSTER_QUEUES,
+    EVENTS,
+    JOBS,
+    LOCAL_QUEUES,
+    WORKLOADS,
+    ApiWriter,
+    Resource,
+)
 from webhook.controller.errors import ApiWriteError, ConflictError, JobConflictError
 from webhook.controller.metrics import (
     ClusterQueueGauges,
@@ -41,7 +49,7 @@ from webhook.controller.metrics import (
 from webhook.engine import quantities
 from webhook.engine.engine import Admission, Eviction, EvictionReason, QuotaEngine, WorkloadState
 from webhook.engine.errors import EngineError
-from webhook.engine.model import Configuration, LabelSelector
+from webhook.engine.model import Configuration
 from webhook.engine.validation import parse_object, parse_workload
 from webhook.reflector import Event, EventType, Reflector, ReflectorSet, ResourceType
 
@@ -501,7 +509,7 @@ class QuotaController:
         labels = dict(self.engine.namespaces[namespace].labels) if namespace in self.engine.namespaces else {}
         labels.setdefault("kubernetes.io/metadata.name", namespace)
         selector = self.configuration.managed_jobs_namespace_selector
-        return selector is None or _selects(selector, labels)
+        return selector is None or selector.matches(labels)
 
     async def _reconcile_job(self, key: str) -> None:
         job = self.jobs.get(key)
@@ -730,29 +738,32 @@ class QuotaController:
             self._event(written, "Normal", "Pending", reason)
 
     async def _write_queue_status(self) -> None:
+        """Write each queue's status when it differs from what this replica last wrote."""
         writes = []
         for gauges in self.cluster_queue_gauges():
-            body = self._cluster_queue_status(gauges)
-            if self._last_status.get(f"cq/{gauges.name}") != body:
-                self._last_status[f"cq/{gauges.name}"] = body
-                writes.append(self._write_status(CLUSTER_QUEUES, None, gauges.name, body))
+            writes.append(
+                self._write_status_if_changed(CLUSTER_QUEUES, None, gauges.name, self._cluster_queue_status(gauges))
+            )
         for local in self.local_queue_gauges():
             body = {
                 "pendingWorkloads": local.pending_active + local.pending_inadmissible,
                 "reservingWorkloads": local.reserving,
                 "admittedWorkloads": local.admitted,
             }
-            slot = f"lq/{local.namespace}/{local.name}"
-            if self._last_status.get(slot) != body:
-                self._last_status[slot] = body
-                writes.append(self._write_status(LOCAL_QUEUES, local.namespace, local.name, body))
+            writes.append(self._write_status_if_changed(LOCAL_QUEUES, local.namespace, local.name, body))
         await self._gather(writes)
 
-    async def _write_status(self, resource: Any, namespace: str | None, name: str, body: dict[str, Any]) -> None:
+    async def _write_status_if_changed(
+        self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any]
+    ) -> None:
+        slot = f"{resource.plural}/{namespace}/{name}"
+        if self._last_status.get(slot) == body:
+            return
+        self._last_status[slot] = body
         try:
             await self.writer.merge_patch(resource, namespace, name, {"status": body}, "status")
         except ConflictError:
-            self._last_status.pop(f"cq/{name}" if namespace is None else f"lq/{namespace}/{name}", None)
+            self._last_status.pop(slot, None)  # written again next round
 
     def _cluster_queue_status(self, gauges: ClusterQueueGauges) -> dict[str, Any]:
         invalid = self._invalid.get(f"ClusterQueue {gauges.name}")
@@ -893,7 +904,3 @@ def _metric_units(resource: str, units: int) -> float:
 
 def _optional_units(resource: str, units: int | None) -> float | None:
     return None if units is None else _metric_units(resource, units)
-
-
-def _selects(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
-    return selector.matches(labels)
