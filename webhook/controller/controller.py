@@ -67,6 +67,9 @@ _CONFIG_RESOURCES = {
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
 _JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
 _STATUS_INTERVAL = 1.0
+_REASON_REFRESH_SECONDS = 30.0
+_REASON_WRITES_PER_ROUND = 100
+_EVENT_BACKLOG = 1000
 _RETENTION_CHECK_SECONDS = 60.0
 
 
@@ -132,6 +135,9 @@ class QuotaController:
         self.metrics = metrics
         self.clock = clock
         self.writer = ApiWriter(api_client, metrics, concurrency=write_concurrency)
+        # What people read (reasons, Events, queue status) has its own few connections and gives up sooner,
+        # so thousands of those writes never queue ahead of a decision.
+        self.reporter = ApiWriter(api_client, metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.engine = QuotaEngine(configuration)
         self.config_reflectors = {
             kind: Reflector(api_client, resource, _trim) for kind, resource in _CONFIG_RESOURCES.items()
@@ -146,8 +152,10 @@ class QuotaController:
         self._needs_rebuild = False
         self._wake = asyncio.Event()
         self._invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
-        self._reasons: dict[str, str] = {}  # last pending reason written per workload
-        self._events: set[asyncio.Task[None]] = set()
+        self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
+        self._active_since: dict[str, tuple[bool, float]] = {}  # ClusterQueue Active condition and its transition
+        self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
+        self._events_waiting = 0
         self._last_status: dict[str, Any] = {}
         self.cycles = 0
         self.ready = asyncio.Event()
@@ -283,6 +291,7 @@ class QuotaController:
             if state is not None:
                 log.debug("workload %s finished or deleted; engine forgets it (%s)", key, state)
                 self.engine.finish(key)
+            self._reasons.pop(key, None)
             if obj is not None and obj["metadata"].get("deletionTimestamp"):
                 self._spawn(self._release_finalizer(obj))
             return
@@ -634,6 +643,12 @@ class QuotaController:
     # ----- what people read: reasons, events, queue status ------------------------------------------------
 
     def _event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        """Record an Event without waiting for it; when too many are already waiting, this one is dropped
+        (counted in ``kuota_events_dropped_total``), as Kubernetes' own event recorders do under load."""
+        if self._events_waiting >= _EVENT_BACKLOG:
+            self.metrics.events_dropped.inc()
+            log.debug("event %s on %s dropped: %d events waiting", reason, _key(obj), self._events_waiting)
+            return
         metadata = obj["metadata"]
         now = status.rfc3339(self.clock())
         involved = obj.get("kind") or ("Workload" if "podSets" in obj.get("spec", {}) else "Job")
@@ -655,18 +670,21 @@ class QuotaController:
             "lastTimestamp": now,
             "count": 1,
         }
+        self._events_waiting += 1
         self._spawn(self._write_event(metadata["namespace"], event))
 
     async def _write_event(self, namespace: str, event: dict[str, Any]) -> None:
         try:
-            await self.writer.create(EVENTS, namespace, event)
+            await self.reporter.create(EVENTS, namespace, event)
         except ApiWriteError as error:
             log.info("event not recorded: %s", error)
+        finally:
+            self._events_waiting -= 1
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.ensure_future(coroutine)
-        self._events.add(task)
-        task.add_done_callback(self._events.discard)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _status_loop(self) -> None:
         rounds = 0
@@ -693,7 +711,7 @@ class QuotaController:
         for obj in expired:
             metadata = obj["metadata"]
             try:
-                await self.writer.delete(
+                await self.reporter.delete(
                     WORKLOADS, metadata["namespace"], metadata["name"], metadata["resourceVersion"]
                 )
                 log.info("deleted %s, finished over %.0fh ago", _key(obj), self.workload_retention / 3600)
@@ -701,34 +719,51 @@ class QuotaController:
                 continue  # changed or gone meanwhile: judged again next round
 
     async def _write_reasons(self) -> None:
-        writes = []
+        """Tell each pending Workload why it waits. A reason whose text changed (often just its numbers, "16 in
+        use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and the Job hears of it once; each round
+        writes at most ``_REASON_WRITES_PER_ROUND``, never-told Workloads first, oldest first. At thousands of
+        pending Workloads, one write per change per round would be most of the API server's load."""
         now = self.clock()
+        due: list[tuple[bool, float, str, dict[str, Any], str]] = []
         for key in list(self.engine.workloads()):
             engine_status = self.engine.status(key)
             if engine_status.state is not WorkloadState.PENDING or not engine_status.reason:
                 continue
-            if self._reasons.get(key) == engine_status.reason:
+            previous = self._reasons.get(key)
+            if previous is not None and (
+                previous[0] == engine_status.reason or now - previous[1] < _REASON_REFRESH_SECONDS
+            ):
                 continue
             obj = self.workloads.get(key)
             if obj is None:
                 continue
-            self._reasons[key] = engine_status.reason
             shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
             if shown is not None and shown.get("status") == "False" and shown.get("message") == engine_status.reason:
-                continue  # already says so (e.g. written before a restart)
-            writes.append(self._write_reason(obj, engine_status.reason, now))
+                self._reasons[key] = (engine_status.reason, now)  # already says so (e.g. written before a restart)
+                continue
+            since = previous[1] if previous is not None else status.parse_time(obj["metadata"].get("creationTimestamp"))
+            due.append((previous is not None, since or 0.0, key, obj, engine_status.reason))
+        due.sort(key=lambda entry: entry[:3])
+        writes = []
+        for told, _, key, obj, reason in due[:_REASON_WRITES_PER_ROUND]:
+            self._reasons[key] = (reason, now)
+            writes.append(self._write_reason(obj, reason, now, first=not told))
         await self._gather(writes)
 
-    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float) -> None:
+    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
-            written = await self.writer.merge_patch(
+            written = await self.reporter.merge_patch(
                 WORKLOADS, namespace, name, status.pending_patch(obj, reason, now), "status"
             )
-        except ConflictError:
-            self._reasons.pop(_key(obj), None)  # written again from the fresh copy next round
+        except ApiWriteError as error:  # a conflict included: written again from the fresh copy next round
+            self._reasons.pop(_key(obj), None)
+            if not isinstance(error, ConflictError):
+                log.info("pending reason of %s not written: %s", _key(obj), error)
             return
         self.workloads.wrote(written)
+        if not first:
+            return
         # One event where people look: on the Job when there is one (the Workload's condition says it too).
         owner = self._owner_job(written)
         job = self.jobs.get(owner) if owner else None
@@ -761,7 +796,7 @@ class QuotaController:
             return
         self._last_status[slot] = body
         try:
-            await self.writer.merge_patch(resource, namespace, name, {"status": body}, "status")
+            await self.reporter.merge_patch(resource, namespace, name, {"status": body}, "status")
         except ConflictError:
             self._last_status.pop(slot, None)  # written again next round
 
@@ -793,10 +828,19 @@ class QuotaController:
                     "status": "True" if active else "False",
                     "reason": "Ready" if active else "Inactive",
                     "message": message,
-                    "lastTransitionTime": status.rfc3339(self.clock()),
+                    "lastTransitionTime": status.rfc3339(self._active_transition(gauges.name, active)),
                 }
             ],
         }
+
+    def _active_transition(self, name: str, active: bool) -> float:
+        """When the ClusterQueue's Active condition last flipped: fixed between flips, so an idle queue's status
+        is not rewritten every round."""
+        known = self._active_since.get(name)
+        if known is None or known[0] != active:
+            known = (active, self.clock())
+            self._active_since[name] = known
+        return known[1]
 
     # ----- gauges -----------------------------------------------------------------------------------------
 

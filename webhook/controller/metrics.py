@@ -195,6 +195,12 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.events_dropped = Counter(
+            "kuota_events_dropped",
+            "Events not recorded because too many were already waiting to be written",
+            registry=r,
+        )
+
     def observe_write(self, verb: str, resource: str, status: int, seconds: float) -> None:
         self.api_write_duration.labels(verb, resource, str(status)).observe(seconds)
 

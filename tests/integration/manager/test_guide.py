@@ -4,6 +4,7 @@ Saturday/Monday story of borrowing and reclaiming."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
@@ -128,6 +129,13 @@ def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting
         admitted_workload(cluster, "research", created["metadata"]["uid"])  # one at a time: a known admission order
         sweeps.append(created)
     wait_until(lambda: gpu_usage(cluster, "research") == "20", "research to run on 20 GPUs")
+    # Queue order is by creationTimestamp, which has one-second resolution; equal stamps are a tie (in Kueue
+    # too), so the sixth sweep is created in a later second than the fifth to be strictly the newest.
+    fifth_created = sweeps[-1]["metadata"]["creationTimestamp"]
+    wait_until(
+        lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > fifth_created,
+        "the clock to pass the fifth sweep's creation second",
+    )
     sixth = create_job(cluster, gpu_job("sweep-5", "research", pods=1, gpus_per_pod=4))
 
     # Monday 9:00: applied-ml's 8-GPU fine-tune fits its own nominal quota, so it reclaims it.
