@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
+from kuota.kube_api import KubeApi
 from webhook.controller import job_workloads as jobs
 from webhook.controller import workload_status as status
 from webhook.controller.api_writes import (
@@ -70,6 +71,8 @@ _STATUS_INTERVAL = 1.0
 _REASON_REFRESH_SECONDS = 30.0
 _REASON_WRITES_PER_ROUND = 100
 _EVENT_BACKLOG = 1000
+_EVENTS_PER_SECOND = 10.0
+_EVENT_BURST = 200.0
 _RETENTION_CHECK_SECONDS = 60.0
 
 
@@ -120,7 +123,7 @@ class _View:
 class QuotaController:
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         configuration: Configuration,
         metrics: ControllerMetrics,
         *,
@@ -134,20 +137,25 @@ class QuotaController:
         self._retention_rounds = max(1, int(min(_RETENTION_CHECK_SECONDS, workload_retention / 2) / _STATUS_INTERVAL))
         self.metrics = metrics
         self.clock = clock
-        self.writer = ApiWriter(api_client, metrics, concurrency=write_concurrency)
+        self.writer = ApiWriter(api, metrics, concurrency=write_concurrency)
         # What people read (reasons, Events, queue status) has its own few connections and gives up sooner,
         # so thousands of those writes never queue ahead of a decision.
-        self.reporter = ApiWriter(api_client, metrics, concurrency=4, attempts=2, request_timeout=10.0)
+        self.reporter = ApiWriter(api, metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.engine = QuotaEngine(configuration)
-        self.config_reflectors = {
-            kind: Reflector(api_client, resource, _trim) for kind, resource in _CONFIG_RESOURCES.items()
-        }
-        self.workload_reflector: Reflector[dict[str, Any]] = Reflector(api_client, _WORKLOADS, _trim)
-        self.job_reflector: Reflector[dict[str, Any]] = Reflector(api_client, _JOBS, _trim)
+        self.config_reflectors = {kind: Reflector(api, resource, _trim) for kind, resource in _CONFIG_RESOURCES.items()}
+        self.workload_reflector: Reflector[dict[str, Any]] = Reflector(api, _WORKLOADS, _trim)
+        self.job_reflector: Reflector[dict[str, Any]] = Reflector(api, _JOBS, _trim)
         self.reflectors = ReflectorSet([*self.config_reflectors.values(), self.workload_reflector, self.job_reflector])
         self.workloads = _View()
         self.jobs = _View()
         self._dirty_workloads: set[str] = set()
+        # Decision writes run while the next decisions are made (the engine already counts them, as Kueue's
+        # cache "assumes" a workload). Watch news of a Workload whose write is in flight is held back until
+        # the write is done, so an echo from before the decision is never mistaken for the API's truth.
+        self._writing: dict[str, int] = {}
+        self._held_back: set[str] = set()
+        self._decision_writes: set[asyncio.Task[bool]] = set()
+        self._eviction_barrier: asyncio.Task[bool] | None = None
         self._dirty_jobs: set[str] = set()
         self._needs_rebuild = False
         self._wake = asyncio.Event()
@@ -156,6 +164,8 @@ class QuotaController:
         self._active_since: dict[str, tuple[bool, float]] = {}  # ClusterQueue Active condition and its transition
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
         self._events_waiting = 0
+        self._event_tokens = _EVENT_BURST
+        self._event_tokens_at = time.monotonic()
         self._last_status: dict[str, Any] = {}
         self.cycles = 0
         self.ready = asyncio.Event()
@@ -227,15 +237,19 @@ class QuotaController:
             self.ready.set()
             log.info("controller synced: %d workloads, %d jobs", len(self.workloads.objects), len(self.jobs.objects))
             group.create_task(self._status_loop(), name="queue status")
-            while True:
-                await self._cycle()
-                if self._dirty_workloads or self._dirty_jobs or self._needs_rebuild:
-                    continue
-                wakeup = self.engine.next_wakeup()
-                timeout = None if wakeup is None else max(0.0, wakeup - self.clock())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                self._wake.clear()
+            try:
+                while True:
+                    await self._cycle()
+                    if self._dirty_workloads or self._dirty_jobs or self._needs_rebuild:
+                        continue
+                    wakeup = self.engine.next_wakeup()
+                    timeout = None if wakeup is None else max(0.0, wakeup - self.clock())
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout)
+                    self._wake.clear()
+            finally:
+                for task in self._decision_writes:  # a replica that stops deciding stops writing decisions
+                    task.cancel()
 
     def _rebuild(self) -> None:
         """A fresh engine from the views: at start-up, and after a write showed the engine was wrong."""
@@ -254,16 +268,21 @@ class QuotaController:
         started = time.perf_counter()
         self.cycles += 1
         if self._needs_rebuild:
+            # The views hold only what was written: every decision still being written must land first.
+            await asyncio.gather(*self._decision_writes, return_exceptions=True)
             self._rebuild()
         dirty_workloads, self._dirty_workloads = self._dirty_workloads, set()
         for key in sorted(dirty_workloads):
-            self._sync_workload(key)
+            if key in self._writing:
+                self._held_back.add(key)
+            else:
+                self._sync_workload(key)
         dirty_jobs, self._dirty_jobs = self._dirty_jobs, set()
         await self._gather(self._reconcile_job(key) for key in sorted(dirty_jobs))
         now = self.clock()
         decisions = self.engine.schedule(now)
         if decisions:
-            await self._apply(decisions, now)
+            self._write_decisions(decisions, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
 
@@ -326,14 +345,63 @@ class QuotaController:
 
     # ----- decisions to the API ------------------------------------------------------------------------
 
-    async def _apply(self, decisions: list[Admission | Eviction], now: float) -> None:
-        """Write decisions in their order, as waves of consecutive evictions or admissions written at once.
+    def _write_decisions(self, decisions: list[Admission | Eviction], now: float) -> None:
+        """Start writing one cycle's decisions and return: the next cycle decides while they are written.
+
+        Admissions only raise usage, so admission writes of different cycles may land in any order. A cycle
+        with evictions first waits for every earlier write (it may evict what an earlier cycle admitted), and
+        later admissions wait for it (they may need the quota it frees): the API never shows more quota held
+        than the engine's limits allow.
+        """
+        keys = [decision.workload for decision in decisions]
+        for key in keys:
+            self._writing[key] = self._writing.get(key, 0) + 1
+        evicts = any(isinstance(decision, Eviction) for decision in decisions)
+        if evicts:
+            earlier = list(self._decision_writes)
+        else:
+            earlier = [self._eviction_barrier] if self._eviction_barrier is not None else []
+        task = asyncio.ensure_future(self._apply(decisions, now, earlier))
+        self._decision_writes.add(task)
+        if evicts:
+            self._eviction_barrier = task
+        task.add_done_callback(lambda done: self._decisions_written(done, keys))
+
+    def _decisions_written(self, task: asyncio.Task[bool], keys: list[str]) -> None:
+        self._decision_writes.discard(task)
+        if self._eviction_barrier is task:
+            self._eviction_barrier = None
+        if task.cancelled() or task.exception() is not None or not task.result():
+            if not task.cancelled() and task.exception() is not None:
+                log.error("writing decisions failed", exc_info=task.exception())
+            self._needs_rebuild = True
+        for key in keys:
+            remaining = self._writing[key] - 1
+            if remaining:
+                self._writing[key] = remaining
+                continue
+            del self._writing[key]
+            if key in self._held_back:
+                self._held_back.discard(key)
+                self._dirty_workloads.add(key)
+        self._wake.set()
+
+    async def _apply(
+        self, decisions: list[Admission | Eviction], now: float, earlier: list[asyncio.Task[bool]]
+    ) -> bool:
+        """Write decisions in their order, as waves of consecutive evictions or admissions written at once;
+        True when all were written.
 
         Within a wave, usage only falls (evictions) or only rises (admissions) and the wave's end state is one
         the engine reached, so any order of its writes stays within quota; across waves the order is kept (a
-        workload can be admitted, then evicted for another, in one cycle). A failed write ends the cycle's
-        writing: the later waves may depend on it, so the engine is rebuilt from the API instead.
+        workload can be admitted, then evicted for another, in one cycle). A failed write ends the writing:
+        the later waves may depend on it, so the engine is rebuilt from the API instead. So does a failure
+        of an earlier cycle's writes these decisions wait for.
         """
+        if earlier:
+            results = await asyncio.gather(*earlier, return_exceptions=True)
+            if not all(result is True for result in results):  # a failure, an exception or a cancellation
+                return False
         for wave in _waves(decisions):
             if isinstance(wave[0], Eviction):
                 results = await asyncio.gather(*(self._write_eviction(e) for e in wave if isinstance(e, Eviction)))
@@ -343,8 +411,8 @@ class QuotaController:
                 )
             if not all(results):
                 log.warning("a decision was not written; rebuilding before deciding again")
-                self._needs_rebuild = True
-                return
+                return False
+        return True
 
     async def _write_decided(
         self, key: str, obj: dict[str, Any], patch_for: Callable[[dict[str, Any]], dict[str, Any]]
@@ -643,12 +711,19 @@ class QuotaController:
     # ----- what people read: reasons, events, queue status ------------------------------------------------
 
     def _event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
-        """Record an Event without waiting for it; when too many are already waiting, this one is dropped
-        (counted in ``kuota_events_dropped_total``), as Kubernetes' own event recorders do under load."""
-        if self._events_waiting >= _EVENT_BACKLOG:
+        """Record an Event without waiting for it. Events share the API server with decisions, so they get a
+        budget (a burst of ``_EVENT_BURST``, then ``_EVENTS_PER_SECOND``) and a backlog; beyond it an Event is
+        dropped and counted in ``kuota_events_dropped_total``, as Kubernetes' own event recorders do under
+        load. The Workload's conditions still say everything an Event would."""
+        clock = time.monotonic()
+        refill = (clock - self._event_tokens_at) * _EVENTS_PER_SECOND
+        self._event_tokens = min(_EVENT_BURST, self._event_tokens + refill)
+        self._event_tokens_at = clock
+        if self._event_tokens < 1 or self._events_waiting >= _EVENT_BACKLOG:
             self.metrics.events_dropped.inc()
-            log.debug("event %s on %s dropped: %d events waiting", reason, _key(obj), self._events_waiting)
+            log.debug("event %s on %s dropped: over budget, %d waiting", reason, _key(obj), self._events_waiting)
             return
+        self._event_tokens -= 1
         metadata = obj["metadata"]
         now = status.rfc3339(self.clock())
         involved = obj.get("kind") or ("Workload" if "podSets" in obj.get("spec", {}) else "Job")
@@ -727,7 +802,7 @@ class QuotaController:
         due: list[tuple[bool, float, str, dict[str, Any], str]] = []
         for key in list(self.engine.workloads()):
             engine_status = self.engine.status(key)
-            if engine_status.state is not WorkloadState.PENDING or not engine_status.reason:
+            if engine_status.state is not WorkloadState.PENDING or not engine_status.reason or key in self._writing:
                 continue
             previous = self._reasons.get(key)
             if previous is not None and (
