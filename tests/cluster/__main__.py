@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.cluster.binaries import ensure_binaries, ensure_kueue
+from tests.cluster.binaries import ensure_binaries, ensure_kueue, ensure_vegeta
 from tests.cluster.controlplane import Cluster
 from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
 
@@ -23,6 +23,7 @@ def main() -> int:
             print(f"{name}: {path}")
         # The side-by-side tests compare kuota with Kueue: its manager is cached here too, never committed.
         print(f"kueue: {ensure_kueue()}")
+        print(f"vegeta: {ensure_vegeta()}")  # the webhook benchmark's load generator
         return 0
     if args.workdir is None:
         parser.error(f"{args.action} needs --workdir")

@@ -22,6 +22,9 @@ HELM_VERSION = "v4.3.1"
 # Kueue is the baseline of benchmarks/kueue_side_by_side.py; never a test dependency of kuota itself.
 KUEUE_VERSION = "v0.17.0"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
+# An open-loop HTTP load generator in Go, so the webhook benchmark measures the server, not a Python client.
+VEGETA_VERSION = "v12.13.0"
+VEGETA_MODULE = "github.com/tsenart/vegeta/v12"
 
 # The `k8s.io/<name> v0.0.0` requirements of k8s.io/kubernetes v1.36's go.mod.
 STAGING_MODULES = [
@@ -171,13 +174,25 @@ def _build_helm(target: Path) -> None:
 
 def _build_kueue(target: Path) -> None:
     # Kueue's go.mod has no replace directives, so `go install` works; stamp the version as its Makefile does.
+    ldflags = f"-s -w -X {KUEUE_MODULE}/pkg/version.GitVersion={KUEUE_VERSION}"
+    _go_install(target, f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}", f"kueue {KUEUE_VERSION}", ldflags)
+
+
+def _go_install(target: Path, package: str, label: str, ldflags: str = "-s -w") -> None:
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)  # also makes the cache root, the command's working folder
-    ldflags = f"-s -w -X {KUEUE_MODULE}/pkg/version.GitVersion={KUEUE_VERSION}"
-    command = ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}"]
-    _run(command, cache_root(), f"kueue {KUEUE_VERSION}", extra_env={"GOBIN": str(tmp)})
+    command = ["go", "install", "-v", "-trimpath", "-ldflags", ldflags, package]
+    _run(command, cache_root(), label, extra_env={"GOBIN": str(tmp)})
     tmp.rename(target)
+
+
+def ensure_vegeta() -> Path:
+    """Return the cached vegeta binary, building it when missing (about a minute when cold)."""
+    folder = cache_root() / "bin" / f"vegeta-{VEGETA_VERSION}"
+    if not folder.is_dir():
+        _go_install(folder, f"{VEGETA_MODULE}@{VEGETA_VERSION}", f"vegeta {VEGETA_VERSION}")
+    return folder / "vegeta"
 
 
 def kueue_module_dir() -> Path:
