@@ -160,6 +160,7 @@ class QuotaController:
         self._needs_rebuild = False
         self._wake = asyncio.Event()
         self._invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
+        self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
         self._active_since: dict[str, tuple[bool, float]] = {}  # ClusterQueue Active condition and its transition
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
@@ -181,7 +182,10 @@ class QuotaController:
         def handle(event: Event[dict[str, Any]]) -> None:
             if not self.ready.is_set():
                 return  # the initial build reads every store at once
-            self._apply_config(kind, event.key, None if event.type is EventType.DELETED else event.value)
+            value = None if event.type is EventType.DELETED else event.value
+            if value is not None and self._applied.get(f"{kind} {event.key}") == _what_the_engine_reads(value):
+                return  # a status write (often our own): re-applying would re-route every pending workload
+            self._apply_config(kind, event.key, value)
             self._wake.set()
 
         return handle
@@ -189,6 +193,7 @@ class QuotaController:
     def _apply_config(self, kind: str, key: str, obj: Mapping[str, Any] | None) -> None:
         namespace, _, name = key.rpartition("/")
         if obj is None:
+            self._applied.pop(f"{kind} {key}", None)
             with contextlib.suppress(EngineError):
                 self.engine.delete_object(kind, name, namespace)
             self._invalid.pop(f"{kind} {key}", None)
@@ -197,6 +202,7 @@ class QuotaController:
         if kind == "Namespace":
             document = {"metadata": {"name": name, "labels": obj.get("metadata", {}).get("labels") or {}}}
         api_version = "v1" if kind == "Namespace" else "kueue.x-k8s.io/v1beta2"
+        self._applied[f"{kind} {key}"] = _what_the_engine_reads(obj)
         try:
             self.engine.apply(parse_object({**document, "apiVersion": api_version, "kind": kind}))
             self._invalid.pop(f"{kind} {key}", None)
@@ -255,6 +261,7 @@ class QuotaController:
         """A fresh engine from the views: at start-up, and after a write showed the engine was wrong."""
         self.engine = QuotaEngine(self.configuration)
         self._invalid.clear()
+        self._applied.clear()
         for kind, reflector in self.config_reflectors.items():
             for obj in list(reflector.values()):
                 self._apply_config(kind, _key(obj), obj)
@@ -992,6 +999,16 @@ class QuotaController:
             LocalQueueGauges(namespace, name, active, inadmissible, admitted, admitted)
             for (namespace, name), (active, inadmissible, admitted) in sorted(counts.items())
         ]
+
+
+def _what_the_engine_reads(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration object without its status and bookkeeping metadata: its spec (a priority class's value),
+    labels (a namespace's), and whether it is being deleted."""
+    metadata = obj.get("metadata") or {}
+    essence = {key: value for key, value in obj.items() if key not in ("status", "metadata")}
+    essence["labels"] = metadata.get("labels")
+    essence["deleting"] = bool(metadata.get("deletionTimestamp"))
+    return essence
 
 
 def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
