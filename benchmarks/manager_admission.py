@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -23,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client, config, watch
+import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kuota.errors import KubeApiError
+from kuota.kube_api import KubeApi
 from tests.cluster import Cluster
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import async_wait_until, wait_until
@@ -122,9 +125,18 @@ def _rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _quantiles(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+JOBS = "/apis/batch/v1/jobs"
 
 
 class Unsuspensions:
@@ -133,45 +145,51 @@ class Unsuspensions:
     def __init__(self) -> None:
         self.seen: dict[str, float] = {}
 
-    async def run(self, api: client.BatchV1Api) -> None:
+    async def run(self, api: KubeApi) -> None:
         """List, then watch from the list's version; start over whenever the watch ends or breaks."""
         while True:
             try:
-                listing = await api.list_job_for_all_namespaces()
-                for job in listing.items:
+                listing = (await api.request("GET", JOBS)).object()
+                for job in listing["items"]:
                     self._observe(job)
-                async with watch.Watch() as stream:
-                    async for event in stream.stream(
-                        api.list_job_for_all_namespaces,
-                        resource_version=listing.metadata.resource_version,
-                        timeout_seconds=60,
-                    ):
+                query = {
+                    "watch": "true",
+                    "resourceVersion": listing["metadata"]["resourceVersion"],
+                    "timeoutSeconds": "60",
+                }
+                timeout = aiohttp.ClientTimeout(total=None, sock_read=90)
+                async with api.stream("GET", JOBS, query=query, client_timeout=timeout) as stream:
+                    if stream.status != 200:
+                        (await stream.read()).raise_for_status()
+                    async for line in stream.lines():
+                        event = json.loads(line)
+                        if event["type"] == "ERROR":
+                            raise KubeApiError(f"job watch: {event['object'].get('message')}")
                         self._observe(event["object"])
-            except (client.exceptions.ApiException, OSError, TimeoutError) as error:
+            except KubeApiError as error:
                 print(f"job watch restarts: {error}", file=sys.stderr)
 
-    def _observe(self, job: Any) -> None:
-        key = f"{job.metadata.namespace}/{job.metadata.name}"
-        if job.spec.suspend is False and key not in self.seen:
+    def _observe(self, job: dict[str, Any]) -> None:
+        key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        if job["spec"].get("suspend") is False and key not in self.seen:
             self.seen[key] = time.perf_counter()
 
 
 async def _create_all(
-    api: Any, method: str, bodies: list[tuple[str, dict[str, Any]]], parallel: int = 50
+    api: KubeApi, collection: str, bodies: list[tuple[str, dict[str, Any]]], parallel: int = 50
 ) -> dict[str, float]:
+    """POST every body to ``collection`` (a path with ``{namespace}``), retrying what the server sheds."""
     created: dict[str, float] = {}
     slots = asyncio.Semaphore(parallel)
 
     async def one(namespace: str, body: dict[str, Any]) -> None:
         async with slots:
             for _ in range(20):
-                try:
-                    await getattr(api, method)(namespace, body)
+                response = await api.request("POST", collection.format(namespace=namespace), body=body)
+                if response.status not in (429, 500, 503, 504):
+                    response.raise_for_status()
                     break
-                except client.exceptions.ApiException as error:
-                    if error.status not in (429, 500, 503, 504):
-                        raise
-                    await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)
             created[f"{namespace}/{body['metadata']['name']}"] = time.perf_counter()
 
     await asyncio.gather(*(one(namespace, body) for namespace, body in bodies))
@@ -180,15 +198,14 @@ async def _create_all(
 
 async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workloads: int) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
-    api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    batch = client.BatchV1Api(api_client)
+    api = KubeApi.from_kubeconfig(cluster.kubeconfig)
     watcher = Unsuspensions()
-    watching = asyncio.create_task(watcher.run(batch))
+    watching = asyncio.create_task(watcher.run(api))
     await asyncio.sleep(1)
     try:
         started = time.perf_counter()
         bodies = [(TEAMS[i % 3], _job(TEAMS[i % 3], i)) for i in range(jobs)]
-        created = await _create_all(batch, "create_namespaced_job", bodies)
+        created = await _create_all(api, "/apis/batch/v1/namespaces/{namespace}/jobs", bodies)
         fits = min(jobs, FITS_PER_TEAM * len(TEAMS))
         await async_wait_until(lambda: len(watcher.seen) >= fits, "every Job that fits to run", timeout=600)
         all_in = time.perf_counter() - started
@@ -203,7 +220,8 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
         freed_at = {}
         for key in running:
             namespace, name = key.split("/")
-            await batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+            path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+            (await api.request("DELETE", path, body={"propagationPolicy": "Background"})).raise_for_status()
             freed_at[key] = time.perf_counter()
         await async_wait_until(
             lambda: len(set(watcher.seen) - before) >= len(running), "queued Jobs to take the freed quota", timeout=120
@@ -221,18 +239,12 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
         )
         rows.append(("manager RSS with the Jobs", f"{_rss_mib(manager.process.pid):.0f} MiB", ""))  # type: ignore[union-attr]
 
-        custom = client.CustomObjectsApi(api_client)
-
-        async def create_workload(namespace: str, body: dict[str, Any]) -> Any:
-            return await custom.create_namespaced_custom_object(
-                "kueue.x-k8s.io", "v1beta2", namespace, "workloads", body
-            )
-
-        class _Workloads:
-            create = staticmethod(create_workload)
-
         started = time.perf_counter()
-        await _create_all(_Workloads, "create", [(TEAMS[i % 3], _workload(TEAMS[i % 3], i)) for i in range(workloads)])
+        await _create_all(
+            api,
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads",
+            [(TEAMS[i % 3], _workload(TEAMS[i % 3], i)) for i in range(workloads)],
+        )
         created_in = time.perf_counter() - started
         wait_until(
             lambda: 'kueue_pending_workloads{cluster_queue="inference",status="active"}' in manager.metrics(),
@@ -249,7 +261,7 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
         )  # type: ignore[union-attr]
     finally:
         watching.cancel()
-        await api_client.close()
+        await api.close()
     return rows
 
 
@@ -284,6 +296,8 @@ def main() -> int:
             idle = _rss_mib(manager.process.pid)  # type: ignore[union-attr]
             rows = [("manager RSS idle (baseline)", f"{idle:.0f} MiB", "")]
             rows += asyncio.run(_phases(cluster, manager, args.jobs, args.workloads))
+            cpu = _cpu_seconds(manager.process.pid)  # type: ignore[union-attr]
+            rows.append(("manager CPU time, start to end (user + system)", f"{cpu:.1f} s", ""))
             manager.stop()
         finally:
             cluster.stop()

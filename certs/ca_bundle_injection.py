@@ -9,16 +9,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from certs.errors import CaBundleInjectionError
+from kuota.errors import ApiResponseError, ApiUnreachableError
+from kuota.kube_api import ApiResponse, KubeApi
 
 CONFLICT = 409
+_API = "/apis/admissionregistration.k8s.io/v1"
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class WebhookConfigurations:
 
 
 async def inject_ca_bundle(
-    admission_api: Any,
+    api: KubeApi,
     configurations: WebhookConfigurations,
     ca_bundle_pem: bytes,
     request_timeout: float,
@@ -38,52 +37,59 @@ async def inject_ca_bundle(
 ) -> int:
     """Set ``caBundle`` on every webhook of every named configuration; returns how many objects changed."""
     encoded = base64.b64encode(ca_bundle_pem).decode()
-    targets = [("mutating", name) for name in configurations.mutating]
-    targets += [("validating", name) for name in configurations.validating]
+    targets = [("Mutating", name) for name in configurations.mutating]
+    targets += [("Validating", name) for name in configurations.validating]
     changed = 0
     for kind, name in targets:
-        changed += await _inject_one(
-            f"{kind.capitalize()}WebhookConfiguration {name}",
-            read=partial(getattr(admission_api, f"read_{kind}_webhook_configuration"), name),
-            replace=partial(getattr(admission_api, f"replace_{kind}_webhook_configuration"), name),
-            encoded=encoded,
-            attempts=attempts,
-            request_timeout=request_timeout,
+        target = _Target(
+            api, f"{kind}WebhookConfiguration {name}", f"{_API}/{kind.lower()}webhookconfigurations/{name}"
         )
+        changed += await target.inject(encoded, attempts, request_timeout)
     return changed
 
 
-async def _inject_one(
-    what: str,
-    *,
-    read: Callable[..., Awaitable[Any]],
-    replace: Callable[..., Awaitable[Any]],
-    encoded: str,
-    attempts: int,
-    request_timeout: float,
-) -> int:
-    for attempt in range(attempts):
-        try:
-            configuration = await read(_request_timeout=request_timeout)
-        except ApiException as error:
-            raise CaBundleInjectionError(
-                f"cannot read {what}: HTTP {error.status} {error.reason}; create it (the Helm chart does) "
-                "or remove it from the manager's webhook configuration list"
-            ) from error
-        webhooks = configuration.webhooks or []
-        if all(webhook.client_config.ca_bundle == encoded for webhook in webhooks):
-            return 0
-        for webhook in webhooks:
-            webhook.client_config.ca_bundle = encoded
-        try:
-            await replace(configuration, _request_timeout=request_timeout)
-        except ApiException as error:
-            if error.status != CONFLICT:
+@dataclass(frozen=True)
+class _Target:
+    api: KubeApi
+    what: str
+    path: str
+
+    async def inject(self, encoded: str, attempts: int, request_timeout: float) -> int:
+        for attempt in range(attempts):
+            read = await self._send("GET", request_timeout)
+            if not read.ok:
                 raise CaBundleInjectionError(
-                    f"cannot update caBundle of {what}: HTTP {error.status} {error.reason}"
-                ) from error
+                    f"cannot read {self.what}: HTTP {read.status}: {read.message()}; create it (the Helm chart "
+                    "does) or remove it from the manager's webhook configuration list"
+                )
+            configuration = self._object(read)
+            webhooks = configuration.get("webhooks") or []
+            if all((webhook.get("clientConfig") or {}).get("caBundle") == encoded for webhook in webhooks):
+                return 0
+            for webhook in webhooks:
+                webhook.setdefault("clientConfig", {})["caBundle"] = encoded
+            # The body keeps the resourceVersion just read: a concurrent writer's change makes this a 409.
+            replaced = await self._send("PUT", request_timeout, configuration)
+            if replaced.ok:
+                return 1
+            if replaced.status != CONFLICT:
+                raise CaBundleInjectionError(
+                    f"cannot update caBundle of {self.what}: HTTP {replaced.status}: {replaced.message()}"
+                )
             # Spread retries so replicas that collided do not collide again in lockstep.
             await asyncio.sleep(random.uniform(0, 0.05 * 2**attempt))
-            continue
-        return 1
-    raise CaBundleInjectionError(f"caBundle of {what} kept conflicting after {attempts} attempts; retrying later")
+        raise CaBundleInjectionError(
+            f"caBundle of {self.what} kept conflicting after {attempts} attempts; retrying later"
+        )
+
+    async def _send(self, method: str, request_timeout: float, body: Any = None) -> ApiResponse:
+        try:
+            return await self.api.request(method, self.path, body=body, client_timeout=request_timeout)
+        except ApiUnreachableError as error:
+            raise CaBundleInjectionError(f"cannot update caBundle of {self.what}: {error}") from error
+
+    def _object(self, response: ApiResponse) -> dict[str, Any]:
+        try:
+            return response.object()
+        except ApiResponseError as error:
+            raise CaBundleInjectionError(f"cannot read {self.what}: {error}") from error

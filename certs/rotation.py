@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from certs.authority import (
     CertificateBundle,
@@ -29,6 +28,7 @@ from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
 from certs.errors import CertificateMaterialError, CertsError
 from certs.secret_store import SecretLocation, StoredBundle, load_or_create, replace_bundle
 from certs.serving_context import ReloadableServerContext
+from kuota.kube_api import KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,7 @@ def _utc_now() -> datetime:
 class SecretBackedCertificates:
     """Self-managed CA and serving pair, shared by all replicas through one Secret."""
 
-    core_api: Any
-    admission_api: Any
+    api: KubeApi
     secret: SecretLocation
     identity: ServingIdentity
     configurations: WebhookConfigurations
@@ -67,7 +66,7 @@ class SecretBackedCertificates:
 
     async def reconcile_once(self) -> float:
         """Load or renew the bundle, serve it and inject its CA; returns seconds until the next check."""
-        stored = await load_or_create(self.core_api, self.secret, self._fresh, self.request_timeout)
+        stored = await load_or_create(self.api, self.secret, self._fresh, self.request_timeout)
         facts = inspect_bundle(stored.bundle)
         due = renewal_due(facts, self.identity, self.now())
         if due is not Renewal.NOT_DUE:
@@ -80,7 +79,7 @@ class SecretBackedCertificates:
                 self.secret,
                 facts.serving_not_after.isoformat(),
             )
-        await inject_ca_bundle(self.admission_api, self.configurations, stored.bundle.ca_cert_pem, self.request_timeout)
+        await inject_ca_bundle(self.api, self.configurations, stored.bundle.ca_cert_pem, self.request_timeout)
         now = self.now()
         return (next_check(facts, now, self.longest_wait) - now).total_seconds()
 
@@ -94,7 +93,7 @@ class SecretBackedCertificates:
         else:
             renewed = renew_serving(stored.bundle, self.identity, now)
         log.info("webhook certificates: renewing the %s in %s", due.value, self.secret)
-        return await replace_bundle(self.core_api, self.secret, stored, renewed, self.request_timeout)
+        return await replace_bundle(self.api, self.secret, stored, renewed, self.request_timeout)
 
 
 @dataclass

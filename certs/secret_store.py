@@ -8,15 +8,14 @@ with its resourceVersion, so two replicas renewing at once again leave one winne
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from certs.authority import CertificateBundle
 from certs.errors import CertificateStoreError
+from kuota.errors import ApiResponseError, ApiUnreachableError
+from kuota.kube_api import ApiResponse, KubeApi
 
 CONFLICT = 409
 NOT_FOUND = 404
@@ -39,9 +38,17 @@ class SecretLocation:
     def __str__(self) -> str:
         return f"Secret {self.namespace}/{self.name}"
 
+    @property
+    def collection_path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/secrets"
 
-def _decode(location: SecretLocation, secret: Any) -> StoredBundle:
-    data: dict[str, str] = secret.data or {}
+    @property
+    def path(self) -> str:
+        return f"{self.collection_path}/{self.name}"
+
+
+def _decode(location: SecretLocation, secret: Mapping[str, Any]) -> StoredBundle:
+    data = secret.get("data") or {}
     missing = sorted(key for key in _KEYS if key not in data)
     if missing:
         raise CertificateStoreError(
@@ -49,82 +56,111 @@ def _decode(location: SecretLocation, secret: Any) -> StoredBundle:
         )
     try:
         fields = {attribute: base64.b64decode(data[key], validate=True) for key, attribute in _KEYS.items()}
-    except ValueError as error:
+    except (ValueError, TypeError) as error:
         raise CertificateStoreError(f"{location} holds data that is not base64: {error}") from error
-    return StoredBundle(bundle=CertificateBundle(**fields), resource_version=secret.metadata.resource_version)
+    return StoredBundle(bundle=CertificateBundle(**fields), resource_version=_resource_version(location, secret))
+
+
+def _resource_version(location: SecretLocation, secret: Mapping[str, Any]) -> str:
+    version = (secret.get("metadata") or {}).get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        raise CertificateStoreError(f"the API server returned {location} without metadata.resourceVersion")
+    return version
 
 
 def _encode(bundle: CertificateBundle) -> dict[str, str]:
     return {key: base64.b64encode(getattr(bundle, attribute)).decode() for key, attribute in _KEYS.items()}
 
 
-def _secret_body(location: SecretLocation, bundle: CertificateBundle, resource_version: str | None) -> Any:
-    return client.V1Secret(
-        metadata=client.V1ObjectMeta(
-            name=location.name,
-            namespace=location.namespace,
-            resource_version=resource_version,
-            labels={"app.kubernetes.io/name": "kuota", "app.kubernetes.io/component": "webhook-certificates"},
-        ),
-        type="kubernetes.io/tls",
-        data=_encode(bundle),
+def _secret_body(location: SecretLocation, bundle: CertificateBundle, resource_version: str | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": location.name,
+        "namespace": location.namespace,
+        "labels": {"app.kubernetes.io/name": "kuota", "app.kubernetes.io/component": "webhook-certificates"},
+    }
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "kubernetes.io/tls",
+        "data": _encode(bundle),
+    }
+
+
+_DOING = {"GET": "read", "POST": "create", "PUT": "replace"}
+
+
+async def _send(
+    api: KubeApi, location: SecretLocation, method: str, *, request_timeout: float, body: Any = None
+) -> ApiResponse:
+    path = location.collection_path if method == "POST" else location.path
+    try:
+        return await api.request(method, path, body=body, client_timeout=request_timeout)
+    except ApiUnreachableError as error:
+        raise CertificateStoreError(f"cannot {_DOING[method]} {location}: {error}") from error
+
+
+def _secret(location: SecretLocation, response: ApiResponse) -> dict[str, Any]:
+    try:
+        return response.object()
+    except ApiResponseError as error:
+        raise CertificateStoreError(f"cannot {_DOING[response.method]} {location}: {error}") from error
+
+
+def _failure(location: SecretLocation, response: ApiResponse) -> CertificateStoreError:
+    return CertificateStoreError(
+        f"cannot {_DOING[response.method]} {location}: HTTP {response.status}: {response.message()}"
     )
 
 
-async def read_bundle(core: Any, location: SecretLocation, request_timeout: float) -> StoredBundle | None:
+async def read_bundle(api: KubeApi, location: SecretLocation, request_timeout: float) -> StoredBundle | None:
     """The stored bundle, or None when the Secret does not exist."""
-    try:
-        secret = await core.read_namespaced_secret(location.name, location.namespace, _request_timeout=request_timeout)
-    except ApiException as error:
-        if error.status == NOT_FOUND:
-            return None
-        raise CertificateStoreError(f"cannot read {location}: HTTP {error.status} {error.reason}") from error
-    return _decode(location, secret)
+    response = await _send(api, location, "GET", request_timeout=request_timeout)
+    if response.status == NOT_FOUND:
+        return None
+    if not response.ok:
+        raise _failure(location, response)
+    return _decode(location, _secret(location, response))
 
 
 async def load_or_create(
-    core: Any, location: SecretLocation, make_bundle: Callable[[], CertificateBundle], request_timeout: float
+    api: KubeApi, location: SecretLocation, make_bundle: Callable[[], CertificateBundle], request_timeout: float
 ) -> StoredBundle:
     """The stored bundle; else ``make_bundle()``, stored; or the bundle a faster replica stored."""
-    stored = await read_bundle(core, location, request_timeout)
+    stored = await read_bundle(api, location, request_timeout)
     if stored is not None:
         return stored
     bundle = make_bundle()
-    try:
-        created = await core.create_namespaced_secret(
-            location.namespace, _secret_body(location, bundle, None), _request_timeout=request_timeout
-        )
-    except ApiException as error:
-        if error.status != ALREADY_EXISTS:
-            raise CertificateStoreError(f"cannot create {location}: HTTP {error.status} {error.reason}") from error
-        winner = await read_bundle(core, location, request_timeout)
+    body = _secret_body(location, bundle, None)
+    response = await _send(api, location, "POST", request_timeout=request_timeout, body=body)
+    if response.status == ALREADY_EXISTS:
+        winner = await read_bundle(api, location, request_timeout)
         if winner is None:
             raise CertificateStoreError(
                 f"{location} was reported as existing, then not found: is something deleting it?"
-            ) from error
+            )
         return winner
-    return StoredBundle(bundle=bundle, resource_version=created.metadata.resource_version)
+    if not response.ok:
+        raise _failure(location, response)
+    return StoredBundle(bundle=bundle, resource_version=_resource_version(location, _secret(location, response)))
 
 
 async def replace_bundle(
-    core: Any,
+    api: KubeApi,
     location: SecretLocation,
     current: StoredBundle,
     renewed: CertificateBundle,
     request_timeout: float,
 ) -> StoredBundle:
     """Store ``renewed`` over ``current``; if another replica renewed first, adopt its bundle instead."""
-    try:
-        replaced = await core.replace_namespaced_secret(
-            location.name,
-            location.namespace,
-            _secret_body(location, renewed, current.resource_version),
-            _request_timeout=request_timeout,
-        )
-    except ApiException as error:
-        if error.status == CONFLICT:
-            winner = await read_bundle(core, location, request_timeout)
-            if winner is not None:
-                return winner
-        raise CertificateStoreError(f"cannot replace {location}: HTTP {error.status} {error.reason}") from error
-    return StoredBundle(bundle=renewed, resource_version=replaced.metadata.resource_version)
+    body = _secret_body(location, renewed, current.resource_version)
+    response = await _send(api, location, "PUT", request_timeout=request_timeout, body=body)
+    if response.status == CONFLICT:
+        winner = await read_bundle(api, location, request_timeout)
+        if winner is not None:
+            return winner
+    if not response.ok:
+        raise _failure(location, response)
+    return StoredBundle(bundle=renewed, resource_version=_resource_version(location, _secret(location, response)))

@@ -11,19 +11,20 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
-from exporter.errors import PodWatchError
-from exporter.kube_access import ApiServerAccess, from_kubeconfig, in_cluster
+import kuota.errors
+from exporter.errors import ConfigurationError, PodWatchError
 from exporter.pod_directory import PodInfo, apply_event, pod_info
+from kuota.kube_api import KubeApi
 
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 300
 REQUEST_TIMEOUT = 30.0
 MAX_BACKOFF = 30.0
+PODS = "/api/v1/pods"
 
 
 class PodWatch:
@@ -41,51 +42,57 @@ class PodWatch:
         self._pods: dict[str, PodInfo] = {}
 
     async def run(self) -> None:
-        access = from_kubeconfig(self._kubeconfig) if self._kubeconfig else in_cluster()
-        backoff = 1.0
-        connector = aiohttp.TCPConnector(ssl=access.ssl_context)
-        async with aiohttp.ClientSession(connector=connector, headers=dict(access.headers)) as http:
+        async with self._api() as api:
+            backoff = 1.0
             while True:
                 try:
-                    version = await self._list(http, access)
+                    version = await self._list(api)
                     backoff = 1.0
-                    await self._watch(http, access, version)
-                except (aiohttp.ClientError, TimeoutError, PodWatchError, ValueError) as error:
+                    await self._watch(api, version)
+                except (kuota.errors.KubeApiError, PodWatchError, ValueError) as error:
                     log.warning("pod watch on node %s failed: %s; retrying in %.0fs", self._node_name, error, backoff)
                     self._on_error(error)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF)
 
-    def _url(self, access: ApiServerAccess) -> str:
-        return f"{access.server}/api/v1/pods"
+    def _api(self) -> KubeApi:
+        if self._kubeconfig is not None:
+            try:
+                return KubeApi.from_kubeconfig(self._kubeconfig)
+            except kuota.errors.ConfigurationError as error:
+                raise ConfigurationError(str(error)) from error
+        try:
+            return KubeApi.in_cluster()
+        except kuota.errors.ConfigurationError as error:
+            raise ConfigurationError(f"{error}, or --no-pod-watch") from error
 
-    async def _list(self, http: aiohttp.ClientSession, access: ApiServerAccess) -> str:
-        params = {"fieldSelector": f"spec.nodeName={self._node_name}"}
-        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
-        async with http.get(self._url(access), params=params, timeout=timeout) as response:
-            body: dict[str, Any] = await response.json()
-            if response.status != 200:
-                raise PodWatchError(f"listing pods on node {self._node_name}: HTTP {response.status}: {body}")
+    async def _list(self, api: KubeApi) -> str:
+        query = {"fieldSelector": f"spec.nodeName={self._node_name}"}
+        response = await api.request("GET", PODS, query=query, client_timeout=REQUEST_TIMEOUT)
+        if response.status != 200:
+            raise PodWatchError(f"listing pods on node {self._node_name}: HTTP {response.status}: {response.message()}")
+        body = response.object()
         pods = [pod_info(item) for item in body.get("items", [])]
         self._pods = {info.uid: info for info in pods if info.uid}
         self._on_change(dict(self._pods))
         return str(body["metadata"]["resourceVersion"])
 
-    async def _watch(self, http: aiohttp.ClientSession, access: ApiServerAccess, version: str) -> None:
+    async def _watch(self, api: KubeApi, version: str) -> None:
         """Follow changes until the server ends the watch; an error event (e.g. 410 Gone) raises to re-list."""
-        params = {
+        query = {
             "fieldSelector": f"spec.nodeName={self._node_name}",
             "watch": "1",
             "resourceVersion": version,
             "timeoutSeconds": str(WATCH_SECONDS),
         }
         timeout = aiohttp.ClientTimeout(total=WATCH_SECONDS + REQUEST_TIMEOUT, sock_connect=REQUEST_TIMEOUT)
-        async with http.get(self._url(access), params=params, timeout=timeout) as response:
-            if response.status != 200:
-                raise PodWatchError(f"watching pods on node {self._node_name}: HTTP {response.status}")
-            async for line in response.content:
-                if not line.strip():
-                    continue
+        async with api.stream("GET", PODS, query=query, client_timeout=timeout) as stream:
+            if stream.status != 200:
+                answer = await stream.read()
+                raise PodWatchError(
+                    f"watching pods on node {self._node_name}: HTTP {answer.status}: {answer.message()}"
+                )
+            async for line in stream.lines():
                 event = json.loads(line)
                 if event["type"] == "ERROR":
                     raise PodWatchError(f"pod watch error event: {event['object']}")

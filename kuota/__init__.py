@@ -1,4 +1,5 @@
-"""kuota: fair GPU sharing for Kubernetes. This package holds only the ``kuota`` command's front door."""
+"""kuota: fair GPU sharing for Kubernetes. This package holds the ``kuota`` command's front door and what the
+manager, the exporter and the report share: the Kubernetes API client (:mod:`kuota.kube_api`) and its errors."""
 
 from importlib.metadata import PackageNotFoundError, version
 

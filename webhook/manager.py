@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import yaml
 from aiohttp import web
-from kubernetes_asyncio import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from certs.authority import ServingIdentity
@@ -25,6 +24,8 @@ from certs.ca_bundle_injection import WebhookConfigurations
 from certs.rotation import DirectoryCertificates, SecretBackedCertificates
 from certs.secret_store import SecretLocation, read_bundle
 from certs.serving_context import ReloadableServerContext
+from kuota.errors import ConfigurationError, KubeApiError
+from kuota.kube_api import KubeApi
 from webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
 from webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from webhook.admission.reflected_cluster import ReflectedClusterFacts
@@ -37,6 +38,8 @@ from webhook.engine.model import Configuration, LabelSelector, Requirement
 from webhook.engine.validation import parse_configuration
 
 log = logging.getLogger("kuota.manager")
+
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
 class ManagerError(Exception):
@@ -91,14 +94,18 @@ def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
     return configuration
 
 
-async def _whoami(api_client: Any) -> KuotaIdentity:
+async def _whoami(api: KubeApi) -> KuotaIdentity:
     """kuota's own API identity, asked of the API server, so the webhook recognises the controller's writes."""
-    review = await client.AuthenticationV1Api(api_client).create_self_subject_review(
-        client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview")
-    )
-    user = review.status.user_info
-    log.info("manager acts as %s", user.username)
-    return KuotaIdentity(usernames=frozenset({user.username}))
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        answer = (await api.request("POST", SELF_SUBJECT_REVIEWS, body=review)).object()
+    except KubeApiError as error:
+        raise ManagerError(f"cannot ask the API server who kuota is ({error}); check --kubeconfig and RBAC") from error
+    username = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
+    if not isinstance(username, str) or not username:
+        raise ManagerError(f"the API server's SelfSubjectReview named no user: {answer.get('status')!r}")
+    log.info("manager acts as %s", username)
+    return KuotaIdentity(usernames=frozenset({username}))
 
 
 @dataclass
@@ -112,26 +119,23 @@ class Manager:
 
     async def run(self, stop: asyncio.Event) -> None:
         options = self.options
-        if options.kubeconfig is not None:
-            api_client = await config.new_client_from_config(config_file=str(options.kubeconfig))
-        else:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            api_client = client.ApiClient()
         try:
+            api = KubeApi.in_cluster() if options.kubeconfig is None else KubeApi.from_kubeconfig(options.kubeconfig)
+        except ConfigurationError as error:
+            raise ManagerError(str(error)) from error
+        async with api:
             self.configuration = load_configuration(options.config, options.namespace)
-            await self._serve(api_client, stop)
-        finally:
-            await api_client.close()
+            await self._serve(api, stop)
 
-    async def _serve(self, api_client: Any, stop: asyncio.Event) -> None:
+    async def _serve(self, api: KubeApi, stop: asyncio.Event) -> None:
         options = self.options
         context = ReloadableServerContext()
-        facts = ReflectedClusterFacts.from_api_client(api_client)
+        facts = ReflectedClusterFacts.from_api(api)
         selector = self.configuration.managed_jobs_namespace_selector or LabelSelector()
         policy = JobPolicy(
             manage_jobs_without_queue_name=self.configuration.manage_jobs_without_queue_name,
             managed_jobs_namespace_selector=selector,
-            kuota=await _whoami(api_client),
+            kuota=await _whoami(api),
         )
         readiness = [
             ReadinessCheck("webhook certificates loaded", lambda: context.loaded),
@@ -140,10 +144,10 @@ class Manager:
         app = build_app(AdmissionRoutes(rules=kuota_rules(policy, facts), readiness=readiness))
         server = AdmissionServer(app, context.context, options.webhook_host, options.webhook_port)
         self.controller = QuotaController(
-            api_client, self.configuration, self.metrics, workload_retention=options.workload_retention
+            api, self.configuration, self.metrics, workload_retention=options.workload_retention
         )
         elector = LeaderElector(
-            ApiWriter(api_client, self.metrics),
+            ApiWriter(api, self.metrics),
             options.namespace,
             options.lease_name,
             options.identity,
@@ -160,11 +164,11 @@ class Manager:
             runners.append(await self._plain_server(health, options.health_host, options.health_port))
             async with asyncio.TaskGroup() as group:
                 background = [
-                    group.create_task(self._certificates(api_client, context)),
+                    group.create_task(self._certificates(api, context)),
                     group.create_task(facts.run()),
                 ]
                 if options.webhook_url is not None:
-                    background.append(group.create_task(self._register_by_url(api_client)))
+                    background.append(group.create_task(self._register_by_url(api)))
                 controller = self.controller
                 work = group.create_task(elector.run(controller.run) if options.leader_elect else controller.run())
                 await stop.wait()
@@ -180,15 +184,14 @@ class Manager:
             for runner in runners:
                 await runner.cleanup()
 
-    async def _certificates(self, api_client: Any, context: ReloadableServerContext) -> None:
+    async def _certificates(self, api: KubeApi, context: ReloadableServerContext) -> None:
         options = self.options
         source: DirectoryCertificates | SecretBackedCertificates
         if options.cert_dir is not None:
             source = DirectoryCertificates(options.cert_dir, context)
         else:
             source = SecretBackedCertificates(
-                core_api=client.CoreV1Api(api_client),
-                admission_api=client.AdmissionregistrationV1Api(api_client),
+                api=api,
                 secret=SecretLocation(options.namespace, options.cert_secret),
                 identity=ServingIdentity.for_service(options.service_name, options.namespace, options.webhook_ips),
                 # Registered by URL, the configurations are written with the CA by _register_by_url instead.
@@ -201,14 +204,12 @@ class Manager:
             )
         await source.run(self.certificates_ready)
 
-    async def _register_by_url(self, api_client: Any) -> None:
+    async def _register_by_url(self, api: KubeApi) -> None:
         """Out of cluster: create kuota's webhook configurations pointing at ``--webhook-url``."""
         options = self.options
         assert options.webhook_url is not None
         await self.certificates_ready.wait()
-        stored = await read_bundle(
-            client.CoreV1Api(api_client), SecretLocation(options.namespace, options.cert_secret), 10
-        )
+        stored = await read_bundle(api, SecretLocation(options.namespace, options.cert_secret), 10)
         if stored is None:
             raise ManagerError(f"Secret {options.namespace}/{options.cert_secret} vanished after certificates loaded")
         mutating, validating = webhook_configurations(
@@ -219,7 +220,7 @@ class Manager:
         )
         mutating["metadata"]["name"] = options.mutating_webhook_config
         validating["metadata"]["name"] = options.validating_webhook_config
-        writer = ApiWriter(api_client, self.metrics)
+        writer = ApiWriter(api, self.metrics)
         for resource, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
             name = body["metadata"]["name"]
             if await writer.get(resource, None, name) is None:

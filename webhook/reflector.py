@@ -23,11 +23,14 @@ import enum
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import aiohttp
+
+from kuota.errors import KubeApiError
+from kuota.kube_api import ApiResponse, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class ResourceExpiredError(ReflectorError):
 
 
 class ApiRequestError(ReflectorError):
-    """A list or watch request failed; ``status`` is the HTTP status (0 for a transport failure)."""
+    """A list or watch was refused or answered unreadably; ``status`` is the HTTP status (0: a bad watch line)."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -117,7 +120,7 @@ class Reflector(Generic[T]):
 
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         resource: ResourceType,
         parse: Callable[[Mapping[str, Any]], T],
         *,
@@ -126,7 +129,7 @@ class Reflector(Generic[T]):
         request_timeout: float = 30.0,
         backoff: Backoff | None = None,
     ) -> None:
-        self.api_client = api_client
+        self.api = api
         self.resource = resource
         self.parse = parse
         self.page_size = page_size
@@ -166,7 +169,7 @@ class Reflector(Generic[T]):
                 log.info("%s: %s; relisting", self.resource, error)
                 self.resource_version = ""
                 self.relists += 1
-            except (ApiRequestError, aiohttp.ClientError, TimeoutError) as error:
+            except (ApiRequestError, KubeApiError) as error:
                 delay = self.backoff.delay(failures)
                 failures += 1
                 log.warning("%s: %s; reconnecting in %.1fs", self.resource, error or type(error).__name__, delay)
@@ -211,25 +214,10 @@ class Reflector(Generic[T]):
             if not token:
                 return items, str(metadata.get("resourceVersion", ""))
 
-    async def _request(self, query: list[tuple[str, str]], client_timeout: aiohttp.ClientTimeout) -> Any:
-        return await self.api_client.call_api(
-            self.resource.path,
-            "GET",
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=client_timeout,
-        )
-
     async def _get_json(self, query: list[tuple[str, str]]) -> Mapping[str, Any]:
-        response = await self._request(query, aiohttp.ClientTimeout(total=self.request_timeout))
-        try:
-            body = await response.read()
-            _raise_for_status(self.resource, response.status, body)
-            document = json.loads(body)
-        finally:
-            response.release()
+        response = await self.api.request("GET", self.resource.path, query=query, client_timeout=self.request_timeout)
+        _raise_for_status(self.resource, response)
+        document = response.json()
         if not isinstance(document, dict):
             raise ApiRequestError(f"{self.resource}: list answered with a non-object", response.status)
         return document
@@ -245,14 +233,11 @@ class Reflector(Generic[T]):
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.request_timeout, sock_read=self.watch_timeout_seconds + self.request_timeout
         )
-        response = await self._request(query, timeout)
-        try:
-            if response.status != 200:
-                _raise_for_status(self.resource, response.status, await response.read())
-            async for raw in _lines(response.content):
-                self._apply(raw)
-        finally:
-            response.release()
+        async with self.api.stream("GET", self.resource.path, query=query, client_timeout=timeout) as stream:
+            if stream.status != 200:
+                _raise_for_status(self.resource, await stream.read())
+            async for line in stream.lines():
+                self._apply(_decode_event(line))
 
     def _apply(self, raw: _RawEvent) -> None:
         metadata = raw.object.get("metadata") or {}
@@ -285,32 +270,12 @@ class Reflector(Generic[T]):
             callback(event)
 
 
-def _raise_for_status(resource: ResourceType, status: int, body: bytes) -> None:
-    if 200 <= status < 300:
+def _raise_for_status(resource: ResourceType, response: ApiResponse) -> None:
+    if response.ok:
         return
-    message = body[:500].decode(errors="replace")
-    try:
-        status_object = json.loads(body)
-    except ValueError:
-        status_object = None  # not a Status object: the raw text is the best message there is
-    if isinstance(status_object, dict) and isinstance(status_object.get("message"), str):
-        message = status_object["message"]
-    if status == GONE:
-        raise ResourceExpiredError(message)
-    raise ApiRequestError(f"{resource}: HTTP {status}: {message}", status)
-
-
-async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[_RawEvent]:
-    """Watch events from a chunked JSON-lines body; lines may exceed aiohttp's readline limit."""
-    pending = b""
-    async for chunk in stream.iter_any():
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield _decode_event(line)
-    if pending.strip():
-        yield _decode_event(pending)
+    if response.status == GONE:
+        raise ResourceExpiredError(response.message())
+    raise ApiRequestError(f"{resource}: HTTP {response.status}: {response.message()}", response.status)
 
 
 def _decode_event(line: bytes) -> _RawEvent:

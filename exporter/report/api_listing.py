@@ -2,9 +2,9 @@
 objects the what-if replays (ResourceFlavors, ClusterQueues, LocalQueues, Cohorts, WorkloadPriorityClasses,
 and Namespaces for namespaceSelectors).
 
-The imperative shell in front of ``workload_history`` and ``queue_config``, which stay pure. Plain aiohttp
-with the credentials ``exporter.kube_access`` reads (a kubeconfig's client certificate or token, or the pod's
-service account); lists page by page (``limit``/``continue``), every request under a timeout; every failure a
+The imperative shell in front of ``workload_history`` and ``queue_config``, which stay pure. kuota's
+:class:`~kuota.kube_api.KubeApi` with the credentials it reads (a kubeconfig's client certificate or token, or
+the pod's service account); lists page by page (``limit``/``continue``), every request under a timeout; every failure a
 :class:`~exporter.report.errors.KubernetesError` naming the server, the resource and what to do.
 """
 
@@ -13,16 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from exporter.errors import ConfigurationError
-from exporter.kube_access import ApiServerAccess, from_kubeconfig, in_cluster
 from exporter.report.errors import (
     KubernetesError,
     KubernetesRequestError,
@@ -30,6 +25,8 @@ from exporter.report.errors import (
     ReportInputError,
 )
 from exporter.report.queue_config import KUEUE_API, config_object
+from kuota.errors import ApiUnreachableError, ConfigurationError
+from kuota.kube_api import ApiServerAccess, KubeApi, from_kubeconfig, in_cluster
 
 PAGE_SIZE = 500
 REQUEST_TIMEOUT_S = 30.0
@@ -84,19 +81,13 @@ def api_source(kubeconfig: Path | None) -> ApiSource:
             return ApiSource(from_kubeconfig(kubeconfig), origin)
         except ConfigurationError as error:
             raise ReportInputError(f"{origin} is not a usable kubeconfig: {error}") from error
-        except (OSError, ValueError, KeyError, AttributeError, TypeError) as error:
-            # kube_access walks the YAML as it comes: a missing or mistyped entry surfaces as one of these
-            raise ReportInputError(
-                f"{origin} is not a usable kubeconfig ({type(error).__name__}: {error}); "
-                f"check it with 'kubectl --kubeconfig {kubeconfig} config view'"
-            ) from error
     if not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise ReportInputError(
             "--in-cluster: not running in a pod (KUBERNETES_SERVICE_HOST is unset); pass --kubeconfig PATH instead"
         )
     try:
         return ApiSource(in_cluster(), "--in-cluster (the pod's service account)")
-    except (ConfigurationError, OSError) as error:
+    except ConfigurationError as error:
         raise ReportInputError(
             f"--in-cluster: the pod's service account credentials cannot be read ({error}); "
             "check that the report's pod mounts its service account token (automountServiceAccountToken)"
@@ -118,14 +109,10 @@ async def read_cluster(
 ) -> ClusterObjects:
     """Every Workload, and (``with_queues``) every queueing object, of the cluster, listed concurrently."""
     resources: Sequence[Resource] = (WORKLOADS, *QUEUE_RESOURCES) if with_queues else (WORKLOADS,)
-    lister = _Lister(source, page_size, timeout_s)
-    connector = aiohttp.TCPConnector(ssl=source.access.ssl_context)
     try:
-        async with (
-            aiohttp.ClientSession(connector=connector, headers=dict(source.access.headers)) as http,
-            asyncio.TaskGroup() as group,
-        ):
-            tasks = [group.create_task(lister.list_all(http, resource)) for resource in resources]
+        async with KubeApi(source.access) as api, asyncio.TaskGroup() as group:
+            lister = _Lister(api, source.origin, page_size, timeout_s)
+            tasks = [group.create_task(lister.list_all(resource)) for resource in resources]
     except* KubernetesError as failures:
         # the lists fail together when the server is down or the identity is wrong: the first says why
         raise failures.exceptions[0] from None
@@ -141,21 +128,22 @@ async def read_cluster(
 
 
 class _Lister:
-    def __init__(self, source: ApiSource, page_size: int, timeout_s: float) -> None:
-        self._source = source
+    def __init__(self, api: KubeApi, origin: str, page_size: int, timeout_s: float) -> None:
+        self._api = api
+        self._origin = origin
         self._page_size = page_size
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
 
-    async def list_all(self, http: aiohttp.ClientSession, resource: Resource) -> list[dict[str, Any]]:
+    async def list_all(self, resource: Resource) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token = ""
         while True:
             params = {"limit": str(self._page_size)} | ({"continue": token} if token else {})
-            status, body = await self._get(http, resource, params)
+            status, body = await self._get(resource, params)
             if status == 410 and token:
                 # The continue token outlived etcd's compaction: the snapshot it paged through is gone, and
                 # the pages read so far cannot be joined to a newer one. Like client-go's pager, list it whole.
-                status, body = await self._get(http, resource, {})
+                status, body = await self._get(resource, {})
                 items, token = [], ""
             page = self._page(resource, status, body)
             items += page.items
@@ -163,26 +151,18 @@ class _Lister:
             if not token:
                 return items
 
-    async def _get(
-        self, http: aiohttp.ClientSession, resource: Resource, params: dict[str, str]
-    ) -> tuple[int, str]:
-        server = self._source.access.server
+    async def _get(self, resource: Resource, params: dict[str, str]) -> tuple[int, bytes]:
         try:
-            async with http.get(f"{server}{resource.path}", params=params, timeout=self._timeout) as response:
-                return response.status, await response.text()
-        except (aiohttp.ClientConnectionError, TimeoutError, ssl.SSLError) as error:
-            kind = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+            response = await self._api.request("GET", resource.path, query=params, client_timeout=self._timeout_s)
+        except ApiUnreachableError as error:
             raise KubernetesUnreachableError(
-                f"the API server at {server} did not answer a list of {resource.described} ({kind}); "
-                f"check the server in {self._source.origin} and that the cluster is up"
+                f"the API server at {self._api.server} did not answer a list of {resource.described} "
+                f"({error.reason}); check the server in {self._origin} and that the cluster is up"
             ) from error
-        except aiohttp.ClientError as error:
-            raise KubernetesRequestError(
-                f"listing {resource.described} from the API server at {server} failed: {error}"
-            ) from error
+        return response.status, response.body
 
-    def _page(self, resource: Resource, status: int, text: str) -> _Page:
-        server, origin = self._source.access.server, self._source.origin
+    def _page(self, resource: Resource, status: int, text: bytes) -> _Page:
+        server, origin = self._api.server, self._origin
         try:
             body = json.loads(text) if text else None
         except ValueError:
@@ -191,7 +171,11 @@ class _Lister:
             metadata = body.get("metadata")
             token = metadata.get("continue") if isinstance(metadata, dict) else None
             return _Page([i for i in body["items"] if isinstance(i, dict)], str(token or ""))
-        detail = body.get("message") if isinstance(body, dict) and body.get("message") else text[:300]
+        detail = (
+            body.get("message")
+            if isinstance(body, dict) and body.get("message")
+            else text[:300].decode(errors="replace")
+        )
         what = f"listing {resource.described} at {server}: HTTP {status}: {detail}"
         if status == 401:
             hint = f"the API server does not accept the credentials of {origin}; refresh them"

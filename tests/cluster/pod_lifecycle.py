@@ -11,18 +11,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import json
 import logging
 import signal
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client, config, watch
-from kubernetes_asyncio.client.exceptions import ApiException
+import aiohttp
 
+from kuota.errors import ApiUnreachableError, KubeApiError
+from kuota.kube_api import KubeApi
 from tests.cluster.nodes import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 
 log = logging.getLogger("pod-lifecycle")
 
 _PARALLEL_WRITES = 16
+_PODS = "/api/v1/pods"
+_ON_NODES = {"fieldSelector": "spec.nodeName!="}
+_WATCH_SECONDS = 300
 
 
 def _now() -> str:
@@ -33,8 +40,12 @@ def _condition(kind: str, status: str = "True") -> dict[str, Any]:
     return {"type": kind, "status": status, "lastTransitionTime": _now()}
 
 
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
 class PodLifecycle:
-    def __init__(self, api: client.CoreV1Api) -> None:
+    def __init__(self, api: KubeApi) -> None:
         self._api = api
         self._writes = asyncio.Semaphore(_PARALLEL_WRITES)
         self._started: set[str] = set()
@@ -42,18 +53,19 @@ class PodLifecycle:
         self._deleting: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def _spawn(self, coroutine: Any) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def observe(self, pod: Any) -> None:
-        uid = pod.metadata.uid
-        phase = pod.status.phase if pod.status else None
-        if pod.metadata.deletion_timestamp is not None:
+    def observe(self, pod: Mapping[str, Any]) -> None:
+        metadata = pod["metadata"]
+        uid = metadata["uid"]
+        phase = (pod.get("status") or {}).get("phase")
+        if metadata.get("deletionTimestamp"):
             if uid not in self._deleting:
                 self._deleting.add(uid)
-                self._spawn(self._delete(pod.metadata.namespace, pod.metadata.name, uid))
+                self._spawn(self._delete(metadata["namespace"], metadata["name"], uid))
             return
         if phase in ("Succeeded", "Failed"):
             return
@@ -63,37 +75,54 @@ class PodLifecycle:
         elif phase == "Running" and uid not in self._finishing:
             self._schedule_finish(pod)
 
-    def _schedule_finish(self, pod: Any) -> None:
-        annotations = pod.metadata.annotations or {}
+    def _schedule_finish(self, pod: Mapping[str, Any]) -> None:
+        annotations = pod["metadata"].get("annotations") or {}
         if RUN_SECONDS_ANNOTATION not in annotations:
             return
-        self._finishing.add(pod.metadata.uid)
+        self._finishing.add(pod["metadata"]["uid"])
         run_seconds = float(annotations[RUN_SECONDS_ANNOTATION])
         exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, "0"))
-        started = pod.status.start_time
-        elapsed = (datetime.datetime.now(datetime.UTC) - started).total_seconds() if started else 0.0
+        started = (pod.get("status") or {}).get("startTime")
+        elapsed = (
+            (datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(started)).total_seconds()
+            if started
+            else 0.0
+        )
         self._spawn(self._finish(pod, max(0.0, run_seconds - elapsed), exit_code))
 
     async def _write(self, name: str, namespace: str, body: dict[str, Any]) -> None:
         async with self._writes:
             try:
-                await self._api.patch_namespaced_pod_status(name, namespace, body)
-            except ApiException as error:
-                if error.status != 404:  # the pod went away meanwhile: nothing to drive
-                    log.warning("status write for %s/%s failed: %s", namespace, name, error.reason)
+                # Strategic merge, as a kubelet's status update: conditions merge by type.
+                response = await self._api.request(
+                    "PATCH",
+                    f"{_pod_path(namespace, name)}/status",
+                    body=body,
+                    content_type="application/strategic-merge-patch+json",
+                )
+            except ApiUnreachableError as error:
+                log.warning("status write for %s/%s failed: %s", namespace, name, error)
+                return
+            if not response.ok and response.status != 404:  # 404: the pod went away meanwhile, nothing to drive
+                log.warning("status write for %s/%s failed: %s", namespace, name, response.message())
 
-    async def _start(self, pod: Any) -> None:
+    @staticmethod
+    def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        containers: list[Mapping[str, Any]] = pod["spec"]["containers"]
+        return containers
+
+    async def _start(self, pod: Mapping[str, Any]) -> None:
         containers = [
             {
-                "name": container.name,
-                "image": container.image or "fake",
+                "name": container["name"],
+                "image": container.get("image") or "fake",
                 "imageID": "",
                 "ready": True,
                 "restartCount": 0,
                 "started": True,
                 "state": {"running": {"startedAt": _now()}},
             }
-            for container in pod.spec.containers
+            for container in self._containers(pod)
         ]
         status = {
             "phase": "Running",
@@ -108,14 +137,14 @@ class PodLifecycle:
             ],
             "containerStatuses": containers,
         }
-        await self._write(pod.metadata.name, pod.metadata.namespace, {"status": status})
+        await self._write(pod["metadata"]["name"], pod["metadata"]["namespace"], {"status": status})
 
-    async def _finish(self, pod: Any, delay: float, exit_code: int) -> None:
+    async def _finish(self, pod: Mapping[str, Any], delay: float, exit_code: int) -> None:
         await asyncio.sleep(delay)
         containers = [
             {
-                "name": container.name,
-                "image": container.image or "fake",
+                "name": container["name"],
+                "image": container.get("image") or "fake",
                 "imageID": "",
                 "ready": False,
                 "restartCount": 0,
@@ -128,52 +157,67 @@ class PodLifecycle:
                     }
                 },
             }
-            for container in pod.spec.containers
+            for container in self._containers(pod)
         ]
         status = {
             "phase": "Succeeded" if exit_code == 0 else "Failed",
             "conditions": [_condition("Ready", "False"), _condition("ContainersReady", "False")],
             "containerStatuses": containers,
         }
-        await self._write(pod.metadata.name, pod.metadata.namespace, {"status": status})
+        await self._write(pod["metadata"]["name"], pod["metadata"]["namespace"], {"status": status})
 
     async def _delete(self, namespace: str, name: str, uid: str) -> None:
+        # The grace period goes in the body: with a body, the API server ignores the query parameters.
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
         async with self._writes:
             try:
-                # The grace period goes in the body: with a body, the API server ignores the query parameters.
-                options = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid))
-                await self._api.delete_namespaced_pod(name, namespace, body=options)
-            except ApiException as error:
-                if error.status not in (404, 409):
-                    log.warning("delete of %s/%s failed: %s", namespace, name, error.reason)
+                response = await self._api.request("DELETE", _pod_path(namespace, name), body=options)
+            except ApiUnreachableError as error:
+                log.warning("delete of %s/%s failed: %s", namespace, name, error)
+                return
+            if not response.ok and response.status not in (404, 409):
+                log.warning("delete of %s/%s failed: %s", namespace, name, response.message())
 
     async def run(self) -> None:
         while True:
             try:
-                listing = await self._api.list_pod_for_all_namespaces(field_selector="spec.nodeName!=")
-                for pod in listing.items:
-                    self.observe(pod)
-                version = listing.metadata.resource_version
-                async with watch.Watch() as stream:
-                    async for event in stream.stream(
-                        self._api.list_pod_for_all_namespaces,
-                        field_selector="spec.nodeName!=",
-                        resource_version=version,
-                        timeout_seconds=300,
-                    ):
-                        if event["type"] in ("ADDED", "MODIFIED"):
-                            self.observe(event["object"])
-            except ApiException as error:
-                log.info("pod watch restarts after %s", error.reason)
-            except (TimeoutError, OSError) as error:
+                await self._list_and_watch()
+            except KubeApiError as error:
                 log.warning("pod watch lost the apiserver (%s); retrying", error)
                 await asyncio.sleep(0.5)
 
+    async def _list_and_watch(self) -> None:
+        listing = await self._api.request("GET", _PODS, query=_ON_NODES)
+        if not listing.ok:
+            log.info("pod list failed: %s; listing again", listing.message())
+            await asyncio.sleep(0.5)
+            return
+        document = listing.object()
+        for pod in document["items"]:
+            self.observe(pod)
+        query = {
+            **_ON_NODES,
+            "watch": "true",
+            "resourceVersion": document["metadata"]["resourceVersion"],
+            "timeoutSeconds": str(_WATCH_SECONDS),
+        }
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=_WATCH_SECONDS + 30)
+        async with self._api.stream("GET", _PODS, query=query, client_timeout=timeout) as stream:
+            if stream.status != 200:
+                log.info("pod watch restarts after %s", (await stream.read()).message())
+                return
+            async for line in stream.lines():
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    log.info("pod watch restarts after %s", event["object"].get("message"))
+                    return
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self.observe(event["object"])
+
 
 async def _main(kubeconfig: str) -> None:
-    await config.load_kube_config(config_file=kubeconfig)
-    async with client.ApiClient() as api_client:
-        lifecycle = PodLifecycle(client.CoreV1Api(api_client))
+    async with KubeApi.from_kubeconfig(Path(kubeconfig)) as api:
+        lifecycle = PodLifecycle(api)
         runner = asyncio.create_task(lifecycle.run())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

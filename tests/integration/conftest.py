@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import config
 
+from kuota.kube_api import KubeApi
 from tests.cluster import Cluster
 from tests.waiting import wait_until
 from webhook.crds import crd_manifests
@@ -73,9 +73,7 @@ def kuota_crds(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def api_client(cluster: Cluster) -> AsyncIterator[Any]:
-    client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    try:
-        yield client
-    finally:
-        await client.close()
+async def api_client(cluster: Cluster) -> AsyncIterator[KubeApi]:
+    """kuota's own API client, as the admin of the test cluster."""
+    async with KubeApi.from_kubeconfig(cluster.kubeconfig) as api:
+        yield api

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kuota.kube_api import KubeApi
 from webhook.reflector import Event, EventType, Reflector, ReflectorSet, ResourceType
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -100,12 +101,12 @@ class ReflectedClusterFacts:
         workloads.subscribe(self._index_workload)
 
     @classmethod
-    def from_api_client(cls, api_client: Any) -> ReflectedClusterFacts:
+    def from_api(cls, api: KubeApi) -> ReflectedClusterFacts:
         return cls(
-            Reflector(api_client, LOCAL_QUEUES, parse_object_name),
-            Reflector(api_client, PRIORITY_CLASSES, parse_object_name),
-            Reflector(api_client, WORKLOADS, parse_workload_admission),
-            Reflector(api_client, NAMESPACES, parse_namespace_labels),
+            Reflector(api, LOCAL_QUEUES, parse_object_name),
+            Reflector(api, PRIORITY_CLASSES, parse_object_name),
+            Reflector(api, WORKLOADS, parse_workload_admission),
+            Reflector(api, NAMESPACES, parse_namespace_labels),
         )
 
     def _index_workload(self, event: Event[WorkloadAdmission]) -> None:

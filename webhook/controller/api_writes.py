@@ -7,7 +7,6 @@ surfaces as :class:`ConflictError`. Every write is timed into ``kuota_api_write_
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -17,6 +16,8 @@ from typing import Any
 
 import aiohttp
 
+from kuota.errors import ApiUnreachableError
+from kuota.kube_api import ApiResponse, KubeApi
 from webhook.controller.errors import ApiWriteError, ConflictError
 from webhook.controller.metrics import ControllerMetrics
 
@@ -56,13 +57,13 @@ VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validating
 class ApiWriter:
     def __init__(
         self,
-        api_client: Any,
+        api: KubeApi,
         metrics: ControllerMetrics,
         concurrency: int = 32,
         attempts: int = 5,
         request_timeout: float = 15.0,
     ) -> None:
-        self._api_client = api_client
+        self._api = api
         self._metrics = metrics
         self._slots = asyncio.Semaphore(concurrency)
         self._attempts = attempts
@@ -73,31 +74,21 @@ class ApiWriter:
     ) -> dict[str, Any]:
         for attempt in range(self._attempts):
             started = time.perf_counter()
-            status = 0
+            response: ApiResponse | None = None
             try:
                 async with self._slots:
-                    response = await self._api_client.call_api(
-                        path,
-                        method,
-                        header_params={"Accept": "application/json", "Content-Type": content_type},
-                        body=body,
-                        auth_settings=["BearerToken"],
-                        _preload_content=False,
-                        _request_timeout=self._timeout,
+                    response = await self._api.request(
+                        method, path, body=body, content_type=content_type, client_timeout=self._timeout
                     )
-                    try:
-                        status = response.status
-                        payload = await response.read()
-                    finally:
-                        response.release()
-            except (aiohttp.ClientError, TimeoutError) as error:
-                payload = str(error).encode()
+            except ApiUnreachableError as error:
+                message = str(error)
             finally:
+                status = response.status if response is not None else 0
                 self._metrics.observe_write(method, resource.plural, status, time.perf_counter() - started)
-            if 200 <= status < 300:
-                document: dict[str, Any] = json.loads(payload) if payload else {}
-                return document
-            message = _message(payload)
+            if response is not None:
+                if response.ok:
+                    return response.object() if response.body else {}
+                message = response.message()
             if status in (404, 409):
                 raise ConflictError(f"{method} {path}: HTTP {status}: {message}", status)
             if status and status not in _RETRYABLE:
@@ -135,13 +126,3 @@ class ApiWriter:
             if error.status == 404:
                 return None
             raise
-
-
-def _message(payload: bytes) -> str:
-    try:
-        document = json.loads(payload)
-    except ValueError:
-        return payload[:300].decode(errors="replace")
-    if isinstance(document, dict) and isinstance(document.get("message"), str):
-        return str(document["message"])
-    return payload[:300].decode(errors="replace")

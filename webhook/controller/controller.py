@@ -69,7 +69,8 @@ _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
 _JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
 _STATUS_INTERVAL = 1.0
 _REASON_REFRESH_SECONDS = 30.0
-_REASON_WRITES_PER_ROUND = 100
+_REASON_WRITES_PER_ROUND = 20
+_REASON_GRACE_SECONDS = 3.0
 _EVENT_BACKLOG = 1000
 _EVENTS_PER_SECOND = 10.0
 _EVENT_BURST = 200.0
@@ -157,6 +158,7 @@ class QuotaController:
         self._decision_writes: set[asyncio.Task[bool]] = set()
         self._eviction_barrier: asyncio.Task[bool] | None = None
         self._dirty_jobs: set[str] = set()
+        self._deleted_jobs: dict[str, dict[str, Any]] = {}  # last copies, until their Workloads are deleted
         self._needs_rebuild = False
         self._wake = asyncio.Event()
         self._invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
@@ -222,6 +224,8 @@ class QuotaController:
     def _on_job(self, event: Event[dict[str, Any]]) -> None:
         value = None if event.type is EventType.DELETED else event.value
         if self.jobs.observe(event.key, value):
+            if value is None:
+                self._deleted_jobs[event.key] = event.value
             self._dirty_jobs.add(event.key)
             self._wake.set()
 
@@ -597,7 +601,12 @@ class QuotaController:
 
     async def _reconcile_job(self, key: str) -> None:
         job = self.jobs.get(key)
-        if job is None or not self._managed(job):
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            gone = job or self._deleted_jobs.pop(key, None)
+            if gone is not None and self._managed(gone):
+                await self._delete_workload_of(key, gone)
+            return
+        if not self._managed(job):
             return
         metadata = job["metadata"]
         workload_key = f"{metadata['namespace']}/{jobs.workload_name(metadata['name'], metadata['uid'])}"
@@ -627,6 +636,26 @@ class QuotaController:
             self._dirty_jobs.add(key)  # re-read by the watch; decided again next cycle
         except ApiWriteError as error:
             log.warning("Job %s: %s", key, error)
+            self._dirty_jobs.add(key)
+
+    async def _delete_workload_of(self, key: str, job: dict[str, Any]) -> None:
+        """A deleted Job gives its quota back at once: its Workload is deleted now, not when the garbage
+        collector gets to it (never, when the Job was deleted with ``--cascade=orphan``)."""
+        metadata = job["metadata"]
+        workload_key = f"{metadata['namespace']}/{jobs.workload_name(metadata['name'], metadata['uid'])}"
+        workload = self.workloads.get(workload_key)
+        if workload is None or workload["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            await self.writer.delete(
+                WORKLOADS, metadata["namespace"], workload["metadata"]["name"], workload["metadata"]["resourceVersion"]
+            )
+            log.info("Job %s was deleted; deleting its Workload %s", key, workload_key)
+        except ApiWriteError as error:  # changed meanwhile (a conflict) or unreachable: again from a fresh copy
+            log.info("Workload %s of deleted Job %s not deleted yet: %s", workload_key, key, error)
+            await self._refresh_workload(workload_key)
+            if self.jobs.get(key) is None:
+                self._deleted_jobs[key] = job
             self._dirty_jobs.add(key)
 
     async def _patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
@@ -801,10 +830,12 @@ class QuotaController:
                 continue  # changed or gone meanwhile: judged again next round
 
     async def _write_reasons(self) -> None:
-        """Tell each pending Workload why it waits. A reason whose text changed (often just its numbers, "16 in
+        """Tell each pending Workload why it waits, once it has waited ``_REASON_GRACE_SECONDS`` (most are
+        admitted sooner and need no such write). A reason whose text changed (often just its numbers, "16 in
         use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and the Job hears of it once; each round
         writes at most ``_REASON_WRITES_PER_ROUND``, never-told Workloads first, oldest first. At thousands of
-        pending Workloads, one write per change per round would be most of the API server's load."""
+        pending Workloads, one write per change per round would be most of the API server's load, taken from
+        the admissions themselves."""
         now = self.clock()
         due: list[tuple[bool, float, str, dict[str, Any], str]] = []
         for key in list(self.engine.workloads()):
@@ -823,8 +854,10 @@ class QuotaController:
             if shown is not None and shown.get("status") == "False" and shown.get("message") == engine_status.reason:
                 self._reasons[key] = (engine_status.reason, now)  # already says so (e.g. written before a restart)
                 continue
-            since = previous[1] if previous is not None else status.parse_time(obj["metadata"].get("creationTimestamp"))
-            due.append((previous is not None, since or 0.0, key, obj, engine_status.reason))
+            since = previous[1] if previous is not None else self._queued_since(obj)
+            if previous is None and now - since < _REASON_GRACE_SECONDS:
+                continue
+            due.append((previous is not None, since, key, obj, engine_status.reason))
         due.sort(key=lambda entry: entry[:3])
         writes = []
         for told, _, key, obj, reason in due[:_REASON_WRITES_PER_ROUND]:

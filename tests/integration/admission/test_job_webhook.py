@@ -17,13 +17,13 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from kubernetes_asyncio import client
 
 from certs.authority import ServingIdentity
 from certs.ca_bundle_injection import WebhookConfigurations
 from certs.rotation import SecretBackedCertificates
 from certs.secret_store import SecretLocation
 from certs.serving_context import ReloadableServerContext
+from kuota.kube_api import KubeApi
 from tests.cluster import Cluster
 from tests.paths import GUIDE
 from tests.waiting import async_wait_until, wait_until
@@ -76,11 +76,11 @@ async def _create(cluster: Cluster, document: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 async def webhook(
-    cluster: Cluster, namespace: str, api_client: Any, kuota_crds: object
+    cluster: Cluster, namespace: str, api_client: KubeApi, kuota_crds: object
 ) -> AsyncIterator[RunningWebhook]:
     del kuota_crds
     context = ReloadableServerContext()
-    facts = ReflectedClusterFacts.from_api_client(api_client)
+    facts = ReflectedClusterFacts.from_api(api_client)
     policy = JobPolicy(
         manage_jobs_without_queue_name=False,
         managed_jobs_namespace_selector=LabelSelector(),
@@ -105,8 +105,7 @@ async def webhook(
         await kubectl(cluster, "create", "-f", "-", document=configuration)
     configurations = WebhookConfigurations((mutating["metadata"]["name"],), (validating["metadata"]["name"],))
     certificates = SecretBackedCertificates(
-        core_api=client.CoreV1Api(api_client),
-        admission_api=client.AdmissionregistrationV1Api(api_client),
+        api=api_client,
         secret=SecretLocation(namespace, "kuota-webhook-tls"),
         identity=ServingIdentity(dns_names=("localhost",), ip_addresses=("127.0.0.1",)),
         configurations=configurations,
@@ -118,8 +117,8 @@ async def webhook(
         rotation = group.create_task(certificates.run(certificates_ready))
         await asyncio.wait_for(certificates_ready.wait(), timeout=30)
         await async_wait_until(facts.synced, "the webhook's caches to sync")
-        stored = await client.CoreV1Api(api_client).read_namespaced_secret("kuota-webhook-tls", namespace)
-        ca_pem = base64.b64decode(stored.data["ca.crt"])
+        stored = await api_client.request("GET", f"/api/v1/namespaces/{namespace}/secrets/kuota-webhook-tls")
+        ca_pem = base64.b64decode(stored.object()["data"]["ca.crt"])
         # The API server reads webhook configurations through an informer: wait until ours is in force.
         await asyncio.to_thread(
             wait_until,
@@ -163,11 +162,10 @@ async def test_the_secret_backed_ca_is_injected_and_verifies_the_served_certific
         assert (answer.status, await answer.text()) == (200, "ok")
 
 
-async def test_a_second_replica_adopts_the_stored_certificates(webhook: RunningWebhook, api_client: Any) -> None:
+async def test_a_second_replica_adopts_the_stored_certificates(webhook: RunningWebhook, api_client: KubeApi) -> None:
     replica_context = ReloadableServerContext()
     replica = SecretBackedCertificates(
-        core_api=client.CoreV1Api(api_client),
-        admission_api=client.AdmissionregistrationV1Api(api_client),
+        api=api_client,
         secret=webhook.certificates.secret,
         identity=webhook.certificates.identity,
         configurations=webhook.configurations,

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
 
+from kuota.kube_api import KubeApi
 from tests.waiting import async_wait_until
 from webhook.reflector import Event, EventType, Reflector, ResourceExpiredError, ResourceType
 
@@ -19,20 +19,23 @@ def _data(obj: Mapping[str, Any]) -> str:
     return str((obj.get("data") or {}).get("v", ""))
 
 
-async def _config_map(core: Any, namespace: str, name: str, value: str) -> None:
-    body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, namespace=namespace), data={"v": value})
-    await core.create_namespaced_config_map(namespace, body, _request_timeout=10)
+async def _send(api: KubeApi, method: str, path: str, body: Any = None, content_type: str = "application/json") -> None:
+    (await api.request(method, path, body=body, content_type=content_type, client_timeout=10)).raise_for_status()
 
 
-def _config_maps(api_client: Any, namespace: str, **options: Any) -> Reflector[str]:
+async def _config_map(api: KubeApi, namespace: str, name: str, value: str) -> None:
+    body = {"metadata": {"name": name, "namespace": namespace}, "data": {"v": value}}
+    await _send(api, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
+
+
+def _config_maps(api: KubeApi, namespace: str, **options: Any) -> Reflector[str]:
     resource = ResourceType("", "v1", "configmaps", namespaced=True, namespace=namespace)
-    return Reflector(api_client, resource, _data, **options)
+    return Reflector(api, resource, _data, **options)
 
 
-async def test_first_list_is_paginated_then_watch_delivers_every_change(api_client: Any, namespace: str) -> None:
-    core = client.CoreV1Api(api_client)
+async def test_first_list_is_paginated_then_watch_delivers_every_change(api_client: KubeApi, namespace: str) -> None:
     for index in range(5):
-        await _config_map(core, namespace, f"before-{index}", str(index))
+        await _config_map(api_client, namespace, f"before-{index}", str(index))
     reflector = _config_maps(api_client, namespace, page_size=2)
     events: list[Event[str]] = []
     reflector.subscribe(events.append)
@@ -40,10 +43,11 @@ async def test_first_list_is_paginated_then_watch_delivers_every_change(api_clie
         task = group.create_task(reflector.run())
         await asyncio.wait_for(reflector.synced.wait(), timeout=20)
         assert {f"{namespace}/before-{index}" for index in range(5)} <= {event.key for event in events}
-        await _config_map(core, namespace, "after", "a")
-        body = {"data": {"v": "changed"}}
-        await core.patch_namespaced_config_map("before-0", namespace, body, _request_timeout=10)
-        await core.delete_namespaced_config_map("before-1", namespace, _request_timeout=10)
+        await _config_map(api_client, namespace, "after", "a")
+        configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+        patch = {"data": {"v": "changed"}}
+        await _send(api_client, "PATCH", f"{configmaps}/before-0", patch, "application/merge-patch+json")
+        await _send(api_client, "DELETE", f"{configmaps}/before-1")
         await async_wait_until(
             lambda: (
                 reflector.get(f"{namespace}/after") == "a"
@@ -57,15 +61,14 @@ async def test_first_list_is_paginated_then_watch_delivers_every_change(api_clie
     assert kinds == [(EventType.ADDED, "after"), (EventType.MODIFIED, "before-0"), (EventType.DELETED, "before-1")]
 
 
-async def test_the_watch_survives_server_side_timeouts(api_client: Any, namespace: str) -> None:
-    core = client.CoreV1Api(api_client)
+async def test_the_watch_survives_server_side_timeouts(api_client: KubeApi, namespace: str) -> None:
     reflector = _config_maps(api_client, namespace, watch_timeout_seconds=1)
     async with asyncio.TaskGroup() as group:
         task = group.create_task(reflector.run())
         await asyncio.wait_for(reflector.synced.wait(), timeout=20)
         # Longer than two server-side watch timeouts: the reflector must have re-watched to see this.
         await asyncio.sleep(2.5)
-        await _config_map(core, namespace, "late", "x")
+        await _config_map(api_client, namespace, "late", "x")
         await async_wait_until(lambda: reflector.get(f"{namespace}/late") == "x", "a change after the watch timed out")
         task.cancel()
     assert reflector.relists == 0
@@ -90,12 +93,12 @@ TOO_OLD = "1"
 
 
 async def test_a_too_old_resource_version_is_answered_410_and_the_reflector_relists(
-    api_client: Any, namespace: str, kuota_crds: object
+    api_client: KubeApi, namespace: str, kuota_crds: object
 ) -> None:
     del kuota_crds
-    custom = client.CustomObjectsApi(api_client)
     group, version, plural = "kueue.x-k8s.io", "v1beta2", "localqueues"
-    await custom.create_namespaced_custom_object(group, version, namespace, plural, _local_queue(namespace, "a", "x"))
+    queues = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+    await _send(api_client, "POST", queues, _local_queue(namespace, "a", "x"))
     resource = ResourceType(group, version, plural, namespaced=True, namespace=namespace)
     reflector = Reflector(api_client, resource, _cluster_queue_of)
     await reflector.list_once()
@@ -103,8 +106,8 @@ async def test_a_too_old_resource_version_is_answered_410_and_the_reflector_reli
     events: list[Event[str]] = []
     reflector.subscribe(events.append)
     # Changes the reflector does not see, then a watch from a version the server no longer has.
-    await custom.delete_namespaced_custom_object(group, version, namespace, plural, "a")
-    await custom.create_namespaced_custom_object(group, version, namespace, plural, _local_queue(namespace, "b", "y"))
+    await _send(api_client, "DELETE", f"{queues}/a")
+    await _send(api_client, "POST", queues, _local_queue(namespace, "b", "y"))
     reflector.resource_version = TOO_OLD
     async with asyncio.TaskGroup() as task_group:
         task = task_group.create_task(reflector.run())
@@ -116,7 +119,7 @@ async def test_a_too_old_resource_version_is_answered_410_and_the_reflector_reli
 
 
 async def test_watching_from_a_too_old_version_raises_resource_expired(
-    api_client: Any, namespace: str, kuota_crds: object
+    api_client: KubeApi, namespace: str, kuota_crds: object
 ) -> None:
     del kuota_crds
     resource = ResourceType("kueue.x-k8s.io", "v1beta2", "localqueues", namespaced=True, namespace=namespace)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
 
 from certs.authority import ServingIdentity, issue_bundle
 from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
 from certs.secret_store import SecretLocation, load_or_create
+from kuota.kube_api import KubeApi, from_kubeconfig
 from tests.cluster import Cluster
 from tests.integration.chart.conftest import install, job, kuota_webhook_configurations, uninstall
 from tests.integration.manager.conftest import ensure_namespace
@@ -141,27 +141,22 @@ def test_the_exporter_and_report_only_read(cluster: Cluster, release: str) -> No
 
 
 @pytest.fixture
-async def as_manager(cluster: Cluster) -> AsyncIterator[Any]:
-    api_client = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    api_client.set_default_header("Impersonate-User", MANAGER)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
+async def as_manager(cluster: Cluster) -> AsyncIterator[KubeApi]:
+    admin = from_kubeconfig(cluster.kubeconfig)
+    async with KubeApi(dataclasses.replace(admin, headers={**admin.headers, "Impersonate-User": MANAGER})) as api:
+        yield api
 
 
 async def test_the_manager_identity_can_store_its_certificate_and_inject_the_ca(
-    cluster: Cluster, release: str, as_manager: Any
+    cluster: Cluster, release: str, as_manager: KubeApi
 ) -> None:
     """The self-managed TLS path (kuota's certs code) under nothing but the chart's RBAC."""
     del release
     location = SecretLocation(NAMESPACE, "kuota-webhook-tls")
     identity = ServingIdentity.for_service("kuota-webhook", NAMESPACE, ())
-    stored = await load_or_create(
-        client.CoreV1Api(as_manager), location, lambda: issue_bundle(identity, datetime.now(UTC)), 10
-    )
+    stored = await load_or_create(as_manager, location, lambda: issue_bundle(identity, datetime.now(UTC)), 10)
     changed = await inject_ca_bundle(
-        client.AdmissionregistrationV1Api(as_manager),
+        as_manager,
         WebhookConfigurations(mutating=("kuota-mutating-webhook",), validating=("kuota-validating-webhook",)),
         stored.bundle.ca_cert_pem,
         10,

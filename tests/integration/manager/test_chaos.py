@@ -13,8 +13,9 @@ import threading
 import time
 from typing import Any
 
-from kubernetes_asyncio import client, watch
+import aiohttp
 
+from kuota.kube_api import KubeApi
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
 from tests.integration.manager.conftest import apply, get_json
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job, team_queues
@@ -76,19 +77,23 @@ class Oracle:
             self.violations.append(f"cohort gpu-pool holds {total} GPUs of {COHORT_GPUS}: {holders}")
 
 
-async def _watch_workloads(api_client: Any, oracle: Oracle, stop: asyncio.Event) -> None:
-    custom = client.CustomObjectsApi(api_client)
-    version = ""
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+
+async def _watch_workloads(api: KubeApi, oracle: Oracle, stop: asyncio.Event) -> None:
     while not stop.is_set():
-        listing = await custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "workloads")
+        listing = (await api.request("GET", WORKLOADS)).object()
         for item in listing["items"]:
             oracle.observe("ADDED", item)
-        version = listing["metadata"]["resourceVersion"]
-        async with watch.Watch() as stream:
-            async for event in stream.stream(
-                custom.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", "workloads",
-                resource_version=version, timeout_seconds=30,
-            ):  # fmt: skip
+        query = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"], "timeoutSeconds": "30"}
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
+        async with api.stream("GET", WORKLOADS, query=query, client_timeout=timeout) as stream:
+            if stream.status != 200:
+                (await stream.read()).raise_for_status()
+            async for line in stream.lines():
+                event = json.loads(line)
+                if event["type"] == "ERROR":  # e.g. 410 Gone after a compaction: list again
+                    break
                 oracle.observe(event["type"], event["object"])
                 if stop.is_set():
                     break
@@ -117,7 +122,7 @@ def _jobs() -> list[dict[str, Any]]:
 
 
 async def test_killing_the_manager_at_random_never_overruns_quota_or_double_admits_and_every_job_finishes(
-    cluster: Cluster, manager: ManagerProcess, guide_namespaces: tuple[str, ...], api_client: Any
+    cluster: Cluster, manager: ManagerProcess, guide_namespaces: tuple[str, ...], api_client: KubeApi
 ) -> None:
     for name in VERBATIM:
         await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(GUIDE / name))

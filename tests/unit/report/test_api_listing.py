@@ -21,11 +21,11 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from exporter.kube_access import ApiServerAccess
 from exporter.report.api_listing import ApiSource, api_source, read_cluster
 from exporter.report.errors import KubernetesRequestError, KubernetesUnreachableError, ReportInputError
 from exporter.report.queue_config import namespace_queues
 from kuota.cli import main
+from kuota.kube_api import ApiServerAccess
 from webhook.engine.validation import parse_object
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
