@@ -113,10 +113,13 @@ class ApiWriter:
     async def create(self, resource: Resource, namespace: str | None, manifest: Mapping[str, Any]) -> dict[str, Any]:
         return await self.request("POST", resource, resource.path(namespace), dict(manifest))
 
-    async def delete(self, resource: Resource, namespace: str | None, name: str, resource_version: str) -> None:
-        """Delete, but only the version the decision was made from (a precondition, not a blind delete)."""
+    async def delete(
+        self, resource: Resource, namespace: str | None, name: str, resource_version: str
+    ) -> dict[str, Any]:
+        """Delete, but only the version the decision was made from (a precondition, not a blind delete). The
+        answer is the object, marked for deletion while finalizers hold it, or a Status once it is gone."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": resource_version}}
-        await self.request("DELETE", resource, resource.path(namespace, name), body)
+        return await self.request("DELETE", resource, resource.path(namespace, name), body)
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A fresh read (after a conflict); None when the object is gone."""

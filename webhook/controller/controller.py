@@ -585,10 +585,17 @@ class QuotaController:
         except ApiWriteError as error:
             log.warning("could not re-read Workload %s: %s", key, error)
             return
+        self._take_fresh(key, fresh)
+
+    def _take_fresh(self, key: str, fresh: dict[str, Any] | None) -> None:
+        """A copy read from the API (None: gone) becomes the view, and the engine hears of it next cycle: its
+        watch event, arriving later, will look like an echo."""
         if fresh is None:
             self.workloads.observe(key, None)
         else:
             self.workloads.wrote(fresh)
+        self._dirty_workloads.add(key)
+        self._wake.set()
 
     async def _release_finalizer(self, obj: Mapping[str, Any]) -> None:
         finalizers = obj["metadata"].get("finalizers") or []
@@ -603,9 +610,6 @@ class QuotaController:
             self.workloads.wrote(written)
         except ConflictError:
             await self._refresh_workload(_key(obj))
-            # The fresh copy is in the view now, so its watch event will be taken for an echo: wake the loop.
-            self._dirty_workloads.add(_key(obj))
-            self._wake.set()
         except ApiWriteError as error:
             log.warning("finalizer of %s not removed: %s", _key(obj), error)
 
@@ -670,10 +674,11 @@ class QuotaController:
         if workload is None or workload["metadata"].get("deletionTimestamp"):
             return
         try:
-            await self.writer.delete(
+            answer = await self.writer.delete(
                 WORKLOADS, metadata["namespace"], workload["metadata"]["name"], workload["metadata"]["resourceVersion"]
             )
             log.info("Job %s was deleted; deleting its Workload %s", key, workload_key)
+            self._take_fresh(workload_key, answer if answer.get("kind") == "Workload" else None)
         except ApiWriteError as error:  # changed meanwhile (a conflict) or unreachable: again from a fresh copy
             log.info("Workload %s of deleted Job %s not deleted yet: %s", workload_key, key, error)
             await self._refresh_workload(workload_key)
