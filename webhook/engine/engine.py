@@ -5,12 +5,26 @@ State changes come in as calls (``apply``/``delete_object`` for configuration ob
 clock: every time is the caller's ``now``, so the controller and the simulator get the same decisions.
 
 How it stays fast. Pending workloads of a ClusterQueue are kept in groups of identical shape (LocalQueue,
-priority, pod sets): within a group only the head (oldest) can be the next admission, and if the head cannot
-be admitted then no member can, so a failed head sets the whole group aside at once. Set-aside groups are
-tried again only when something in their cohort tree could make them admissible: quota freed (finish,
-eviction, configuration change) wakes every group; an admission wakes only groups that could preempt the new
-workload. Each cohort tree is scheduled independently and only when something in it changed. Usage is kept
-per node of the quota tree and updated in O(depth).
+priority, pod sets, and whether preempted at the current instant): within a group only the head (oldest) can
+be the next admission, and if the head cannot be admitted then no member can, so a failed head sets the whole
+group aside at once. A set-aside group is tried again only when something could make its head admissible:
+
+- one that needs preemption (victims exist but do not suffice): any quota freed in its cohort tree;
+- one that only waits for quota: it sleeps in an index of its tree by what it needs, and the scheduling loop
+  wakes it when that is available to its queue (every flavor's requests, or a request that kept it from
+  preempting), in order with the other heads, so freed quota wakes only what can use it;
+- one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
+- one that could preempt a newly admitted workload (by priority and policy): that admission.
+- one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
+  later flavor is tried (``whenCanPreempt: MayStopSearch``): any admission in its tree.
+
+Heads across a tree's queues come from one heap (O(log queues) per step; fair sharing scans, as shares move).
+Admitted workloads are kept per queue by priority, newest first, so victims are taken in Kueue's order
+lazily, without sorting every candidate. Each cohort tree is scheduled independently and only when something
+in it changed. Usage is kept per node of the quota tree and updated in O(depth).
+
+A set-aside group's reason is the one from its head's last attempt; as heads are tried only when they may
+succeed, the amounts "in use" it quotes can be older than the current ones.
 
 The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
@@ -20,9 +34,9 @@ admission first). Victims of a preemption free their quota at once and are reque
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -38,25 +52,31 @@ from webhook.engine.model import (
     Configuration,
     LocalQueue,
     Namespace,
+    PodSet,
     QueueingStrategy,
     ReclaimPolicy,
     ResourceFlavor,
     StopPolicy,
+    WhenCanPreempt,
     WithinClusterQueuePolicy,
     Workload,
     WorkloadPriorityClass,
 )
 from webhook.engine.preemption import (
+    AdmittedByPriority,
     AdmittedWorkload,
     PreemptionReason,
     Target,
     classic_candidates,
+    classic_candidates_in_order,
     fair_sharing_victims,
-    minimal_victims,
+    fewest_victims,
 )
-from webhook.engine.quota_tree import FlavorResource, QuotaTree
+from webhook.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
 
 SortKey = tuple[int, float, str, str]
+# Per resource group a pod set uses, per flavor: each (flavor, resource) it would take there, and how much.
+_FitOptions = tuple[tuple[tuple[tuple[FlavorResource, int], ...], ...], ...]
 
 
 class WorkloadState(StrEnum):
@@ -167,8 +187,9 @@ class _Record:
         # When it was last preempted: at that same instant it may not preempt anyone (no preemption cycles).
         self.preempted_at: float | None = None
 
-    def shape(self) -> tuple[object, ...]:
-        """What decides admissibility besides age: two workloads of one shape fit (or not) alike."""
+    def shape(self, instant: float | None) -> tuple[object, ...]:
+        """What decides admissibility besides age: two workloads of one shape fit (or not) alike. Being
+        preempted at ``instant`` (the current one) is part of it."""
         if self._shape is None:
             workload = self.workload
             pod_sets = tuple(
@@ -183,7 +204,7 @@ class _Record:
                 for p in workload.pod_sets
             )
             self._shape = (workload.namespace, workload.queue_name, workload.priority, pod_sets)
-        return (*self._shape, self.preempted_at)
+        return (*self._shape, instant if self.preempted_at == instant else None)
 
 
 @dataclass(frozen=True)
@@ -198,12 +219,32 @@ class _Help:
     needs: Mapping[FlavorResource, int] | None = None
     # Once the queue's own usage is down to one of these, it fits its nominal quota and may reclaim.
     reclaim_limits: Mapping[FlavorResource, int] = field(default_factory=dict)
+    # Any admission in the tree: the flavor walk stopped at a flavor needing preemption, and more usage could
+    # make that flavor not fit at all, so that the walk goes on to a later flavor, which may fit.
+    any_admission: bool = False
+    # Freed quota helps (needs is None) only when freed in its own queue: its borrowingLimit keeps it from
+    # fitting even with all it may preempt there gone, and nothing elsewhere changes that.
+    own_frees_only: bool = False
 
 
 class _Group:
     """Pending workloads of one queue with identical shape; only the head is ever tried."""
 
-    __slots__ = ("epoch", "help", "members", "parked", "queue", "reason", "shape", "version")
+    __slots__ = (
+        "blocking",
+        "elder",
+        "epoch",
+        "fit_options",
+        "help",
+        "inadmissible",
+        "members",
+        "naps",
+        "parked",
+        "queue",
+        "reason",
+        "shape",
+        "version",
+    )
 
     def __init__(self, queue: _Queue, shape: tuple[object, ...]) -> None:
         self.queue = queue
@@ -211,9 +252,18 @@ class _Group:
         self.members: list[tuple[SortKey, str]] = []
         self.parked = False
         self.reason: str | None = None
+        self.inadmissible = False
+        # The set-aside group of the same shape it split from, its newcomer sorting before that one's head.
+        self.elder: _Group | None = None
         self.version = 0
         self.help = _Help(False, False)
         self.epoch = 0  # bumped whenever it is set aside or woken: older wake-index entries are stale
+        # Also bumped when a sleeping check finds it cannot succeed yet: older cooling/sleeping entries are stale.
+        self.naps = 0
+        # What its (single) pod set would take per resource group and flavor, and what keeps it from trying
+        # to preempt: see QuotaEngine._may_succeed.
+        self.fit_options: _FitOptions | None = None
+        self.blocking: dict[FlavorResource, int] = {}
 
     def head(self, records: Mapping[str, _Record]) -> _Record | None:
         while self.members:
@@ -236,10 +286,25 @@ class _Queue:
         self.groups: dict[tuple[object, ...], _Group] = {}
         self.blocked: str | None = None  # StrictFIFO: the reason its head waits
         self.admitted: dict[str, AdmittedWorkload] = {}
-        self.admitted_priorities: Counter[int] = Counter()
+        self.by_priority = AdmittedByPriority()  # the same workloads, in victim order
         # Set-aside heads waiting for this queue's usage to fall to a limit: (-limit, seq, epoch, group).
         self.reclaim_waiting: dict[FlavorResource, list[tuple[int, int, int, _Group]]] = {}
+        # Set-aside groups that an admission in this queue could give someone to preempt.
+        self.own_waiters: dict[int, _Group] = {}
+        # Set-aside groups that only quota freed in this queue may help (see _Help.own_frees_only).
+        self.capped: dict[int, _Group] = {}
+        # Whether a flavor needing preemption can stop its flavor walk while a later one might fit: then more
+        # usage (which can make that flavor not fit at all) may help a set-aside head.
+        self.fragile = (
+            assigner is not None
+            and not assigner.may_preempt_past_nominal
+            and model.flavor_fungibility.when_can_preempt is WhenCanPreempt.MAY_STOP_SEARCH
+            and any(len(group.flavors) > 1 for group in model.resource_groups)
+        )
         self.pending = 0
+        # The tree's heap of queue heads (see _Tree.heads), and this queue's tiebreak for entries in it.
+        self.heads: list[tuple[SortKey, int, _Queue]] = []
+        self.offers = 0
 
     @property
     def stopped(self) -> bool:
@@ -248,6 +313,12 @@ class _Queue:
     def push(self, group: _Group, head: _Record) -> None:
         group.version += 1
         heapq.heappush(self.heap, (head.sort_key, group.version, id(group), group))
+        self.offer(head)
+
+    def offer(self, head: _Record) -> None:
+        """Tell the tree this queue's head may now be ``head`` (an entry of at most its key must exist)."""
+        self.offers += 1
+        heapq.heappush(self.heads, (head.sort_key, self.offers, self))
 
     def peek(self, records: Mapping[str, _Record]) -> tuple[_Group, _Record] | None:
         while self.heap:
@@ -260,13 +331,45 @@ class _Queue:
         return None
 
 
+class _NeedIndex:
+    """Set-aside groups waiting for one flavor and resource: by the amount they need, then by head."""
+
+    __slots__ = ("amounts", "buckets")
+
+    def __init__(self) -> None:
+        self.amounts: list[int] = []  # sorted keys of ``buckets``
+        self.buckets: dict[int, list[tuple[SortKey, int, int, _Group]]] = {}
+
+    def add(self, need: int, entry: tuple[SortKey, int, int, _Group]) -> None:
+        bucket = self.buckets.get(need)
+        if bucket is None:
+            bucket = self.buckets[need] = []
+            bisect.insort(self.amounts, need)
+        heapq.heappush(bucket, entry)
+
+    def drop(self, position: int) -> None:
+        del self.buckets[self.amounts.pop(position)]
+
+
 @dataclass
 class _Tree:
+    root: QuotaNode
+    # Resources some node of the tree has a lendingLimit on: a queue may have more available than the root.
+    lent: frozenset[FlavorResource]
     queues: list[str] = field(default_factory=list)
     parked: dict[int, _Group] = field(default_factory=dict)  # set aside, and heads of blocked StrictFIFO queues
     any_free: dict[int, _Group] = field(default_factory=dict)  # those any freed quota may help
-    # The others, by what must be available for them: (need, seq, epoch, group), smallest need first.
-    waiting: dict[FlavorResource, list[tuple[int, int, int, _Group]]] = field(default_factory=dict)
+    # The others wait for quota to be freed (as (naps, group)); after that they sleep in ``sleeping``, under
+    # one resource per flavor they could use, until the scheduling loop finds what they need available.
+    cooling: list[tuple[int, _Group]] = field(default_factory=list)
+    sleeping: dict[FlavorResource, _NeedIndex] = field(default_factory=dict)
+    # Set-aside groups that an admission in another queue could give someone to reclaim from.
+    reclaimers: dict[int, _Group] = field(default_factory=dict)
+    # Set-aside groups that any admission in the tree could help (see _Help.any_admission).
+    fragile: dict[int, _Group] = field(default_factory=dict)
+    # Every queue with a head to offer has an entry here keyed at most by its head: the best-ordered head of
+    # the tree is found in O(log queues); stale entries are fixed when they reach the top.
+    heads: list[tuple[SortKey, int, _Queue]] = field(default_factory=list)
 
 
 class QuotaEngine:
@@ -293,6 +396,8 @@ class QuotaEngine:
         self._last_now: float | None = None
         # Heads set aside only because they were preempted at this instant: tried again at the next one.
         self._guarded: list[_Group] = []
+        # Groups of workloads preempted at this instant: at the next one they join their shape's usual group.
+        self._preempted_groups: list[_Group] = []
         self.tree = QuotaTree({}, {})
 
     # ----- configuration objects -------------------------------------------------------------------------
@@ -414,7 +519,10 @@ class QuotaEngine:
         queue = record.queue.model.name if record.queue is not None else None
         if record.state is WorkloadState.ADMITTED and record.admitted is not None:
             queue = record.admitted.cluster_queue
-        return WorkloadStatus(record.state, queue, self._reason(record), record.inadmissible)
+        # A set-aside group's members share its head's verdict, as they share its reason.
+        group = record.group
+        inadmissible = record.inadmissible or (group is not None and group.parked and group.inadmissible)
+        return WorkloadStatus(record.state, queue, self._reason(record), inadmissible)
 
     def workloads(self) -> Iterable[str]:
         return self._records.keys()
@@ -440,6 +548,9 @@ class QuotaEngine:
         decisions: list[Decision] = []
         if now != self._last_now:
             self._last_now = now
+            for group in self._preempted_groups:
+                self._regroup(group)
+            self._preempted_groups.clear()
             for group in self._guarded:
                 if id(group) in self._trees[group.queue.root].parked:
                     self._unpark(group)
@@ -505,9 +616,15 @@ class QuotaEngine:
             inactive = self._inactive_reason(cq)
             assigner = None if inactive else FlavorAssigner(cq, self.tree, self.flavors, fair)
             self._queues[name] = _Queue(cq, assigner, root, inactive)
-            self._trees.setdefault(root, _Tree()).queues.append(name)
+            tree = self._trees.get(root)
+            if tree is None:
+                top = self.tree.cluster_queues[name].root()
+                tree = self._trees[root] = _Tree(top, _lent_under(top))
+            tree.queues.append(name)
+            self._queues[name].heads = tree.heads
         self._dirty = set(self._trees)
         self._held = {}
+        self._preempted_groups = []
         for record in self._records.values():
             record.queue = None
             record.group = None
@@ -515,7 +632,7 @@ class QuotaEngine:
                 queue = self._queues.get(record.admitted.cluster_queue)
                 if queue is not None:
                     queue.admitted[record.workload.key] = record.admitted
-                    queue.admitted_priorities[record.workload.priority] += 1
+                    queue.by_priority.add(record.admitted)
                     self.tree.add_usage(queue.model.name, record.admitted.assignment.usage, 1)
                     record.queue = queue
                     if queue.model.stop_policy is StopPolicy.HOLD_AND_DRAIN:
@@ -558,16 +675,24 @@ class QuotaEngine:
         if queue.inactive is not None or queue.stopped:
             self._held[workload.key] = record
             return
-        shape = record.shape()
+        self._place(queue, record)
+
+    def _place(self, queue: _Queue, record: _Record) -> None:
+        """Put a routed pending workload into the group of its shape."""
+        shape = record.shape(self._last_now)
         group = queue.groups.get(shape)
         if group is None or (
             group.parked and (head := group.head(self._records)) is not None and record.sort_key < head.sort_key
         ):
             # A newcomer that sorts before a set-aside head starts its own group: it may do better.
+            elder = group
             group = _Group(queue, shape)
+            group.elder = elder
             queue.groups[shape] = group
+            if shape[-1] is not None:
+                self._preempted_groups.append(group)
         record.group = group
-        heapq.heappush(group.members, (record.sort_key, workload.key))
+        heapq.heappush(group.members, (record.sort_key, record.workload.key))
         head = group.head(self._records)
         if not group.parked and head is record:
             queue.push(group, record)
@@ -620,6 +745,26 @@ class QuotaEngine:
             head = group.head(self._records)
             if head is not None:
                 group.queue.push(group, head)
+            elif group.queue.groups.get(group.shape) is group:
+                del group.queue.groups[group.shape]  # empty and not set aside: nothing to remember
+
+    def _regroup(self, group: _Group) -> None:
+        """The instant its members were preempted at has passed: they now share their shape's usual group."""
+        queue = group.queue
+        if queue.groups.get(group.shape) is group:
+            del queue.groups[group.shape]
+        members = [
+            record
+            for _, key in group.members
+            if (record := self._records.get(key)) is not None
+            and record.group is group
+            and record.state is WorkloadState.PENDING
+        ]
+        group.members = []
+        if id(group) in self._trees[queue.root].parked:
+            self._unpark(group)
+        for record in members:
+            self._place(queue, record)
 
     def _reason(self, record: _Record) -> str | None:
         if record.state is WorkloadState.ADMITTED:
@@ -653,18 +798,30 @@ class QuotaEngine:
         queues = [self._queues[name] for name in tree.queues]
         fair = self.configuration.fair_sharing is not None
         while True:
+            if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
+                while tree.sleeping and (sleeper := self._best_sleeper(tree)) is not None:
+                    self._wake_sleeper(tree, sleeper[1])
             best: tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None = None
-            for queue in queues:
-                if queue.blocked is not None or queue.assigner is None or queue.stopped:
+            if fair:
+                for queue in queues:
+                    if queue.blocked is not None or queue.assigner is None or queue.stopped:
+                        continue
+                    peeked = queue.peek(self._records)
+                    if peeked is None:
+                        continue
+                    group, head = peeked
+                    rank = (self._share_with(queue, head), head.sort_key)
+                    if best is None or rank < best[0]:
+                        best = (rank, queue, group, head)
+            else:
+                found = self._best_head(tree)
+                if found is not None:
+                    best = ((0, found[2].sort_key), *found)
+            if tree.sleeping and not fair:
+                sleeper = self._best_sleeper(tree)
+                if sleeper is not None and (best is None or sleeper[0] < best[0][1]):
+                    self._wake_sleeper(tree, sleeper[1])
                     continue
-                peeked = queue.peek(self._records)
-                if peeked is None:
-                    continue
-                group, head = peeked
-                share = self._share_with(queue, head) if fair else 0
-                rank = (share, head.sort_key)
-                if best is None or rank < best[0]:
-                    best = (rank, queue, group, head)
             if best is None:
                 return True
             if budget[0] == 0:
@@ -674,6 +831,11 @@ class QuotaEngine:
             if help_from is None:
                 budget[0] -= 1
                 continue
+            if queue.model.queueing_strategy is not QueueingStrategy.STRICT_FIFO:
+                elder = group.elder
+                group.elder = None
+                if elder is not None and elder.parked:
+                    group = self._fold(tree, group, elder)
             group.help = help_from
             self._set_aside(tree, group)
             if queue.model.queueing_strategy is QueueingStrategy.STRICT_FIFO:
@@ -683,7 +845,23 @@ class QuotaEngine:
             else:
                 group.parked = True
                 group.reason = head.reason
+                group.inadmissible = head.inadmissible
                 head.reason = None
+
+    def _best_head(self, tree: _Tree) -> tuple[_Queue, _Group, _Record] | None:
+        heads = tree.heads
+        while heads:
+            key, _, queue = heads[0]
+            if queue.blocked is None:
+                peeked = queue.peek(self._records)
+                if peeked is not None:
+                    if peeked[1].sort_key == key:
+                        return queue, peeked[0], peeked[1]
+                    queue.offers += 1
+                    heapq.heapreplace(heads, (peeked[1].sort_key, queue.offers, queue))
+                    continue
+            heapq.heappop(heads)
+        return None
 
     def _share_with(self, queue: _Queue, head: _Record) -> int:
         assert queue.assigner is not None
@@ -702,8 +880,10 @@ class QuotaEngine:
         victims: list[Target] = []
         just_preempted = record.preempted_at == now
         victims_possible = False
+        # Preemption leaves the tree as it found it, so this holds after a failed search too.
+        help_from = self._help_for(queue.model, assignment)
         if assignment.mode is Mode.PREEMPT and not just_preempted:
-            victims_possible = self._has_candidates(queue, record, assignment)
+            victims_possible = self._has_candidates(queue, record, help_from)
             if victims_possible:
                 victims = self._victims(queue, record, assignment)
         victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
@@ -739,7 +919,6 @@ class QuotaEngine:
             reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
         record.reason = "; ".join(reasons) or "does not fit"
         record.inadmissible = assignment.never_fits
-        help_from = self._help_for(queue.model, assignment)
         # Freed quota can only help once what it needs is available, unless preemption or a partial admission
         # could use a smaller amount (then any free may help).
         simple = (
@@ -752,7 +931,53 @@ class QuotaEngine:
             help_from = _Help(
                 help_from.own_queue, help_from.other_queues, assignment.short_needs, help_from.reclaim_limits
             )
+        elif help_from.needs is None and self.configuration.fair_sharing is None and self._capped(queue, record):
+            help_from = _Help(help_from.own_queue, help_from.other_queues, None, help_from.reclaim_limits, False, True)
+        if assignment.mode is Mode.PREEMPT and queue.fragile:
+            help_from = _Help(
+                help_from.own_queue,
+                help_from.other_queues,
+                help_from.needs,
+                help_from.reclaim_limits,
+                True,
+                help_from.own_frees_only,
+            )
         return help_from
+
+    def _capped(self, queue: _Queue, record: _Record) -> bool:
+        """Whether its queue's borrowingLimit keeps ``record`` from fitting in every flavor of some resource
+        group, even after preempting everything it may in that queue (other queues cannot change that)."""
+        group = record.group
+        pod_sets = record.workload.pod_sets
+        if group is None or len(pod_sets) != 1 or pod_sets[0].min_count is not None:
+            return False
+        options, _ = self._prepare(group, record)
+        node = self.tree.cluster_queues[queue.model.name]
+        within = queue.model.preemption.within_cluster_queue
+        priority = record.workload.priority
+
+        def most(fr: FlavorResource) -> int | None:
+            cap = node.borrow_caps.get(fr)
+            if cap is None:
+                return None
+            own = (
+                0
+                if within is WithinClusterQueuePolicy.NEVER
+                else queue.by_priority.usage_up_to(
+                    priority, fr, inclusive=within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                )
+            )
+            usage = node.usage.get(fr, 0) - own
+            floor = node.floors.get(fr, 0)
+            return (floor - usage if usage < floor else 0) + cap - (usage - floor if usage > floor else 0)
+
+        def short(fr: FlavorResource, need: int) -> bool:
+            limit = most(fr)
+            return limit is not None and need > limit
+
+        return any(
+            all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options
+        )
 
     def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> _Help:
         """Which admissions could give a workload that needs preemption something to preempt."""
@@ -786,12 +1011,11 @@ class QuotaEngine:
             or (cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER)
         )
 
-    def _has_candidates(self, queue: _Queue, record: _Record, assignment: Assignment) -> bool:
+    def _has_candidates(self, queue: _Queue, record: _Record, help_from: _Help) -> bool:
         """Cheap test: could any admitted workload be a candidate at all (spares scanning them when not)?"""
-        help_from = self._help_for(queue.model, assignment)
         if help_from.other_queues:
             return True
-        lowest = min(queue.admitted_priorities, default=None)
+        lowest = queue.by_priority.lowest()
         within = queue.model.preemption.within_cluster_queue
         newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         priority = record.workload.priority
@@ -803,20 +1027,27 @@ class QuotaEngine:
         cq = queue.model
         fair = self.configuration.fair_sharing
         cohort_queues = self._trees[queue.root].queues
-        admitted = {name: self._queues[name].admitted for name in cohort_queues}
+        if fair is None:
+            ordered = classic_candidates_in_order(
+                record.workload,
+                cq,
+                assignment,
+                tree=self.tree,
+                admitted={name: self._queues[name].by_priority for name in cohort_queues},
+                cohort_queues=cohort_queues,
+            )
+            return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.tree)
         candidates = classic_candidates(
             record.workload,
             cq,
             assignment,
             tree=self.tree,
-            admitted=admitted,
+            admitted={name: self._queues[name].admitted for name in cohort_queues},
             cohort_queues=cohort_queues,
-            fair_sharing=fair is not None,
+            fair_sharing=True,
         )
         if not candidates:
             return []
-        if fair is None:
-            return minimal_victims(cq.name, assignment.usage, assignment.short, candidates, self.tree)
 
         def share(name: str, request: Mapping[FlavorResource, int] | None) -> int:
             return weighted_share(self.tree, self.tree.cluster_queues[name], request)
@@ -858,7 +1089,7 @@ class QuotaEngine:
         admitted = AdmittedWorkload(record.workload, cluster_queue, assignment, now, next(self._sequence))
         record.admitted = admitted
         queue.admitted[record.workload.key] = admitted
-        queue.admitted_priorities[record.workload.priority] += 1
+        queue.by_priority.add(admitted)
         self.tree.add_usage(cluster_queue, assignment.usage, 1)
         limit = record.workload.max_execution_seconds
         if limit is not None:
@@ -872,9 +1103,7 @@ class QuotaEngine:
         assert admitted is not None
         queue = self._queues.get(admitted.cluster_queue)
         if queue is not None and queue.admitted.pop(record.workload.key, None) is not None:
-            queue.admitted_priorities[record.workload.priority] -= 1
-            if not queue.admitted_priorities[record.workload.priority]:
-                del queue.admitted_priorities[record.workload.priority]
+            queue.by_priority.remove(admitted)
             self.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
             self._wake_on_free(queue, admitted.assignment.usage)
         if now is not None:
@@ -932,37 +1161,186 @@ class QuotaEngine:
 
     def _set_aside(self, tree: _Tree, group: _Group) -> None:
         group.epoch += 1
+        group.naps += 1
         tree.parked[id(group)] = group
+        if group.help.own_queue:
+            group.queue.own_waiters[id(group)] = group
+        if group.help.other_queues:
+            tree.reclaimers[id(group)] = group
+        if group.help.any_admission:
+            tree.fragile[id(group)] = group
         needs = group.help.needs
         if needs is None:
-            tree.any_free[id(group)] = group
+            (group.queue.capped if group.help.own_frees_only else tree.any_free)[id(group)] = group
             return
-        for fr, need in needs.items():
-            heapq.heappush(tree.waiting.setdefault(fr, []), (need, next(self._sequence), group.epoch, group))
+        tree.cooling.append((group.naps, group))
         for fr, limit in group.help.reclaim_limits.items():
             heapq.heappush(
                 group.queue.reclaim_waiting.setdefault(fr, []), (-limit, next(self._sequence), group.epoch, group)
             )
 
+    def _fold(self, tree: _Tree, young: _Group, elder: _Group) -> _Group:
+        """``young``'s head, which sorts before ``elder``'s, just failed: ``elder``'s members can do no better,
+        so both become one group (``elder``, to be set aside again with ``young``'s verdict)."""
+        for entry in young.members:
+            record = self._records.get(entry[1])
+            if record is not None and record.group is young:
+                record.group = elder
+                heapq.heappush(elder.members, entry)
+        young.members = []
+        queue = young.queue
+        if queue.groups.get(young.shape) is young:
+            queue.groups[young.shape] = elder
+        for index in (tree.parked, tree.any_free, tree.reclaimers, tree.fragile, queue.own_waiters, queue.capped):
+            index.pop(id(elder), None)
+        return elder
+
+    def _sleep(self, tree: _Tree, group: _Group) -> None:
+        """Index a cooled-down group under what could let it succeed: one resource of each flavor it waits for
+        (all of a flavor's requests must be available to fit there), and each resource that keeps it from
+        preempting (see ``_may_succeed``)."""
+        head = group.head(self._records)
+        if head is None:
+            self._unpark(group)
+            return
+        needs = group.help.needs
+        assert needs is not None
+        keys: dict[FlavorResource, int] = {}
+        for fr in sorted(needs):
+            if all(other[0] != fr[0] for other in keys):
+                keys[fr] = needs[fr]
+        keys.update(self._prepare(group, head)[1])
+        for fr, need in keys.items():
+            index = tree.sleeping.get(fr)
+            if index is None:
+                index = tree.sleeping[fr] = _NeedIndex()
+            index.add(need, (head.sort_key, next(self._sequence), group.naps, group))
+
+    def _prepare(self, group: _Group, head: _Record) -> tuple[_FitOptions, dict[FlavorResource, int]]:
+        """What ``_may_succeed`` checks for the group's shape, worked out once (it depends on quotas only)."""
+        if group.fit_options is None:
+            queue = group.queue
+            assert queue.assigner is not None
+            group.fit_options = self._fit_options(queue, head.workload.pod_sets[0])
+            # Requests past nominal quota make a flavor NO_FIT, for a queue that may not preempt past it: once
+            # such a request is available the mode may become PREEMPT, and a full attempt may find victims.
+            if not queue.assigner.may_preempt_past_nominal:
+                node = self.tree.cluster_queues[queue.model.name]
+                group.blocking = {
+                    fr: need
+                    for flavors in group.fit_options
+                    for flavor in flavors
+                    for fr, need in flavor
+                    if node.subtree.get(fr, 0) < need <= self.tree.potential_available(node, fr)
+                }
+        return group.fit_options, group.blocking
+
+    def _may_succeed(self, group: _Group, head: _Record) -> bool:
+        """Whether an attempt of ``head`` could succeed now: every resource group has a flavor with all its
+        requests available (it may fit), or a request that kept it from preempting is available."""
+        options, blocking = self._prepare(group, head)
+        tree = self.tree
+        node = tree.cluster_queues[group.queue.model.name]
+        return all(
+            any(all(amount <= tree.available(node, fr) for fr, amount in flavor) for flavor in flavors)
+            for flavors in options
+        ) or any(need <= tree.available(node, fr) for fr, need in blocking.items())
+
+    @staticmethod
+    def _fit_options(queue: _Queue, pod_set: PodSet) -> _FitOptions:
+        """Per resource group the pod set uses: per flavor, what it would take there (a resource no group
+        covers gives a group with no flavor, which never fits)."""
+        assert queue.assigner is not None
+        requests = pod_set.requests
+        uncovered, steps = queue.assigner.plan(tuple(requests))
+        if uncovered:
+            return ((),)
+        return tuple(
+            tuple(tuple(((name, r), requests[r] * pod_set.count) for r in resources) for name, _, _ in flavors)
+            for resources, flavors in steps
+        )
+
+    def _bound(self, tree: _Tree, fr: FlavorResource) -> int:
+        """At least what any queue of the tree has available of ``fr`` (exact at the root without lendingLimits)."""
+        if fr in tree.lent:
+            return max(self.tree.available(self.tree.cluster_queues[name], fr) for name in tree.queues)
+        root = tree.root
+        return root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+
+    def _best_sleeper(self, tree: _Tree) -> tuple[SortKey, _Group] | None:
+        """The best-ordered sleeping group whose needs may be available; stale entries are dropped on the way."""
+        best: tuple[SortKey, _Group] | None = None
+        for fr, index in list(tree.sleeping.items()):
+            amounts = index.amounts
+            stop = bisect.bisect_right(amounts, self._bound(tree, fr))
+            position = 0
+            while position < stop:
+                bucket = index.buckets[amounts[position]]
+                top = self._valid_top(bucket)
+                if top is None:
+                    index.drop(position)
+                    stop -= 1
+                    continue
+                if best is None or top[0] < best[0]:
+                    best = top
+                position += 1
+            if not amounts:
+                del tree.sleeping[fr]
+        return best
+
+    def _valid_top(self, bucket: list[tuple[SortKey, int, int, _Group]]) -> tuple[SortKey, _Group] | None:
+        while bucket:
+            key, _, naps, group = bucket[0]
+            if naps == group.naps:
+                head = group.head(self._records)
+                if head is None:
+                    self._unpark(group)
+                elif head.sort_key == key:
+                    return key, group
+                else:  # its head left: re-sort it under the new one
+                    heapq.heapreplace(bucket, (head.sort_key, next(self._sequence), naps, group))
+                    continue
+            heapq.heappop(bucket)
+        return None
+
+    def _wake_sleeper(self, tree: _Tree, group: _Group) -> None:
+        """Wake a sleeping group if what it needs is available to its queue; else it waits for the next free."""
+        head = group.head(self._records)
+        if head is not None and self._may_succeed(group, head):
+            self._unpark(group)
+        else:
+            group.naps += 1
+            tree.cooling.append((group.naps, group))
+
     def _unpark(self, group: _Group) -> None:
         tree = self._trees[group.queue.root]
         tree.parked.pop(id(group), None)
         tree.any_free.pop(id(group), None)
+        tree.reclaimers.pop(id(group), None)
+        tree.fragile.pop(id(group), None)
+        group.queue.own_waiters.pop(id(group), None)
+        group.queue.capped.pop(id(group), None)
         group.epoch += 1
+        group.naps += 1
         if group.parked:
             group.parked = False
             head = group.head(self._records)
             if head is not None:
                 group.queue.push(group, head)
         else:  # the head of a blocked StrictFIFO queue
-            group.queue.blocked = None
+            queue = group.queue
+            queue.blocked = None
+            peeked = queue.peek(self._records)
+            if peeked is not None:
+                queue.offer(peeked[1])
         self._dirty.add(group.queue.root)
 
     def _wake_all(self, root: str) -> None:
         tree = self._trees[root]
         for group in list(tree.parked.values()):
             self._unpark(group)
-        tree.waiting.clear()
+        tree.cooling.clear()
+        tree.sleeping.clear()
         for name in tree.queues:
             self._queues[name].reclaim_waiting.clear()
         self._dirty.add(root)
@@ -970,18 +1348,15 @@ class QuotaEngine:
     def _wake_on_free(self, queue: _Queue, freed: Mapping[FlavorResource, int]) -> None:
         """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""
         tree = self._trees[queue.root]
-        for group in list(tree.any_free.values()):
+        for group in (*tree.any_free.values(), *queue.capped.values()):
             self._unpark(group)
+        if tree.cooling:
+            for naps, group in tree.cooling:
+                if naps == group.naps:
+                    self._sleep(tree, group)
+            tree.cooling.clear()
         node = self.tree.cluster_queues[queue.model.name]
         for fr in freed:
-            waiting = tree.waiting.get(fr)
-            if waiting:
-                # No queue of the tree can have more available than this: heads needing more stay aside.
-                most = max(self.tree.available(self.tree.cluster_queues[name], fr) for name in tree.queues)
-                while waiting and waiting[0][0] <= most:
-                    _, _, epoch, group = heapq.heappop(waiting)
-                    if epoch == group.epoch:
-                        self._unpark(group)
             limited = queue.reclaim_waiting.get(fr)
             if limited:
                 usage = node.usage.get(fr, 0)
@@ -994,27 +1369,31 @@ class QuotaEngine:
     def _wake_preemptors(self, queue: _Queue, admitted: AdmittedWorkload) -> None:
         """Wake set-aside groups that could preempt the workload just admitted; nothing else can help them."""
         tree = self._trees[queue.root]
-        if not tree.parked:
-            return
+        for group in list(tree.fragile.values()):
+            self._unpark(group)
         fair = self.configuration.fair_sharing is not None
         priority = admitted.workload.priority
-        reclaimable = fair or self.tree.is_borrowing(queue.model.name, admitted.assignment.usage)
-        for group in list(tree.parked.values()):
+        if queue.own_waiters:
+            newer_equal = (
+                queue.model.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            )
+            for group in list(queue.own_waiters.values()):
+                head_priority = group.shape[2]
+                assert isinstance(head_priority, int)
+                if fair or priority < head_priority or (newer_equal and priority == head_priority):
+                    self._unpark(group)
+        if not tree.reclaimers:
+            return
+        if not (fair or self.tree.is_borrowing(queue.model.name, admitted.assignment.usage)):
+            return
+        for group in list(tree.reclaimers.values()):
             owner = group.queue
+            if owner is queue:
+                continue
             head_priority = group.shape[2]
             assert isinstance(head_priority, int)
-            if owner is queue:
-                newer_equal = (
-                    owner.model.preemption.within_cluster_queue
-                    is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-                )
-                wakes = group.help.own_queue and (
-                    fair or priority < head_priority or (newer_equal and priority == head_priority)
-                )
-            else:
-                any_priority = owner.model.preemption.reclaim_within_cohort is ReclaimPolicy.ANY
-                wakes = group.help.other_queues and reclaimable and (fair or any_priority or priority < head_priority)
-            if wakes:
+            any_priority = owner.model.preemption.reclaim_within_cohort is ReclaimPolicy.ANY
+            if fair or any_priority or priority < head_priority:
                 self._unpark(group)
 
     def _backoff_stale(self, entry: tuple[float, str]) -> bool:
@@ -1024,3 +1403,13 @@ class QuotaEngine:
     def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
         record = self._records.get(entry[2])
         return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
+
+
+def _lent_under(top: QuotaNode) -> frozenset[FlavorResource]:
+    lent: set[FlavorResource] = set()
+    nodes = [top]
+    while nodes:
+        node = nodes.pop()
+        lent.update(fr for fr, quota in node.quotas.items() if quota.lending_limit is not None)
+        nodes.extend(node.children)
+    return frozenset(lent)

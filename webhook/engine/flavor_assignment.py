@@ -81,8 +81,10 @@ def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
     return None
 
 
-def pod_set_usage(pod_set: PodSet, count: int) -> dict[str, int]:
-    return {resource: amount * count for resource, amount in pod_set.requests.items()}
+_Plan = tuple[
+    tuple[str, ...],
+    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...]], ...],
+]
 
 
 class FlavorAssigner:
@@ -109,6 +111,32 @@ class FlavorAssigner:
         self.group_of: dict[str, ResourceGroup] = {
             resource: group for group in cluster_queue.resource_groups for resource in group.covered_resources
         }
+        # Per tuple of requested resource names: the uncovered ones, and per resource group used, its
+        # requested resources and its flavors (None: does not exist; True: no labels or taints to check).
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+
+    def plan(self, resources: tuple[str, ...]) -> _Plan:
+        plan = self._plans.get(resources)
+        if plan is not None:
+            return plan
+        uncovered: list[str] = []
+        groups: list[ResourceGroup] = []
+        for resource in resources:
+            group = self.group_of.get(resource)
+            if group is None:
+                uncovered.append(resource)
+            elif group not in groups:
+                groups.append(group)
+        steps = []
+        for group in groups:
+            flavors = []
+            for flavor_quotas in group.flavors:
+                flavor = self.flavors.get(flavor_quotas.name)
+                plain = flavor is not None and not flavor.node_labels and not flavor.node_taints
+                flavors.append((flavor_quotas.name, flavor, plain))
+            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors)))
+        plan = self._plans[resources] = (tuple(uncovered), tuple(steps))
+        return plan
 
     def assign(self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> Assignment:
         taken: dict[FlavorResource, int] = {}
@@ -119,27 +147,23 @@ class FlavorAssigner:
         mode = Mode.FIT
         never_fits = False
         for pod_set, count in zip(pod_sets, counts, strict=True):
-            usage = pod_set_usage(pod_set, count)
-            chosen: dict[str, str] = {}
-            groups: list[ResourceGroup] = []
-            for resource in usage:
-                group = self.group_of.get(resource)
-                if group is None:
-                    reasons.append(
-                        f"ClusterQueue {self.cq.name} does not cover resource {resource}: add it to "
-                        "a resourceGroup's coveredResources or drop the request"
-                    )
-                    mode, never_fits = Mode.NO_FIT, True
-                elif group not in groups:
-                    groups.append(group)
+            requests = pod_set.requests
+            uncovered, steps = self.plan(tuple(requests))
+            usage = {resource: amount * count for resource, amount in requests.items()}
+            for resource in uncovered:
+                reasons.append(
+                    f"ClusterQueue {self.cq.name} does not cover resource {resource}: add it to "
+                    "a resourceGroup's coveredResources or drop the request"
+                )
+                mode, never_fits = Mode.NO_FIT, True
             if mode is Mode.NO_FIT and never_fits:
                 continue
-            for group in groups:
-                requested = {r: usage[r] for r in group.covered_resources if r in usage}
-                picked = self._pick(group, pod_set, requested, taken, short_needs)
-                if picked is None:
-                    continue
-                flavor, group_mode, group_short, group_reasons, group_never = picked
+            chosen: dict[str, str] = {}
+            for resources, flavors in steps:
+                requested = {r: usage[r] for r in resources}
+                flavor, group_mode, group_short, group_reasons, group_never = self._pick(
+                    flavors, pod_set, requested, taken, short_needs
+                )
                 reasons.extend(group_reasons)
                 if flavor is None:
                     mode = Mode.NO_FIT
@@ -151,9 +175,9 @@ class FlavorAssigner:
                     chosen[resource] = flavor
                     taken[(flavor, resource)] = taken.get((flavor, resource), 0) + amount
             results.append(PodSetAssignment(pod_set.name, chosen, count, usage))
-        borrowing = any(
-            self.node.usage.get(fr, 0) + amount > self.node.subtree.get(fr, 0) for fr, amount in taken.items()
-        )
+        node_usage = self.node.usage
+        subtree = self.node.subtree
+        borrowing = any(node_usage.get(fr, 0) + amount > subtree.get(fr, 0) for fr, amount in taken.items())
         if mode is not Mode.FIT:
             short = short or set(taken)
         return Assignment(
@@ -162,31 +186,31 @@ class FlavorAssigner:
 
     def _pick(
         self,
-        group: ResourceGroup,
+        flavors: tuple[tuple[str, ResourceFlavor | None, bool], ...],
         pod_set: PodSet,
         requested: Mapping[str, int],
         taken: Mapping[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
-    ) -> tuple[str | None, Mode, set[FlavorResource], list[str], bool] | None:
+    ) -> tuple[str | None, Mode, set[FlavorResource], list[str], bool]:
         best: tuple[Mode, bool, str, set[FlavorResource]] | None = None
         reasons: list[str] = []
         all_never = True
         fungibility = self.cq.flavor_fungibility
-        for flavor_quotas in group.flavors:
-            flavor = self.flavors.get(flavor_quotas.name)
+        for name, flavor, plain in flavors:
             if flavor is None:
-                reasons.append(f"ResourceFlavor {flavor_quotas.name} does not exist: create it")
+                reasons.append(f"ResourceFlavor {name} does not exist: create it")
                 continue
-            mismatch = flavor_mismatch(flavor, pod_set)
-            if mismatch is not None:
-                reasons.append(f"pod set {pod_set.name}: {mismatch}")
-                continue
-            mode, borrow, short, never = self._flavor_mode(flavor.name, requested, taken, reasons, short_needs)
+            if not plain:
+                mismatch = flavor_mismatch(flavor, pod_set)
+                if mismatch is not None:
+                    reasons.append(f"pod set {pod_set.name}: {mismatch}")
+                    continue
+            mode, borrow, short, never = self._flavor_mode(name, requested, taken, reasons, short_needs)
             all_never = all_never and never
             if mode is Mode.NO_FIT:
                 continue
             if best is None or (mode, not borrow) > (best[0], not best[1]):
-                best = (mode, borrow, flavor.name, short)
+                best = (mode, borrow, name, short)
             if mode is Mode.FIT and (not borrow or fungibility.when_can_borrow is WhenCanBorrow.MAY_STOP_SEARCH):
                 break
             if mode is Mode.PREEMPT and fungibility.when_can_preempt is WhenCanPreempt.MAY_STOP_SEARCH:
@@ -208,14 +232,16 @@ class FlavorAssigner:
         short: set[FlavorResource] = set()
         never = False
         cq_name = self.cq.name
+        node = self.node
+        node_usage = node.usage
+        subtree = node.subtree
         for resource, amount in requested.items():
             fr = (flavor, resource)
-            need = amount + taken.get(fr, 0)
-            usage = self.node.usage.get(fr, 0)
-            nominal = self.node.subtree.get(fr, 0)
-            if usage + need > nominal:
+            need = amount + taken[fr] if fr in taken else amount
+            nominal = subtree.get(fr, 0)
+            if node_usage.get(fr, 0) + need > nominal:
                 borrow = True
-            available = self.tree.available(self.node, fr)
+            available = self.tree.available(node, fr)
             if need <= available:
                 continue
             short.add(fr)

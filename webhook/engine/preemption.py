@@ -18,7 +18,8 @@ cannot take the quota back while that holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -129,6 +130,137 @@ def classic_candidates(
     return candidates
 
 
+class AdmittedByPriority:
+    """One ClusterQueue's admitted workloads by priority, each priority's newest first (the victim order).
+
+    Admissions normally arrive in that order already, so a bucket is re-sorted only after an admission older
+    than the newest one (a restored admission).
+    """
+
+    __slots__ = ("_buckets", "_unsorted", "_usage")
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[str, AdmittedWorkload]] = {}
+        self._unsorted: set[int] = set()
+        self._usage: dict[int, dict[FlavorResource, int]] = {}  # per priority, what its workloads use
+
+    def add(self, admitted: AdmittedWorkload) -> None:
+        priority = admitted.workload.priority
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            bucket = self._buckets[priority] = {}
+        elif _recency(admitted) < _recency(next(reversed(bucket.values()))):
+            self._unsorted.add(priority)
+        bucket[admitted.workload.key] = admitted
+        usage = self._usage.setdefault(priority, {})
+        for fr, amount in admitted.assignment.usage.items():
+            usage[fr] = usage.get(fr, 0) + amount
+
+    def remove(self, admitted: AdmittedWorkload) -> None:
+        priority = admitted.workload.priority
+        bucket = self._buckets[priority]
+        del bucket[admitted.workload.key]
+        if not bucket:
+            del self._buckets[priority]
+            del self._usage[priority]
+            self._unsorted.discard(priority)
+            return
+        usage = self._usage[priority]
+        for fr, amount in admitted.assignment.usage.items():
+            usage[fr] -= amount
+
+    def usage_up_to(self, priority: int, fr: FlavorResource, *, inclusive: bool) -> int:
+        """What the workloads below ``priority`` (and at it, if ``inclusive``) use of ``fr``."""
+        return sum(
+            usage.get(fr, 0)
+            for level, usage in self._usage.items()
+            if level < priority or (inclusive and level == priority)
+        )
+
+    def lowest(self) -> int | None:
+        return min(self._buckets, default=None)
+
+    def priorities(self) -> list[int]:
+        return sorted(self._buckets)
+
+    def newest_first(self, priority: int) -> Iterator[AdmittedWorkload]:
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            return iter(())
+        if priority in self._unsorted:
+            self._unsorted.discard(priority)
+            ordered = sorted(bucket.values(), key=_recency)
+            bucket.clear()
+            bucket.update((admitted.workload.key, admitted) for admitted in ordered)
+        return reversed(bucket.values())
+
+
+def _recency(admitted: AdmittedWorkload) -> tuple[float, int]:
+    return admitted.admitted_at, admitted.sequence
+
+
+def _newest_first_key(admitted: AdmittedWorkload) -> tuple[float, int]:
+    return -admitted.admitted_at, -admitted.sequence
+
+
+def classic_candidates_in_order(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    assignment: Assignment,
+    *,
+    tree: QuotaTree,
+    admitted: Mapping[str, AdmittedByPriority],
+    cohort_queues: Iterable[str],
+) -> Iterator[Target]:
+    """``classic_candidates`` without fair sharing, lazily and already in victim order."""
+    node = tree.cluster_queues[cq.name]
+    short = assignment.short
+    priority = preemptor.priority
+    if node.parent is not None:
+        within_nominal = all(
+            node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in short
+        )
+        reclaim = cq.preemption.reclaim_within_cohort
+        borrow_policy = cq.preemption.borrow_within_cohort
+        threshold = cq.preemption.max_priority_threshold
+        others = [
+            admitted[name]
+            for name in cohort_queues
+            if name != cq.name and name in admitted and tree.is_borrowing(name, short)
+        ]
+        for level in sorted({p for queue in others for p in queue.priorities()}):
+            if within_nominal and reclaim is not ReclaimPolicy.NEVER:
+                if not (reclaim is ReclaimPolicy.ANY or level < priority):
+                    continue
+                reason = PreemptionReason.IN_COHORT_RECLAMATION
+            elif (
+                borrow_policy is BorrowWithinCohortPolicy.LOWER_PRIORITY
+                and level < priority
+                and (threshold is None or level <= threshold)
+            ):
+                reason = PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+            else:
+                continue
+            streams = [queue.newest_first(level) for queue in others]
+            merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_newest_first_key)
+            for victim in merged:
+                if victim.uses_any(short):
+                    yield Target(victim, reason)
+    within = cq.preemption.within_cluster_queue
+    own = admitted.get(cq.name)
+    if within is WithinClusterQueuePolicy.NEVER or own is None:
+        return
+    newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+    for level in own.priorities():
+        if level > priority or (level == priority and not newer_equal):
+            break
+        for victim in own.newest_first(level):
+            other = victim.workload
+            if (level < priority or (other.created, other.uid, other.key) > newer_than) and victim.uses_any(short):
+                yield Target(victim, PreemptionReason.IN_CLUSTER_QUEUE)
+
+
 def minimal_victims(
     cluster_queue: str,
     usage: Mapping[FlavorResource, int],
@@ -137,10 +269,21 @@ def minimal_victims(
     tree: QuotaTree,
 ) -> list[Target]:
     """The fewest candidates, in victim order, whose eviction lets ``usage`` fit; [] when none suffices."""
-    candidates = sorted(candidates, key=lambda target: victim_order(target, cluster_queue))
+    ordered = sorted(candidates, key=lambda target: victim_order(target, cluster_queue))
+    return fewest_victims(cluster_queue, usage, short, ordered, tree)
+
+
+def fewest_victims(
+    cluster_queue: str,
+    usage: Mapping[FlavorResource, int],
+    short: frozenset[FlavorResource],
+    ordered: Iterable[Target],
+    tree: QuotaTree,
+) -> list[Target]:
+    """``minimal_victims`` over candidates already in victim order, taken only as far as needed."""
     removed: list[Target] = []
     fitted = False
-    for target in candidates:
+    for target in ordered:
         victim = target.victim
         if victim.cluster_queue != cluster_queue and not tree.is_borrowing(victim.cluster_queue, short):
             continue
@@ -177,8 +320,9 @@ def fair_sharing_victims(
     """Fair-sharing preemption: take victims from the queue with the highest share while the strategy allows.
 
     Own-queue candidates need no share test, and neither do others' while the preemptor stays within its
-    nominal quota. Otherwise a victim in queue T is taken only if the preemptor's share with the new workload
-    is <= T's share after losing it (LessThanOrEqualToFinalShare) or < T's share before (LessThanInitialShare).
+    nominal quota; a queue that stopped borrowing along the way is no target any more. Otherwise a victim in
+    queue T is taken only if the preemptor's share with the new workload is <= T's share after losing it
+    (LessThanOrEqualToFinalShare) or < T's share before (LessThanInitialShare).
     Each strategy is tried in turn; the first that makes the workload fit wins.
     """
     node = tree.cluster_queues[cq.name]
@@ -198,9 +342,9 @@ def fair_sharing_victims(
             within_nominal = all(
                 node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) for fr, amount in usage.items()
             )
+            if queue != cq.name and not tree.is_borrowing(queue, assignment.short):
+                continue  # it stopped borrowing: what it has left is its own
             if queue != cq.name and not within_nominal:
-                if not tree.is_borrowing(queue, assignment.short):
-                    continue
                 victim_usage = target.victim.assignment.usage
                 before = share(queue, None)
                 tree.add_usage(queue, victim_usage, -1)

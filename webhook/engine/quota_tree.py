@@ -22,7 +22,18 @@ FlavorResource = tuple[str, str]
 class QuotaNode:
     """One ClusterQueue or Cohort in the tree (mutable usage, fixed quotas)."""
 
-    __slots__ = ("children", "is_cluster_queue", "name", "parent", "quotas", "subtree", "usage", "weight")
+    __slots__ = (
+        "borrow_caps",
+        "children",
+        "floors",
+        "is_cluster_queue",
+        "name",
+        "parent",
+        "quotas",
+        "subtree",
+        "usage",
+        "weight",
+    )
 
     def __init__(
         self, name: str, is_cluster_queue: bool, groups: Iterable[ResourceGroup], weight: Fraction = Fraction(1)
@@ -40,6 +51,10 @@ class QuotaNode:
         }
         self.subtree: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        # Fixed once the subtree quotas are summed (``settle``), read on every quota check: the guaranteed
+        # part where it is not 0, and the most it may hold in its parent where borrowingLimit caps that.
+        self.floors: dict[FlavorResource, int] = {}
+        self.borrow_caps: dict[FlavorResource, int] = {}
 
     def guaranteed(self, fr: FlavorResource) -> int:
         """The part of this node's subtree quota it never lends to its parent."""
@@ -47,6 +62,14 @@ class QuotaNode:
         if quota is None or quota.lending_limit is None:
             return 0
         return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+
+    def settle(self) -> None:
+        for fr, quota in self.quotas.items():
+            floor = self.guaranteed(fr)
+            if floor:
+                self.floors[fr] = floor
+            if quota.borrowing_limit is not None:
+                self.borrow_caps[fr] = self.subtree.get(fr, 0) - floor + quota.borrowing_limit
 
     def root(self) -> QuotaNode:
         node = self
@@ -79,6 +102,8 @@ class QuotaTree:
         for node in self.cluster_queues.values():
             if node.parent is None:
                 self._sum_subtree(node)
+        for node in (*self.cohorts.values(), *self.cluster_queues.values()):
+            node.settle()
 
     def _cohort(self, name: str) -> QuotaNode:
         if name not in self.cohorts:
@@ -128,11 +153,13 @@ class QuotaTree:
             node: QuotaNode | None = leaf
             delta = sign * amount
             while node is not None and delta != 0:
-                before = node.usage.get(fr, 0)
+                node_usage = node.usage
+                before = node_usage.get(fr, 0)
                 after = before + delta
-                node.usage[fr] = after
-                guaranteed = node.guaranteed(fr)
-                delta = max(0, after - guaranteed) - max(0, before - guaranteed)
+                node_usage[fr] = after
+                floor = node.floors.get(fr)
+                if floor is not None:
+                    delta = max(0, after - floor) - max(0, before - floor)
                 node = node.parent
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
@@ -141,15 +168,12 @@ class QuotaTree:
         parent = node.parent
         if parent is None:
             return node.subtree.get(fr, 0) - usage
-        guaranteed = node.guaranteed(fr)
-        local = max(0, guaranteed - usage)
+        floor = node.floors.get(fr, 0)
         from_parent = self.available(parent, fr)
-        quota = node.quotas.get(fr)
-        if quota is not None and quota.borrowing_limit is not None:
-            stored_in_parent = node.subtree.get(fr, 0) - guaranteed
-            used_in_parent = max(0, usage - guaranteed)
-            from_parent = min(from_parent, stored_in_parent - used_in_parent + quota.borrowing_limit)
-        return local + from_parent
+        cap = node.borrow_caps.get(fr)
+        if cap is not None:
+            from_parent = min(from_parent, cap - (usage - floor if usage > floor else 0))
+        return (floor - usage if usage < floor else 0) + from_parent
 
     def potential_available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """The most ``node`` could ever use of ``fr`` if nothing else in the tree used any."""

@@ -290,6 +290,42 @@ def test_when_can_preempt_may_stop_search_preempts_in_the_first_flavor() -> None
     assert _preempt_or_next("MayStopSearch") == ["evict a/low", "a/high@on-demand"]
 
 
+def test_a_flavor_that_stopped_the_walk_for_preemption_and_then_cannot_fit_lets_a_later_flavor_be_tried() -> None:
+    # b may not preempt. At t1 its job stops at on-demand (the GPU fits by borrowing, the cpu is short but
+    # within b's nominal quota: PREEMPT, and MayStopSearch ends the walk), so it waits. At t2 a takes the last
+    # on-demand GPU: b's GPU request is now past its nominal quota there, on-demand does not fit at all, and
+    # the walk reaches spot, where everything fits.
+    stop = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    a = cluster_queue(
+        "a",
+        {
+            "on-demand": [quota("nvidia.com/gpu", 2), quota("cpu", 0)],
+            "spot": [quota("nvidia.com/gpu", 1), quota("cpu", 1)],
+        },
+        cohort="pool",
+        flavorFungibility=stop,
+    )
+    b = cluster_queue(
+        "b",
+        {
+            "on-demand": [quota("nvidia.com/gpu", 0), quota("cpu", 1)],
+            "spot": [quota("nvidia.com/gpu", 0), quota("cpu", 0)],
+        },
+        cohort="pool",
+        flavorFungibility=stop,
+    )
+    engine = engine_with(flavor("on-demand"), flavor("spot"), a, b, local_queue("a", "a"), local_queue("b", "b"))
+    both = {"nvidia.com/gpu": "1", "cpu": "1"}
+    engine.submit(workload("a", "first", requests=both))
+    assert admitted(engine.schedule(0)) == ["a/first"]
+    engine.submit(workload("b", "job", at=1, requests=both))
+    assert engine.schedule(1) == []
+    engine.submit(workload("a", "second", at=2))
+    decisions = engine.schedule(2)
+    placed = [(d.workload, d.pod_sets[0].flavors["nvidia.com/gpu"]) for d in decisions if isinstance(d, Admission)]
+    assert placed == [("a/second", "on-demand"), ("b/job", "spot")]
+
+
 def test_taints_must_be_tolerated_and_node_labels_must_agree() -> None:
     tainted = flavor(
         "tainted",

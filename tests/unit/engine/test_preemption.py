@@ -4,7 +4,7 @@ from webhook.engine.engine import Admission, Eviction, QuotaEngine
 from webhook.engine.model import Configuration, FairSharing, FairSharingStrategy
 from webhook.engine.preemption import PreemptionReason
 
-from .builders import admitted, engine_with, evicted, gpu_queue, workload
+from .builders import admitted, cluster_queue, engine_with, evicted, gpu_queue, quota, workload
 
 ANY = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
 
@@ -196,3 +196,51 @@ def test_admissions_and_decisions_are_returned_in_order() -> None:
     engine.submit(workload("research", "x", 4))
     decisions = engine.schedule(0)
     assert all(isinstance(d, Admission | Eviction) for d in decisions)
+
+
+def test_a_head_kept_from_preempting_by_a_request_past_nominal_may_preempt_once_that_request_fits() -> None:
+    # a may not preempt past its nominal quota (withinClusterQueue Never, no borrowWithinCohort): its job's
+    # 3 cpu (nominal 1) make the flavor NO_FIT while b uses the cohort's cpu, so it cannot even try to
+    # reclaim the GPU b borrows. Once b's cpu job finishes, it reclaims that GPU.
+    engine = engine_with(
+        cluster_queue(
+            "a",
+            {"gpu": [quota("nvidia.com/gpu", 2), quota("cpu", 1)]},
+            cohort="c",
+            preemption={"reclaimWithinCohort": "Any"},
+        ),
+        cluster_queue("b", {"gpu": [quota("nvidia.com/gpu", 2), quota("cpu", 4)]}, cohort="c"),
+    )
+    engine.submit(workload("b", "cpu-job", requests={"cpu": "3"}))
+    engine.submit(workload("b", "gpu-job", 3))
+    assert admitted(engine.schedule(0)) == ["b/cpu-job", "b/gpu-job"]
+    engine.submit(workload("a", "job", at=1, requests={"nvidia.com/gpu": "2", "cpu": "3"}))
+    assert engine.schedule(1) == []
+    engine.finish("b/cpu-job")
+    decisions = engine.schedule(2)
+    assert [(type(d).__name__, d.workload) for d in decisions] == [
+        ("Eviction", "b/gpu-job"),
+        ("Admission", "a/job"),
+    ]
+
+
+def test_a_head_waiting_for_its_own_usage_to_drop_reclaims_after_other_quota_came_and_went() -> None:
+    # a's job (4) is over a's nominal while a runs a1 (2), so it may not reclaim yet; its borrowingLimit 0 also
+    # keeps it from using what b frees at t2 (which b takes back at once). When a1 finishes, a is back within
+    # its nominal quota and reclaims from b, which borrows.
+    engine = engine_with(
+        gpu_queue("a", 4, borrowing=0, preemption={"reclaimWithinCohort": "Any"}),
+        gpu_queue("b", 4),
+    )
+    engine.submit(workload("a", "a1", 2))
+    engine.submit(workload("b", "b1", 2))
+    engine.submit(workload("b", "b2", 4))
+    assert admitted(engine.schedule(0)) == ["a/a1", "b/b1", "b/b2"]
+    engine.submit(workload("a", "job", 4, at=1))
+    assert engine.schedule(1) == []
+    engine.finish("b/b2")
+    engine.submit(workload("b", "b3", 4, at=2))
+    assert admitted(engine.schedule(2)) == ["b/b3"]
+    engine.finish("a/a1")
+    decisions = engine.schedule(3)
+    assert [(type(d).__name__, d.workload) for d in decisions] == [("Eviction", "b/b3"), ("Admission", "a/job")]

@@ -225,13 +225,16 @@ def _run(queues: list[dict[str, Any]], fair: bool, ops: list[tuple[Any, ...]]) -
     for step, op in enumerate(ops):
         now = float(step)
         if op[0] == "submit":
-            _, index, gpus, pods, min_count, priority, same_time = op
+            _, index, gpus, pods, min_count, priority, same_time, *cpu = op
             name = f"q{index}"
+            requests = {"nvidia.com/gpu": gpus}
+            if cpu and cpu[0]:
+                requests["cpu"] = cpu[0] * 1000
             workload = Workload(
                 name,
                 f"w{submitted}",
                 "q",
-                (PodSet("main", pods, {"nvidia.com/gpu": gpus}, min_count),),
+                (PodSet("main", pods, requests, min_count),),
                 created=0.0 if same_time else now,
                 uid=f"{submitted:04d}",
                 priority=priority,
@@ -281,4 +284,69 @@ def adversarial(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple
 @settings(max_examples=60, deadline=None)
 @given(adversarial())
 def test_no_preemption_cycles_under_adversarial_streams(scenario: tuple[list[dict[str, Any]], bool, list[Any]]) -> None:
+    _run(*scenario)
+
+
+@st.composite
+def two_resource_scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple[Any, ...]]]:
+    """GPUs and cpu in one resource group: a head may wait for one, the other or both, and a need past nominal
+    quota may keep a queue that cannot preempt past it from preempting until it is available."""
+    count = draw(st.integers(2, 3))
+    queues = []
+    for index in range(count):
+        cohort = draw(st.sampled_from([None, "c0", "c0"]))
+        flavors: dict[str, list[dict[str, Any]]] = {}
+        for name in FLAVORS[: draw(st.integers(1, 2))]:
+            flavors[name] = [
+                quota(
+                    resource,
+                    draw(st.integers(0, 4)),
+                    draw(st.none() | st.integers(0, 4)) if cohort else None,
+                    None,
+                )
+                for resource in ("nvidia.com/gpu", "cpu")
+            ]
+        queues.append(
+            cluster_queue(
+                f"q{index}",
+                flavors,
+                cohort=cohort,
+                preemption={
+                    "withinClusterQueue": draw(st.sampled_from(["Never", "LowerPriority"])),
+                    "reclaimWithinCohort": draw(st.sampled_from(["Never", "LowerPriority", "Any"])),
+                },
+                flavorFungibility={
+                    "whenCanBorrow": draw(st.sampled_from(["MayStopSearch", "TryNextFlavor"])),
+                    "whenCanPreempt": draw(st.sampled_from(["MayStopSearch", "TryNextFlavor"])),
+                },
+            )
+        )
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(4, 28))):
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "finish", "finish", "tick"]))
+        if kind == "submit":
+            ops.append(
+                (
+                    "submit",
+                    draw(st.integers(0, count - 1)),
+                    draw(st.integers(1, 3)),
+                    1,
+                    None,
+                    draw(st.integers(0, 2)),
+                    draw(st.booleans()),
+                    draw(st.integers(0, 4)),
+                )
+            )
+        elif kind == "finish":
+            ops.append(("finish", draw(st.integers(0, 50))))
+        else:
+            ops.append(("tick",))
+    return queues, draw(st.booleans()), ops
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(two_resource_scenarios())
+def test_batched_equals_sequential_with_two_resources(
+    scenario: tuple[list[dict[str, Any]], bool, list[Any]],
+) -> None:
     _run(*scenario)
