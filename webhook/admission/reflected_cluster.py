@@ -22,13 +22,13 @@ WORKLOADS = ResourceType("kueue.x-k8s.io", "v1beta2", "workloads", namespaced=Tr
 NAMESPACES = ResourceType("", "v1", "namespaces", namespaced=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectName:
     namespace: str
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadAdmission:
     namespace: str
     name: str
@@ -36,7 +36,7 @@ class WorkloadAdmission:
     holds_quota: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NamespaceLabels:
     name: str
     labels: Mapping[str, str]

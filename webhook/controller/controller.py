@@ -78,7 +78,7 @@ _EVENT_BURST = 200.0
 _RETENTION_CHECK_SECONDS = 60.0
 
 
-_SHARED_STRING_LENGTH = 64
+_SHARED_STRING_LENGTH = 256
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
