@@ -43,7 +43,7 @@ from enum import StrEnum
 
 from webhook.engine.errors import UnknownObjectError
 from webhook.engine.fair_share import weighted_share
-from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode, PodSetAssignment
+from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode, PodSetAssignment, Reason
 from webhook.engine.model import (
     ApiObject,
     BorrowWithinCohortPolicy,
@@ -75,6 +75,9 @@ from webhook.engine.preemption import (
 from webhook.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
 
 SortKey = tuple[int, float, str, str]
+# Heaps whose outdated entries leave only from the top are swept when they pass twice their live size
+# (at least this many entries), so sweeping costs O(1) a push over the run.
+_COMPACT_FLOOR = 64
 # Per resource group a pod set uses, per flavor: each (flavor, resource) it would take there, and how much.
 _FitOptions = tuple[tuple[tuple[tuple[FlavorResource, int], ...], ...], ...]
 
@@ -132,6 +135,17 @@ class WorkloadStatus:
     inadmissible: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _WhyNot:
+    """Why an attempt failed, as parts. Most are replaced by the next attempt before anyone reads them, so
+    the text is joined only when a status asks."""
+
+    parts: tuple[Reason, ...]
+
+    def __str__(self) -> str:
+        return "; ".join(dict.fromkeys(str(part) for part in self.parts)) or "does not fit"
+
+
 @dataclass(frozen=True)
 class ResourceUsage:
     flavor: str
@@ -176,7 +190,7 @@ class _Record:
         self.state = WorkloadState.PENDING
         self.queue: _Queue | None = None
         self.group: _Group | None = None
-        self.reason: str | None = None
+        self.reason: str | _WhyNot | None = None
         self.inadmissible = False
         self.admitted: AdmittedWorkload | None = None
         self.deadline: float | None = None
@@ -251,7 +265,7 @@ class _Group:
         self.shape = shape
         self.members: list[tuple[SortKey, str]] = []
         self.parked = False
-        self.reason: str | None = None
+        self.reason: str | _WhyNot | None = None
         self.inadmissible = False
         # The set-aside group of the same shape it split from, its newcomer sorting before that one's head.
         self.elder: _Group | None = None
@@ -284,11 +298,12 @@ class _Queue:
         self.inactive = inactive
         self.heap: list[tuple[SortKey, int, int, _Group]] = []
         self.groups: dict[tuple[object, ...], _Group] = {}
-        self.blocked: str | None = None  # StrictFIFO: the reason its head waits
+        self.blocked: str | _WhyNot | None = None  # StrictFIFO: the reason its head waits
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.by_priority = AdmittedByPriority()  # the same workloads, in victim order
         # Set-aside heads waiting for this queue's usage to fall to a limit: (-limit, seq, epoch, group).
         self.reclaim_waiting: dict[FlavorResource, list[tuple[int, int, int, _Group]]] = {}
+        self.reclaim_compact_at: dict[FlavorResource, int] = {}
         # Set-aside groups that an admission in this queue could give someone to preempt.
         self.own_waiters: dict[int, _Group] = {}
         # Set-aside groups that only quota freed in this queue may help (see _Help.own_frees_only).
@@ -334,11 +349,12 @@ class _Queue:
 class _NeedIndex:
     """Set-aside groups waiting for one flavor and resource: by the amount they need, then by head."""
 
-    __slots__ = ("amounts", "buckets")
+    __slots__ = ("amounts", "buckets", "compact_at")
 
     def __init__(self) -> None:
         self.amounts: list[int] = []  # sorted keys of ``buckets``
         self.buckets: dict[int, list[tuple[SortKey, int, int, _Group]]] = {}
+        self.compact_at: dict[int, int] = {}
 
     def add(self, need: int, entry: tuple[SortKey, int, int, _Group]) -> None:
         bucket = self.buckets.get(need)
@@ -346,9 +362,17 @@ class _NeedIndex:
             bucket = self.buckets[need] = []
             bisect.insort(self.amounts, need)
         heapq.heappush(bucket, entry)
+        # A group sleeps again after every wake, and only a bucket's top is checked: under a top that stays
+        # valid, outdated entries would pile up for the whole run. Dropping them keeps the live ones' order.
+        if len(bucket) > self.compact_at.get(need, _COMPACT_FLOOR):
+            bucket[:] = [e for e in bucket if e[2] == e[3].naps]
+            heapq.heapify(bucket)
+            self.compact_at[need] = max(_COMPACT_FLOOR, 2 * len(bucket))
 
     def drop(self, position: int) -> None:
-        del self.buckets[self.amounts.pop(position)]
+        need = self.amounts.pop(position)
+        del self.buckets[need]
+        self.compact_at.pop(need, None)
 
 
 @dataclass
@@ -772,7 +796,7 @@ class QuotaEngine:
         if record.state is WorkloadState.BACKOFF:
             return f"requeued after a PodsReady timeout; backing off until {record.requeue_at}"
         if record.reason is not None:
-            return record.reason
+            return str(record.reason)
         queue = record.queue
         if queue is None:
             return None
@@ -782,7 +806,7 @@ class QuotaEngine:
             return f"ClusterQueue {queue.model.name} is stopped (stopPolicy {queue.model.stop_policy.value})"
         group = record.group
         if group is not None and group.parked:
-            return group.reason
+            return None if group.reason is None else str(group.reason)
         if queue.blocked is not None:
             return (
                 f"waiting in StrictFIFO ClusterQueue {queue.model.name} behind a head that does not fit: "
@@ -910,14 +934,14 @@ class QuotaEngine:
         if partial is not None:
             decisions.append(self._admit(record, queue.model.name, partial, now))
             return None
-        reasons = list(dict.fromkeys(assignment.reasons))
+        reasons = list(assignment.reasons)
         if assignment.mode is Mode.PREEMPT and just_preempted:
             reasons.append("it was itself preempted at this instant, so it may preempt others only later")
             if record.group is not None:
                 self._guarded.append(record.group)
         if assignment.mode is Mode.PREEMPT and self._may_preempt(queue.model):
             reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
-        record.reason = "; ".join(reasons) or "does not fit"
+        record.reason = _WhyNot(tuple(reasons))
         record.inadmissible = assignment.never_fits
         # Freed quota can only help once what it needs is available, unless preemption or a partial admission
         # could use a smaller amount (then any free may help).
@@ -975,9 +999,7 @@ class QuotaEngine:
             limit = most(fr)
             return limit is not None and need > limit
 
-        return any(
-            all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options
-        )
+        return any(all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options)
 
     def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> _Help:
         """Which admissions could give a workload that needs preemption something to preempt."""
@@ -1175,9 +1197,14 @@ class QuotaEngine:
             return
         tree.cooling.append((group.naps, group))
         for fr, limit in group.help.reclaim_limits.items():
-            heapq.heappush(
-                group.queue.reclaim_waiting.setdefault(fr, []), (-limit, next(self._sequence), group.epoch, group)
-            )
+            waiting = group.queue.reclaim_waiting.setdefault(fr, [])
+            heapq.heappush(waiting, (-limit, next(self._sequence), group.epoch, group))
+            # Outdated entries leave only from the top; drop them in bulk now and then (see _NeedIndex.add).
+            compact_at = group.queue.reclaim_compact_at
+            if len(waiting) > compact_at.get(fr, _COMPACT_FLOOR):
+                waiting[:] = [e for e in waiting if e[2] == e[3].epoch]
+                heapq.heapify(waiting)
+                compact_at[fr] = max(_COMPACT_FLOOR, 2 * len(waiting))
 
     def _fold(self, tree: _Tree, young: _Group, elder: _Group) -> _Group:
         """``young``'s head, which sorts before ``elder``'s, just failed: ``elder``'s members can do no better,
@@ -1343,6 +1370,7 @@ class QuotaEngine:
         tree.sleeping.clear()
         for name in tree.queues:
             self._queues[name].reclaim_waiting.clear()
+            self._queues[name].reclaim_compact_at.clear()
         self._dirty.add(root)
 
     def _wake_on_free(self, queue: _Queue, freed: Mapping[FlavorResource, int]) -> None:

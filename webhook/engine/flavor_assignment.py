@@ -45,6 +45,36 @@ class PodSetAssignment:
     usage: Mapping[str, int]  # resource -> total for all pods
 
 
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A flavor lacks what a pod set needs. Most are never read (the workload fits soon after), so the
+    message is written only when ``str()`` asks for it."""
+
+    cluster_queue: str
+    flavor: str
+    resource: str
+    need: int
+    potential: int  # the most the queue can ever use
+    available: int
+
+    def __str__(self) -> str:
+        resource = self.resource
+        shown = format_quantity(resource, self.need)
+        if self.need > self.potential:
+            return (
+                f"needs {shown} {resource} in flavor {self.flavor}, more than ClusterQueue {self.cluster_queue} "
+                f"can ever use ({format_quantity(resource, self.potential)}): lower the request or raise the quota"
+            )
+        in_use = format_quantity(resource, self.potential - max(self.available, 0))
+        return (
+            f"needs {shown} {resource} in flavor {self.flavor}, the most {self.cluster_queue} can ever use is "
+            f"{format_quantity(resource, self.potential)} and {in_use} are in use"
+        )
+
+
+Reason = str | Shortfall
+
+
 @dataclass(frozen=True)
 class Assignment:
     """The outcome for a whole workload: admitted only when ``mode`` is FIT (or PREEMPT with victims)."""
@@ -53,7 +83,7 @@ class Assignment:
     mode: Mode
     borrowing: bool
     usage: Mapping[FlavorResource, int]
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
     # Resources whose request exceeds what is available now: what preemption has to free.
     short: frozenset[FlavorResource] = field(default_factory=frozenset)
     # True when no amount of waiting or preemption can admit it as configured.
@@ -141,7 +171,7 @@ class FlavorAssigner:
     def assign(self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> Assignment:
         taken: dict[FlavorResource, int] = {}
         results: list[PodSetAssignment] = []
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         short: set[FlavorResource] = set()
         short_needs: dict[FlavorResource, int] = {}
         mode = Mode.FIT
@@ -191,9 +221,9 @@ class FlavorAssigner:
         requested: Mapping[str, int],
         taken: Mapping[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
-    ) -> tuple[str | None, Mode, set[FlavorResource], list[str], bool]:
+    ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool]:
         best: tuple[Mode, bool, str, set[FlavorResource]] | None = None
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         all_never = True
         fungibility = self.cq.flavor_fungibility
         for name, flavor, plain in flavors:
@@ -224,7 +254,7 @@ class FlavorAssigner:
         flavor: str,
         requested: Mapping[str, int],
         taken: Mapping[FlavorResource, int],
-        reasons: list[str],
+        reasons: list[Reason],
         short_needs: dict[FlavorResource, int],
     ) -> tuple[Mode, bool, set[FlavorResource], bool]:
         mode = Mode.FIT
@@ -247,20 +277,10 @@ class FlavorAssigner:
             short.add(fr)
             short_needs[fr] = max(short_needs.get(fr, 0), need)
             potential = self.tree.potential_available(self.node, fr)
-            shown = format_quantity(resource, need)
+            reasons.append(Shortfall(cq_name, flavor, resource, need, potential, available))
             if need > potential:
-                reasons.append(
-                    f"needs {shown} {resource} in flavor {flavor}, more than ClusterQueue {cq_name} can "
-                    f"ever use ({format_quantity(resource, potential)}): lower the request or raise "
-                    "the quota"
-                )
                 mode, never = Mode.NO_FIT, True
                 continue
-            in_use = format_quantity(resource, potential - max(available, 0))
-            reasons.append(
-                f"needs {shown} {resource} in flavor {flavor}, the most {cq_name} can ever use is "
-                f"{format_quantity(resource, potential)} and {in_use} are in use"
-            )
             # Past nominal quota, preemption helps only if the queue may evict its own or preempt while borrowing.
             mode = min(mode, Mode.PREEMPT) if need <= nominal or self.may_preempt_past_nominal else Mode.NO_FIT
         return mode, borrow, short, never

@@ -6,7 +6,8 @@ Kueue's hierarchical model: a child with a ``lendingLimit`` keeps ``subtree - le
 (its guaranteed quota); only usage above the guaranteed part counts against the parent; ``borrowingLimit``
 caps what a node may take from its parent beyond its own subtree quota.
 
-Usage changes propagate up the tree in O(depth); ``available`` and ``potential_available`` are O(depth).
+Usage changes propagate up the tree in O(depth); ``available`` is O(depth) and ``potential_available``, fixed by
+the quotas, is computed once per node and flavor-resource.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class QuotaNode:
         "is_cluster_queue",
         "name",
         "parent",
+        "potential",
         "quotas",
         "subtree",
         "usage",
@@ -55,6 +57,8 @@ class QuotaNode:
         # part where it is not 0, and the most it may hold in its parent where borrowingLimit caps that.
         self.floors: dict[FlavorResource, int] = {}
         self.borrow_caps: dict[FlavorResource, int] = {}
+        # ``QuotaTree.potential_available``, remembered: it depends on the quotas alone.
+        self.potential: dict[FlavorResource, int] = {}
 
     def guaranteed(self, fr: FlavorResource) -> int:
         """The part of this node's subtree quota it never lends to its parent."""
@@ -177,13 +181,18 @@ class QuotaTree:
 
     def potential_available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """The most ``node`` could ever use of ``fr`` if nothing else in the tree used any."""
+        total = node.potential.get(fr)
+        if total is not None:
+            return total
         parent = node.parent
         if parent is None:
-            return node.subtree.get(fr, 0)
-        total = node.guaranteed(fr) + self.potential_available(parent, fr)
-        quota = node.quotas.get(fr)
-        if quota is not None and quota.borrowing_limit is not None:
-            total = min(total, node.subtree.get(fr, 0) + quota.borrowing_limit)
+            total = node.subtree.get(fr, 0)
+        else:
+            total = node.guaranteed(fr) + self.potential_available(parent, fr)
+            quota = node.quotas.get(fr)
+            if quota is not None and quota.borrowing_limit is not None:
+                total = min(total, node.subtree.get(fr, 0) + quota.borrowing_limit)
+        node.potential[fr] = total
         return total
 
     def borrowed(self, cluster_queue: str, fr: FlavorResource) -> int:

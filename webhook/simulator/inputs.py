@@ -138,8 +138,10 @@ def convert_lines(
 ) -> Iterator[SimulatedWorkload]:
     """Contract dicts (each with where it came from, for messages) as replayable workloads."""
     seen: dict[str, str] = {}
+    # Streams repeat a few request spellings; parsing each once keeps the conversion off a long replay's profile.
+    amounts: dict[tuple[str, str], int] = {}
     for index, (where, line) in enumerate(lines):
-        workload = _workload(where, index, line, priorities)
+        workload = _workload(where, index, line, priorities, amounts)
         if workload.workload.key in seen:
             raise WorkloadFileError(
                 f"{where}: workload {workload.workload.key} repeats {seen[workload.workload.key]};"
@@ -149,7 +151,13 @@ def convert_lines(
         yield workload
 
 
-def _workload(where: str, index: int, line: Mapping[str, Any], priorities: Mapping[str, int]) -> SimulatedWorkload:
+def _workload(
+    where: str,
+    index: int,
+    line: Mapping[str, Any],
+    priorities: Mapping[str, int],
+    amounts: dict[tuple[str, str], int],
+) -> SimulatedWorkload:
     unknown = sorted(set(line) - _WORKLOAD_KEYS)
     if unknown:
         raise WorkloadFileError(
@@ -180,7 +188,7 @@ def _workload(where: str, index: int, line: Mapping[str, Any], priorities: Mappi
     raw_sets = line["podSets"]
     if not isinstance(raw_sets, list) or not raw_sets:
         raise WorkloadFileError(f"{where}: podSets must be a non-empty list")
-    pod_sets = tuple(_pod_set(f"{where}: podSets[{i}]", raw) for i, raw in enumerate(raw_sets))
+    pod_sets = tuple(_pod_set(f"{where}: podSets[{i}]", raw, amounts) for i, raw in enumerate(raw_sets))
     workload = Workload(
         namespace=namespace,
         name=name,
@@ -201,7 +209,7 @@ def _number(where: str, key: str, value: object) -> float:
     return float(value)
 
 
-def _pod_set(where: str, raw: object) -> PodSet:
+def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> PodSet:
     if not isinstance(raw, dict):
         raise WorkloadFileError(f"{where}: must be an object")
     unknown = sorted(set(raw) - _POD_SET_KEYS)
@@ -215,10 +223,14 @@ def _pod_set(where: str, raw: object) -> PodSet:
         raise WorkloadFileError(f"{where}.minCount: must be between 1 and count")
     requests: dict[str, int] = {}
     for resource, text in (raw.get("requests") or {}).items():
-        try:
-            amount = parse_quantity(resource, text)
-        except QuantityError as error:
-            raise WorkloadFileError(f"{where}.requests.{resource}: {error}") from error
+        amount = amounts.get((resource, text)) if isinstance(text, str) else None
+        if amount is None:
+            try:
+                amount = parse_quantity(resource, text)
+            except QuantityError as error:
+                raise WorkloadFileError(f"{where}.requests.{resource}: {error}") from error
+            if isinstance(text, str):
+                amounts[resource, text] = amount
         if amount < 0:
             raise WorkloadFileError(f"{where}.requests.{resource}: must not be negative")
         if amount:

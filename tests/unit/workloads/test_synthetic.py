@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import tracemalloc
 from collections import Counter
 
@@ -8,6 +9,7 @@ import pytest
 
 from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
 from webhook.workloads import SourceSpecError, SyntheticSpec, WorkloadLine, synthetic_config, synthetic_workloads
+from webhook.workloads.synthetic import MAX_QUEUE_DEMAND, MEAN_BURST, queue_shares
 
 SMALL = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=11)
 
@@ -47,11 +49,49 @@ def test_offered_load_is_close_to_the_asked_share_of_all_gpus() -> None:
     assert 0.8 < load < 1.0
 
 
+def test_every_cohort_is_offered_its_share_and_no_queue_more_than_it_can_hold() -> None:
+    spec = SyntheticSpec(workloads=0, cluster_queues=100, cohorts=10, seed=5)
+    shares = queue_shares(spec, random.Random(spec.seed))
+    nominal = 1 / spec.cluster_queues
+    for cohort in range(spec.cohorts):
+        members = shares[cohort :: spec.cohorts]
+        assert sum(members) == pytest.approx(len(members) * nominal)
+        assert max(members) <= MAX_QUEUE_DEMAND * nominal * (1 + 1e-9)
+        assert min(members) < nominal < max(members)  # some queues borrow, others lend
+    assert MAX_QUEUE_DEMAND * spec.offered_load < 2  # under nominal + borrowingLimit
+
+
+def test_a_cohort_over_its_cap_gives_the_excess_to_the_other_queues() -> None:
+    spec = SyntheticSpec(workloads=0, cluster_queues=10, cohorts=1, seed=0)
+
+    class Skewed(random.Random):
+        """The cohort's first queue draws a weight far above the others'."""
+
+        draws = 0
+
+        def lognormvariate(self, mu: float, sigma: float) -> float:
+            self.draws += 1
+            return 100.0 if self.draws == 1 else 1.0
+
+    shares = queue_shares(spec, Skewed())
+    assert shares[0] == pytest.approx(MAX_QUEUE_DEMAND / 10)
+    assert shares[1:] == pytest.approx([(1 - MAX_QUEUE_DEMAND / 10) / 9] * 9)
+
+
+def test_arrivals_come_in_bursts_of_one_queue_shape_and_priority() -> None:
+    workloads = list(synthetic_workloads(SMALL))
+    bursts = [list(burst) for _, burst in itertools.groupby(workloads, key=lambda w: (w["submitAt"], w["namespace"]))]
+    for burst in bursts:
+        assert len({(w["priorityClass"], gpus(w)) for w in burst}) == 1
+    assert any(len({w["duration"] for w in burst}) > 1 for burst in bursts)
+    assert 0.8 * MEAN_BURST < len(workloads) / len(bursts) < 1.2 * MEAN_BURST
+
+
 def test_priorities_shapes_and_durations_follow_the_documented_mix() -> None:
     workloads = list(synthetic_workloads(SMALL))
     priorities = Counter(w["priorityClass"] for w in workloads)
     assert priorities["low"] > priorities["normal"] > priorities["high"] > 0
-    assert {gpus(w) for w in workloads} == {1, 2, 4, 8, 16}
+    assert {gpus(w) for w in workloads} == {1, 2, 4, 8}
     assert min(w["duration"] for w in workloads) >= 60
     assert all(isinstance(w["duration"], int) for w in workloads)
 
@@ -70,3 +110,8 @@ def test_a_million_workload_stream_is_generated_lazily() -> None:
 def test_more_cohorts_than_queues_is_refused() -> None:
     with pytest.raises(SourceSpecError, match="cohorts <= cluster_queues"):
         SyntheticSpec(workloads=10, cluster_queues=5, cohorts=6)
+
+
+def test_an_offered_load_at_or_over_capacity_is_refused() -> None:
+    with pytest.raises(SourceSpecError, match="offered_load must be above 0 and below 1"):
+        SyntheticSpec(workloads=10, offered_load=1.0)
