@@ -68,7 +68,9 @@ def node_layout(gpus: int, workdir: Path) -> tuple[Scenario, list[Assigned], dic
                 proc_tree.write_process(proc, pid, proc_tree.systemd_v2(uid, container_id))
     scenario = Scenario(
         gpus=tuple(Gpu(uuid=gpu_uuid(i), minor=i) for i in range(gpus)),
-        processes=tuple(processes), busy=tuple(busy), epoch=time.time(),
+        processes=tuple(processes),
+        busy=tuple(busy),
+        epoch=time.time(),
     )
     return scenario, assigned, pods
 
@@ -82,17 +84,38 @@ async def measure(gpus: int, nvml_dir: Path, scrapes: int, idle_seconds: float) 
         port = _free_port()
         async with FakeKubelet(workdir / "kubelet.sock") as kubelet:
             kubelet.assign(assigned)
-            env = {**os.environ, "LD_LIBRARY_PATH": str(nvml_dir), "FAKE_NVML_SCENARIO": str(workdir / "scenario.txt"),
-                   "PYTHONPATH": str(REPO)}
+            env = {
+                **os.environ,
+                "LD_LIBRARY_PATH": str(nvml_dir),
+                "FAKE_NVML_SCENARIO": str(workdir / "scenario.txt"),
+                "PYTHONPATH": str(REPO),
+            }
             child = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--child", str(workdir / "pods.json"),
-                "--node-name", "bench-node", "--listen", f"127.0.0.1:{port}", "--proc-root", str(workdir / "proc"),
-                "--pod-resources-socket", str(workdir / "kubelet.sock"), "--no-pod-watch", "--log-level", "WARNING",
+                sys.executable,
+                __file__,
+                "--child",
+                str(workdir / "pods.json"),
+                "--node-name",
+                "bench-node",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--proc-root",
+                str(workdir / "proc"),
+                "--pod-resources-socket",
+                str(workdir / "kubelet.sock"),
+                "--no-pod-watch",
+                "--log-level",
+                "WARNING",
                 env=env,
             )
             try:
                 return await _drive(
-                    child, port, gpus=gpus, processes=len(scenario.processes), pods=len(pods), scrapes=scrapes,
+                    child,
+                    port,
+                    gpus=gpus,
+                    processes=len(scenario.processes),
+                    pods=len(pods),
+                    scrapes=scrapes,
                     idle=idle_seconds,
                 )
             finally:
@@ -129,8 +152,9 @@ async def _drive(
             latencies.append((time.perf_counter() - started) * 1000)
             await asyncio.sleep(0.01)
     quantiles = statistics.quantiles(latencies, n=100)
-    return Row(gpus, processes, pods, statistics.median(latencies), quantiles[98], series, _rss_mib(child.pid),
-               cpu_percent)
+    return Row(
+        gpus, processes, pods, statistics.median(latencies), quantiles[98], series, _rss_mib(child.pid), cpu_percent
+    )
 
 
 def _free_port() -> int:
@@ -181,13 +205,17 @@ def main() -> int:
         nvml_dir = build(Path(scratch)).parent
         rows = [asyncio.run(measure(gpus, nvml_dir, args.scrapes, args.idle_seconds)) for gpus in args.gpus]
     base = rows[0]
-    print(f"{'GPUs':>5} {'procs':>6} {'pods':>5} {'series':>7} {'p50 ms':>7} {'p99 ms':>7} {'RSS MiB':>8} "
-          f"{'CPU %':>6}   ratio to {base.gpus} GPUs (p99, RSS, CPU)")
+    print(
+        f"{'GPUs':>5} {'procs':>6} {'pods':>5} {'series':>7} {'p50 ms':>7} {'p99 ms':>7} {'RSS MiB':>8} "
+        f"{'CPU %':>6}   ratio to {base.gpus} GPUs (p99, RSS, CPU)"
+    )
     for row in rows:
-        print(f"{row.gpus:>5} {row.processes:>6} {row.pods:>5} {row.series:>7} {row.p50_ms:>7.2f} {row.p99_ms:>7.2f} "
-              f"{row.rss_mib:>8.1f} {row.cpu_percent:>6.2f}   "
-              f"{row.p99_ms / base.p99_ms:.2f}x, {row.rss_mib / base.rss_mib:.2f}x, "
-              f"{row.cpu_percent / base.cpu_percent if base.cpu_percent else float('nan'):.2f}x")
+        print(
+            f"{row.gpus:>5} {row.processes:>6} {row.pods:>5} {row.series:>7} {row.p50_ms:>7.2f} {row.p99_ms:>7.2f} "
+            f"{row.rss_mib:>8.1f} {row.cpu_percent:>6.2f}   "
+            f"{row.p99_ms / base.p99_ms:.2f}x, {row.rss_mib / base.rss_mib:.2f}x, "
+            f"{row.cpu_percent / base.cpu_percent if base.cpu_percent else float('nan'):.2f}x"
+        )
     print("targets at 8 GPUs: p99 <= 20 ms, RSS <= 60 MiB, CPU < 2 % of a core (sampling every 1 s)")
     return 0
 

@@ -54,8 +54,11 @@ def generate(gpus: int, namespaces: int, step: int, seed: int = 6) -> OpenMetric
             labels = {**base, "namespace": namespace, "pod": f"job-{node}-{gpu}-{pod}", "container": "main"}
             held = [x for x in times if t < x <= min(END, t + length)]
             om.gauge("kuota_gpu_allocated", labels, ((x, 1) for x in held))
-            om.gauge("kuota_pod_gpu_sm_utilization_percent", labels,
-                     ((x, max(0.0, min(100.0, load + rng.uniform(-5, 5)))) for x in held))
+            om.gauge(
+                "kuota_pod_gpu_sm_utilization_percent",
+                labels,
+                ((x, max(0.0, min(100.0, load + rng.uniform(-5, 5)))) for x in held),
+            )
             t += length + gap
             pod += 1
     hourly = [x for x in times if x % 3600 == 0]
@@ -64,8 +67,11 @@ def generate(gpus: int, namespaces: int, step: int, seed: int = 6) -> OpenMetric
         nominal = gpus // namespaces
         om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, ((t, nominal) for t in times))
         om.gauge("kueue_cluster_queue_resource_usage", quota, ((t, rng.randrange(0, nominal + 3)) for t in times))
-        om.gauge("kueue_pending_workloads", {"cluster_queue": name, "status": "active"},
-                 ((t, rng.choice((0, 0, 1, 3))) for t in times))
+        om.gauge(
+            "kueue_pending_workloads",
+            {"cluster_queue": name, "status": "active"},
+            ((t, rng.choice((0, 0, 1, 3))) for t in times),
+        )
         counts = [0] * len(BUCKETS)
         series: list[list[tuple[int, float]]] = [[] for _ in BUCKETS]
         for t in hourly:
@@ -74,8 +80,13 @@ def generate(gpus: int, namespaces: int, step: int, seed: int = 6) -> OpenMetric
                 counts[i] += 4 if wait <= bound else 0
                 series[i].append((t, float(counts[i])))
         for bound, points in zip(BUCKETS, series, strict=True):
-            om.add("kueue_admission_wait_time_seconds", "histogram", "kueue_admission_wait_time_seconds_bucket",
-                   {"cluster_queue": name, "le": "+Inf" if bound == float("inf") else f"{bound:g}"}, points)
+            om.add(
+                "kueue_admission_wait_time_seconds",
+                "histogram",
+                "kueue_admission_wait_time_seconds_bucket",
+                {"cluster_queue": name, "le": "+Inf" if bound == float("inf") else f"{bound:g}"},
+                points,
+            )
     return om
 
 
@@ -104,9 +115,25 @@ _PROBE = (
 def run_report(url: str, window: str, resolution: str, out: Path) -> tuple[float, float]:
     began = time.perf_counter()
     completed = subprocess.run(
-        [sys.executable, "-c", _PROBE, "report", "--prometheus", url, "--window", window, "--end", str(END),
-         "--resolution", resolution, "--out", str(out)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-c",
+            _PROBE,
+            "report",
+            "--prometheus",
+            url,
+            "--window",
+            window,
+            "--end",
+            str(END),
+            "--resolution",
+            resolution,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     elapsed = time.perf_counter() - began
     if completed.returncode != 0:
@@ -119,26 +146,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--namespaces", type=int, default=100)
-    parser.add_argument("--step", type=int, default=600,
-                        help="sample spacing and report resolution in seconds (default 600: the history is "
-                             "backfilled once, and promtool needs minutes per few million samples)")
+    parser.add_argument(
+        "--step",
+        type=int,
+        default=600,
+        help="sample spacing and report resolution in seconds (default 600: the history is "
+        "backfilled once, and promtool needs minutes per few million samples)",
+    )
     args = parser.parse_args()
     resolution = f"{args.step}s"
     data = tsdb(args.gpus, args.namespaces, args.step)
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         shutil.copytree(data, work / "tsdb")
-        with PrometheusServer.start(work / "prometheus", tsdb=work / "tsdb",
-                                    lookback_delta=f"{args.step // 2}s") as server:
+        with PrometheusServer.start(
+            work / "prometheus", tsdb=work / "tsdb", lookback_delta=f"{args.step // 2}s"
+        ) as server:
             rows = [(window, *run_report(server.url, window, resolution, work / window)) for window in ("1d", "7d")]
     base_time, base_rss = rows[0][1], rows[0][2]
-    print(f"\nkuota report, {args.gpus} GPUs, {args.namespaces} namespaces, samples every {args.step} s, "
-          f"resolution {resolution}")
+    print(
+        f"\nkuota report, {args.gpus} GPUs, {args.namespaces} namespaces, samples every {args.step} s, "
+        f"resolution {resolution}"
+    )
     print(f"{'window':>7} | {'time s':>7} | {'peak RSS MiB':>12} | {'time / 1d':>9} | {'RSS / 1d':>8} | target")
     for window, seconds, rss in rows:
         target = "< 60 s, < 1024 MiB" if window == "7d" else "baseline"
-        print(f"{window:>7} | {seconds:7.1f} | {rss:12.0f} | {seconds / base_time:9.2f} | "
-              f"{rss / base_rss:8.2f} | {target}")
+        print(
+            f"{window:>7} | {seconds:7.1f} | {rss:12.0f} | {seconds / base_time:9.2f} | "
+            f"{rss / base_rss:8.2f} | {target}"
+        )
 
 
 if __name__ == "__main__":

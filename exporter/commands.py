@@ -30,26 +30,31 @@ class ExporterCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         node = _env("node-name", os.environ.get("NODE_NAME"))
-        parser.add_argument(
-            "--node-name", default=node, required=node is None, help="this node's name (env NODE_NAME)"
-        )
+        parser.add_argument("--node-name", default=node, required=node is None, help="this node's name (env NODE_NAME)")
         parser.add_argument("--listen", default=_env("listen", ":9400"), help="HOST:PORT to serve on (:9400)")
         parser.add_argument(
-            "--proc-root", type=Path, default=Path(_env("proc-root", "/proc") or "/proc"),
+            "--proc-root",
+            type=Path,
+            default=Path(_env("proc-root", "/proc") or "/proc"),
             help="the host's /proc (NVML reports host PIDs; mount it or run with hostPID)",
         )
         parser.add_argument(
-            "--pod-resources-socket", type=Path,
+            "--pod-resources-socket",
+            type=Path,
             default=Path(_env("pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock") or ""),
             help="the kubelet PodResources socket",
         )
         kubeconfig = _env("kubeconfig")
         parser.add_argument(
-            "--kubeconfig", type=Path, default=Path(kubeconfig) if kubeconfig else None,
+            "--kubeconfig",
+            type=Path,
+            default=Path(kubeconfig) if kubeconfig else None,
             help="kubeconfig for the pod watch (default: in-cluster service account)",
         )
         parser.add_argument(
-            "--no-pod-watch", action="store_true", default=_env("no-pod-watch", "") not in ("", "0", "false"),
+            "--no-pod-watch",
+            action="store_true",
+            default=_env("no-pod-watch", "") not in ("", "0", "false"),
             help="do not watch pods (pod names then stay unresolved; for nodes without API access)",
         )
         for flag, default, text in (

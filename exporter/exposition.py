@@ -22,7 +22,16 @@ from exporter.snapshot import SOURCES, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DCGM_LABELS = (
-    "gpu", "UUID", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname", "container", "namespace", "pod"
+    "gpu",
+    "UUID",
+    "device",
+    "modelName",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "Hostname",
+    "container",
+    "namespace",
+    "pod",
 )
 POD_LABELS = ("Hostname", "gpu", "UUID", "namespace", "pod", "container")
 GPU_LABELS = ("Hostname", "gpu", "UUID")
@@ -68,8 +77,16 @@ def _dcgm_labels(gpu: Gpu, node: str, holder: Holder) -> tuple[str, ...]:
     """dcgm-exporter labels a MIG instance with its parent's UUID plus GPU_I_ID/GPU_I_PROFILE."""
     instance = "" if gpu.gpu_instance is None else str(gpu.gpu_instance)
     return (
-        str(gpu.index), gpu.parent_uuid, gpu.device, gpu.model, gpu.mig_profile, instance, node,
-        holder.container, holder.namespace, holder.pod,
+        str(gpu.index),
+        gpu.parent_uuid,
+        gpu.device,
+        gpu.model,
+        gpu.mig_profile,
+        instance,
+        node,
+        holder.container,
+        holder.namespace,
+        holder.pod,
     )
 
 

@@ -192,9 +192,7 @@ class NvmlReader:
             except nvml.NVMLError_GpuIsLost:
                 physical.lost = True
         statuses = tuple(
-            GpuStatus(
-                index=p.index, uuid=p.gpu.uuid if p.gpu else "", up=not p.lost, last_xid=p.last_xid
-            )
+            GpuStatus(index=p.index, uuid=p.gpu.uuid if p.gpu else "", up=not p.lost, last_xid=p.last_xid)
             for p in self._gpus
         )
         return DeviceSample(at=time.time(), readings=tuple(readings), statuses=statuses, failures=failures)

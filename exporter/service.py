@@ -66,7 +66,9 @@ class ExporterService:
             await site.start()
             log.info(
                 "kuota exporter for node %s serving on %s:%d",
-                self.settings.sampler.node_name, self.settings.host, self.settings.port,
+                self.settings.sampler.node_name,
+                self.settings.host,
+                self.settings.port,
             )
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.sampler.run(), name="sampler")

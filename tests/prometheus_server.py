@@ -75,9 +75,19 @@ def backfill_openmetrics(source: str | Path, tsdb_dir: Path, timeout_s: float = 
         input_path.write_text(source if source.endswith("\n") else source + "\n", encoding="utf-8")
     try:
         completed = subprocess.run(
-            [str(binaries.promtool), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-             str(input_path), str(tsdb_dir)],
-            capture_output=True, text=True, timeout=timeout_s, check=False,
+            [
+                str(binaries.promtool),
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                str(input_path),
+                str(tsdb_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
     finally:
         if not isinstance(source, Path):
@@ -229,7 +239,10 @@ def running_prometheus(
 ) -> Iterator[PrometheusServer]:
     """``with running_prometheus(tmp_path, ["127.0.0.1:9400"]) as prom: ... prom.url``."""
     server = PrometheusServer.start(
-        workdir, scrape_targets=scrape_targets, scrape_interval=scrape_interval, tsdb=tsdb,
+        workdir,
+        scrape_targets=scrape_targets,
+        scrape_interval=scrape_interval,
+        tsdb=tsdb,
         lookback_delta=lookback_delta,
     )
     try:

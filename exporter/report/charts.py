@@ -23,7 +23,7 @@ def _svg(figure: Figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def utilization_by_hour_of_week(report: Report) -> str | None:
@@ -101,16 +101,30 @@ def quadrant(report: Report) -> str | None:
         axes.scatter([util], [max(wait, 1.0)], color="#2e86de")
         axes.annotate(name, (util, max(wait, 1.0)), fontsize=7, xytext=(3, 3), textcoords="offset points")
     if cluster.utilization_average_percent is not None and cluster.queueing and cluster.queueing.wait_p95_s:
-        axes.scatter([cluster.utilization_average_percent], [max(cluster.queueing.wait_p95_s, 1.0)],
-                     marker="*", s=160, color="#ee5253", label="cluster")
+        axes.scatter(
+            [cluster.utilization_average_percent],
+            [max(cluster.queueing.wait_p95_s, 1.0)],
+            marker="*",
+            s=160,
+            color="#ee5253",
+            label="cluster",
+        )
         axes.legend(fontsize=8)
     axes.set_xlim(0, 100)
     axes.set_yscale("log")
     axes.set_xlabel("average GPU utilization over the window (%)")
     axes.set_ylabel("p95 admission wait (s)")
     for x, y, text in ((25, 0.97, "tune"), (75, 0.97, "buy"), (25, 0.03, "over-provisioned"), (75, 0.03, "healthy")):
-        axes.text(x, y, text, transform=axes.get_xaxis_transform(), ha="center", va="top" if y > 0.5 else "bottom",
-                  fontsize=11, color="#8395a7")
+        axes.text(
+            x,
+            y,
+            text,
+            transform=axes.get_xaxis_transform(),
+            ha="center",
+            va="top" if y > 0.5 else "bottom",
+            fontsize=11,
+            color="#8395a7",
+        )
     axes.set_title("Verdict quadrant" + ("" if points else " (no team has both utilization and waits)"))
     return _svg(figure)
 

@@ -53,9 +53,7 @@ class _Runner:
 
 
 def _hourly(series: RangeSeries, window: Window) -> Hourly:
-    return tuple(
-        value if not math.isnan(value := series.points.get(t, 0.0)) else 0.0 for t in window.hour_ends()
-    )
+    return tuple(value if not math.isnan(value := series.points.get(t, 0.0)) else 0.0 for t in window.hour_ends())
 
 
 def _hourly_optional(series: RangeSeries, window: Window) -> tuple[float | None, ...]:
@@ -99,8 +97,9 @@ async def _detect_gpu_series(run: _Runner, window_s: int) -> GpuSeries | None:
         ),
     )
     if found["kuota"]:
-        return GpuSeries(GpuFamily.KUOTA, bool(found["kuota_exported"]), bool(found["kuota_util"]),
-                         bool(found["kuota_up"]))
+        return GpuSeries(
+            GpuFamily.KUOTA, bool(found["kuota_exported"]), bool(found["kuota_util"]), bool(found["kuota_up"])
+        )
     if found["dcgm"]:
         return GpuSeries(GpuFamily.DCGM, bool(found["dcgm_exported"]), True, True)
     return None
@@ -171,9 +170,7 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
     )
     scalars = await _gather(
         cluster_waiting=run.scalar("cluster_waiting_steps", queries.cluster_waiting_steps()),
-        cluster_waiting_idle=run.scalar(
-            "cluster_waiting_while_idle_steps", queries.cluster_waiting_while_idle_steps()
-        ),
+        cluster_waiting_idle=run.scalar("cluster_waiting_while_idle_steps", queries.cluster_waiting_while_idle_steps()),
         steps=run.scalar("queue_steps", queries.queue_steps()),
         unused=run.scalar("cluster_unused_average", queries.cluster_unused_average()),
     )
@@ -218,17 +215,19 @@ async def collect(
 
     gpu: GpuMeasurements | None = None
     if gpu_found is None:
-        missing.append(MissingSeries(
-            f"{promql.KUOTA_ALLOCATED} / {promql.DCGM_UTIL}",
-            "GPU utilization, allocated and used GPU-hours, idle holders and idle cost",
-        ))
+        missing.append(
+            MissingSeries(
+                f"{promql.KUOTA_ALLOCATED} / {promql.DCGM_UTIL}",
+                "GPU utilization, allocated and used GPU-hours, idle holders and idle cost",
+            )
+        )
     else:
         if not gpu_found.has_util:
             missing.append(MissingSeries(promql.KUOTA_UTIL, "measured utilization, used GPU-hours, idle holders"))
         if not gpu_found.has_inventory:
-            missing.append(MissingSeries(
-                promql.KUOTA_UP, "the GPU inventory (capacity falls back to the sum of nominal quotas)"
-            ))
+            missing.append(
+                MissingSeries(promql.KUOTA_UP, "the GPU inventory (capacity falls back to the sum of nominal quotas)")
+            )
         progress(f"querying GPU allocation and utilization per namespace and hour ({' + '.join(gpu_found.names)})")
         gpu = await _collect_gpu(run, window, queries, gpu_found)
 
@@ -251,7 +250,7 @@ async def collect(
 
 async def _queue_presence(run: _Runner, window_s: int) -> dict[str, bool]:
     metrics = (promql.WAIT_BUCKET, promql.PENDING, promql.NOMINAL, promql.PREEMPTED, promql.EVICTED)
-    found = await _gather(**{
-        metric: run.scalar(f"presence.{metric}", promql.presence(metric, window_s)) for metric in metrics
-    })
+    found = await _gather(
+        **{metric: run.scalar(f"presence.{metric}", promql.presence(metric, window_s)) for metric in metrics}
+    )
     return {metric: bool(value) for metric, value in found.items()}

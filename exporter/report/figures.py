@@ -186,8 +186,9 @@ def _merge_buckets(histograms: Sequence[Sequence[tuple[float, float]]]) -> tuple
 def _queueing(
     queues: QueueMeasurements, members: Sequence[str], resolution_s: int, preempting: Sequence[str]
 ) -> Queueing | None:
-    present = [cq for cq in members if cq in queues.nominal or cq in queues.wait_buckets
-               or cq in queues.pending_average]
+    present = [
+        cq for cq in members if cq in queues.nominal or cq in queues.wait_buckets or cq in queues.pending_average
+    ]
     if not present:
         return None
     buckets = _merge_buckets([queues.wait_buckets[cq] for cq in present if cq in queues.wait_buckets])
@@ -297,20 +298,23 @@ def build_report(
         idle_total = None
         if gpu is not None:
             allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
-            used = None if gpu.used is None else _add(
-                [gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours
-            )
+            used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
             utilization = _utilization(allocated, used, window)
             if gpu.idle_held is not None:
                 held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
                 idle_hourly = _add(list(held.values()), hours)
                 idle_total = sum(idle_hourly)
                 idle_cost = _split_by_class(idle_hourly, window, price)
-                idle_holders = tuple(sorted(
-                    (IdleHolder(ns, pod, sum(series)) for (ns, pod), series in held.items()
-                     if sum(series) >= thresholds.idle_holder_hours),
-                    key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
-                ))
+                idle_holders = tuple(
+                    sorted(
+                        (
+                            IdleHolder(ns, pod, sum(series))
+                            for (ns, pod), series in held.items()
+                            if sum(series) >= thresholds.idle_holder_hours
+                        ),
+                        key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
+                    )
+                )
         queueing = None
         reclaimable = None
         if queues is not None and team.cluster_queue is not None:
@@ -325,13 +329,28 @@ def build_report(
         failed = None
         if failed_gpu_hours is not None:
             failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
-        team_reports.append(TeamReport(
-            team.name, team.cluster_queue, team.namespaces, utilization, queueing, idle_holders, idle_cost,
-            failed, verdict, tuple(levers),
-        ))
+        team_reports.append(
+            TeamReport(
+                team.name,
+                team.cluster_queue,
+                team.namespaces,
+                utilization,
+                queueing,
+                idle_holders,
+                idle_cost,
+                failed,
+                verdict,
+                tuple(levers),
+            )
+        )
     cluster = _cluster(
-        measurements, window=window, thresholds=thresholds, price=price, teams=team_reports,
-        failed_gpu_hours=failed_gpu_hours, borrowing_whatif=borrowing_whatif,
+        measurements,
+        window=window,
+        thresholds=thresholds,
+        price=price,
+        teams=team_reports,
+        failed_gpu_hours=failed_gpu_hours,
+        borrowing_whatif=borrowing_whatif,
     )
     return Report(
         window=window,
@@ -421,8 +440,11 @@ def _cluster(
                 idle_share = queues.cluster_waiting_while_idle_steps / steps
     utilization = _ratio(_total(used), _total(capacity))
     # one queue drowning in the admissions of another must not hide: the cluster is judged by its worst queue
-    worst = max((t for t in teams if t.queueing and t.queueing.wait_p95_s is not None),
-                key=lambda t: t.queueing.wait_p95_s if t.queueing and t.queueing.wait_p95_s else 0.0, default=None)
+    worst = max(
+        (t for t in teams if t.queueing and t.queueing.wait_p95_s is not None),
+        key=lambda t: t.queueing.wait_p95_s if t.queueing and t.queueing.wait_p95_s else 0.0,
+        default=None,
+    )
     verdict_queueing = queueing
     if queueing is not None and worst is not None and worst.queueing is not None:
         verdict_queueing = Queueing(**{**queueing.__dict__, "wait_p95_s": worst.queueing.wait_p95_s})
@@ -454,13 +476,16 @@ def _cluster(
 
 def _with_cluster_waiting(queueing: Queueing, queues: QueueMeasurements, resolution_s: int) -> Queueing:
     """Cluster waiting hours count a step once, however many queues waited in it."""
+
     def hours(steps: float | None) -> float | None:
         return None if steps is None else steps * resolution_s / 3600
 
     return Queueing(
-        **{**queueing.__dict__,
-           "waiting_hours": hours(queues.cluster_waiting_steps),
-           "waiting_while_idle_elsewhere_hours": hours(queues.cluster_waiting_while_idle_steps)},
+        **{
+            **queueing.__dict__,
+            "waiting_hours": hours(queues.cluster_waiting_steps),
+            "waiting_while_idle_elsewhere_hours": hours(queues.cluster_waiting_while_idle_steps),
+        },
     )
 
 
@@ -475,8 +500,12 @@ def _cluster_levers(teams: Sequence[TeamReport]) -> list[Lever]:
                 totals[lever.name] = (totals.get(lever.name) or 0.0) + lever.gpu_hours
             evidence.setdefault(lever.name, []).append(team.name)
     levers = [
-        Lever(name, value, f"indicated for {len(evidence[name])} team(s): {', '.join(evidence[name][:8])}"
-              + (" ..." if len(evidence[name]) > 8 else ""))
+        Lever(
+            name,
+            value,
+            f"indicated for {len(evidence[name])} team(s): {', '.join(evidence[name][:8])}"
+            + (" ..." if len(evidence[name]) > 8 else ""),
+        )
         for name, value in totals.items()
     ]
     quantified = sorted((lever for lever in levers if lever.gpu_hours is not None), key=lambda lv: -(lv.gpu_hours or 0))

@@ -85,11 +85,14 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             if request.config_objects is None and not any(o.get("kind") == "ClusterQueue" for o in config_objects):
                 notes.append("The cluster has no ClusterQueue: there are no queues to replay the what-if against.")
             else:
-                progress(f"replaying {history} through kuota simulate: current queues, borrowing, "
-                         f"+{request.more_gpus} GPUs")
+                progress(
+                    f"replaying {history} through kuota simulate: current queues, borrowing, +{request.more_gpus} GPUs"
+                )
                 scenarios = await run_whatif(config_objects, history, request.more_gpus)
-        notes.append("What-if utilization is admitted GPU-hours over nominal GPU quota in the replay "
-                     "(the simulator has no SM activity).")
+        notes.append(
+            "What-if utilization is admitted GPU-hours over nominal GPU quota in the replay "
+            "(the simulator has no SM activity)."
+        )
     progress("computing figures, verdicts and levers")
     return build_report(
         measurements,
@@ -122,17 +125,17 @@ async def _read_sources(
 
 
 def _priority_class_names(objects: list[dict[str, Any]]) -> set[str]:
-    return {
-        str((o.get("metadata") or {}).get("name")) for o in objects if o.get("kind") == "WorkloadPriorityClass"
-    }
+    return {str((o.get("metadata") or {}).get("name")) for o in objects if o.get("kind") == "WorkloadPriorityClass"}
 
 
 def _workload_items(path: Path) -> list[dict[str, Any]]:
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ReportInputError(f"--workloads {path} is not readable JSON ({error}); "
-                               "write it with 'kubectl get workloads.kueue.x-k8s.io -A -o json'") from error
+        raise ReportInputError(
+            f"--workloads {path} is not readable JSON ({error}); "
+            "write it with 'kubectl get workloads.kueue.x-k8s.io -A -o json'"
+        ) from error
     items = body.get("items") if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise ReportInputError(f"--workloads {path} has no 'items' list: give kubectl's List output")

@@ -43,19 +43,30 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _verdict(name: str, quadrant: str, reason: str) -> str:
-    return (f'<p class="verdict">{html.escape(name)}: <strong class="{html.escape(quadrant)}">'
-            f"{html.escape(quadrant)}</strong> - {html.escape(reason)}</p>")
+    return (
+        f'<p class="verdict">{html.escape(name)}: <strong class="{html.escape(quadrant)}">'
+        f"{html.escape(quadrant)}</strong> - {html.escape(reason)}</p>"
+    )
 
 
 def _team(team: TeamReport) -> str:
-    parts = [f"<details><summary>{html.escape(team.name)} - {team.verdict.quadrant.value}</summary>",
-             _verdict(team.name, team.verdict.quadrant.value, team.verdict.reason)]
+    parts = [
+        f"<details><summary>{html.escape(team.name)} - {team.verdict.quadrant.value}</summary>",
+        _verdict(team.name, team.verdict.quadrant.value, team.verdict.reason),
+    ]
     if team.idle_holders:
-        parts.append(_table(["namespace", "pod", "idle GPU-hours"],
-                            [[h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders]))
+        parts.append(
+            _table(
+                ["namespace", "pod", "idle GPU-hours"],
+                [[h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders],
+            )
+        )
     if team.levers:
-        items = "".join(f"<li><strong>{html.escape(lv.name)}</strong> ({text.number(lv.gpu_hours)} GPU-h): "
-                        f"{html.escape(lv.evidence)}</li>" for lv in team.levers)
+        items = "".join(
+            f"<li><strong>{html.escape(lv.name)}</strong> ({text.number(lv.gpu_hours)} GPU-h): "
+            f"{html.escape(lv.evidence)}</li>"
+            for lv in team.levers
+        )
         parts.append(f"<ol>{items}</ol>")
     parts.append("</details>")
     return "".join(parts)
@@ -76,45 +87,67 @@ def render(report: Report) -> str:
     sections += [
         "<h2>Cluster</h2>",
         _verdict("cluster", c.verdict.quadrant.value, c.verdict.reason),
-        _table(["figure", "value"], [
-            ["capacity GPU-hours", text.number(c.capacity_gpu_hours)],
-            ["allocated GPU-hours", text.number(c.allocated_gpu_hours)],
-            ["used GPU-hours", text.number(c.used_gpu_hours)],
-            ["utilization of capacity, average", text.percent(c.utilization_average_percent)],
-            ["admission wait p95", text.hours_text(c.queueing.wait_p95_s if c.queueing else None)],
-            ["time some queue waited", text.share(c.waiting_share)],
-            ["... while idle quota sat elsewhere", text.share(c.waiting_while_idle_elsewhere_share)],
-            ["idle cost, nights", text.money(c.idle_cost.dollars["night"] if c.idle_cost else None)],
-            ["idle cost, weekends", text.money(c.idle_cost.dollars["weekend"] if c.idle_cost else None)],
-        ]),
+        _table(
+            ["figure", "value"],
+            [
+                ["capacity GPU-hours", text.number(c.capacity_gpu_hours)],
+                ["allocated GPU-hours", text.number(c.allocated_gpu_hours)],
+                ["used GPU-hours", text.number(c.used_gpu_hours)],
+                ["utilization of capacity, average", text.percent(c.utilization_average_percent)],
+                ["admission wait p95", text.hours_text(c.queueing.wait_p95_s if c.queueing else None)],
+                ["time some queue waited", text.share(c.waiting_share)],
+                ["... while idle quota sat elsewhere", text.share(c.waiting_while_idle_elsewhere_share)],
+                ["idle cost, nights", text.money(c.idle_cost.dollars["night"] if c.idle_cost else None)],
+                ["idle cost, weekends", text.money(c.idle_cost.dollars["weekend"] if c.idle_cost else None)],
+            ],
+        ),
         "<h2>Charts</h2>",
     ]
     for cid, caption, svg in charts:
         if svg is None:
             sections.append(f'<p class="missing">{html.escape(caption)}: missing data</p>')
         else:
-            sections.append(f'<figure class="chart" id="{cid}">{svg}<figcaption>{html.escape(caption)}'
-                            "</figcaption></figure>")
-    sections += ["<h2>Teams</h2>", _table(
-        ["team", "namespaces", "util avg", "util p95", "allocated GPU-h", "used GPU-h", "wait p50", "wait p95",
-         "pending avg", "verdict"],
-        [text.team_row(team) for team in report.teams],
-    )]
+            sections.append(
+                f'<figure class="chart" id="{cid}">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
+            )
+    sections += [
+        "<h2>Teams</h2>",
+        _table(
+            [
+                "team",
+                "namespaces",
+                "util avg",
+                "util p95",
+                "allocated GPU-h",
+                "used GPU-h",
+                "wait p50",
+                "wait p95",
+                "pending avg",
+                "verdict",
+            ],
+            [text.team_row(team) for team in report.teams],
+        ),
+    ]
     sections += [_team(team) for team in report.teams]
     sections.append("<h2>What-if</h2>")
     if report.whatif is None:
         sections.append('<p class="missing">not run</p>')
     else:
-        sections.append(_table(["scenario", "p95 wait", "utilization", "what changed"], [
-            [s.name, text.hours_text(s.wait_p95_s), text.percent(s.utilization_percent), s.description]
-            for s in report.whatif
-        ]))
+        sections.append(
+            _table(
+                ["scenario", "p95 wait", "utilization", "what changed"],
+                [
+                    [s.name, text.hours_text(s.wait_p95_s), text.percent(s.utilization_percent), s.description]
+                    for s in report.whatif
+                ],
+            )
+        )
     if report.missing:
         items = "".join(f"<li><code>{html.escape(m)}</code>: {html.escape(why)}</li>" for m, why in report.missing)
         sections.append(f"<h2>Missing data</h2><ul>{items}</ul>")
     body = "\n".join(sections)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kuota report</title>"
-        f"<style>{_STYLE}</style></head>\n<body data-charts=\"{len(drawn)}\">\n{body}\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>kuota report</title>'
+        f'<style>{_STYLE}</style></head>\n<body data-charts="{len(drawn)}">\n{body}\n'
         f"<script>{_SCRIPT}</script></body></html>\n"
     )

@@ -92,68 +92,101 @@ def render(report: Report) -> str:
         f"**Verdict: {c.verdict.quadrant.value}** - {c.verdict.reason}.",
         "",
     ]
-    lines += _table(["figure", "value"], [
-        ["capacity (GPU-hours)", number(c.capacity_gpu_hours) + (f" ({c.capacity_source})" * bool(c.capacity_source))],
-        ["allocated GPU-hours", number(c.allocated_gpu_hours)],
-        ["used GPU-hours (busy)", number(c.used_gpu_hours)],
-        ["allocation of capacity", percent(c.allocation_percent)],
-        ["utilization of capacity, average", percent(c.utilization_average_percent)],
-        ["utilization of capacity, p95 hour", percent(c.utilization_p95_percent)],
-        ["admission wait p50 / p95", f"{hours_text(c.queueing.wait_p50_s if c.queueing else None)} / "
-                                     f"{hours_text(c.queueing.wait_p95_s if c.queueing else None)}"],
-        ["time some queue had pending work", share(c.waiting_share)],
-        ["... while idle quota sat elsewhere", share(c.waiting_while_idle_elsewhere_share)],
-        ["unused nominal GPU quota, average", number(c.unused_quota_gpus_average)],
-        ["idle GPU-hours and cost, nights", _cost(c.idle_cost, "night")],
-        ["idle GPU-hours and cost, weekends", _cost(c.idle_cost, "weekend")],
-        ["idle GPU-hours and cost, workdays", _cost(c.idle_cost, "workday")],
-        ["GPU-hours of failed or cancelled jobs", number(c.failed_gpu_hours)],
-    ])
+    lines += _table(
+        ["figure", "value"],
+        [
+            [
+                "capacity (GPU-hours)",
+                number(c.capacity_gpu_hours) + (f" ({c.capacity_source})" * bool(c.capacity_source)),
+            ],
+            ["allocated GPU-hours", number(c.allocated_gpu_hours)],
+            ["used GPU-hours (busy)", number(c.used_gpu_hours)],
+            ["allocation of capacity", percent(c.allocation_percent)],
+            ["utilization of capacity, average", percent(c.utilization_average_percent)],
+            ["utilization of capacity, p95 hour", percent(c.utilization_p95_percent)],
+            [
+                "admission wait p50 / p95",
+                f"{hours_text(c.queueing.wait_p50_s if c.queueing else None)} / "
+                f"{hours_text(c.queueing.wait_p95_s if c.queueing else None)}",
+            ],
+            ["time some queue had pending work", share(c.waiting_share)],
+            ["... while idle quota sat elsewhere", share(c.waiting_while_idle_elsewhere_share)],
+            ["unused nominal GPU quota, average", number(c.unused_quota_gpus_average)],
+            ["idle GPU-hours and cost, nights", _cost(c.idle_cost, "night")],
+            ["idle GPU-hours and cost, weekends", _cost(c.idle_cost, "weekend")],
+            ["idle GPU-hours and cost, workdays", _cost(c.idle_cost, "workday")],
+            ["GPU-hours of failed or cancelled jobs", number(c.failed_gpu_hours)],
+        ],
+    )
     if c.levers:
         lines += ["Levers for the cluster, ranked:", ""]
-        lines += [f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}"
-                  for i, lv in enumerate(c.levers, 1)] + [""]
+        lines += [
+            f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}" for i, lv in enumerate(c.levers, 1)
+        ] + [""]
     lines += ["## Teams", ""]
     lines += _table(
-        ["team", "namespaces", "util avg", "util p95", "allocated GPU-h", "used GPU-h", "wait p50",
-         "wait p95", "pending avg", "verdict"],
+        [
+            "team",
+            "namespaces",
+            "util avg",
+            "util p95",
+            "allocated GPU-h",
+            "used GPU-h",
+            "wait p50",
+            "wait p95",
+            "pending avg",
+            "verdict",
+        ],
         (team_row(team) for team in report.teams),
     )
     for team in report.teams:
         q = team.queueing
         lines += [f"### {team.name}", "", f"**Verdict: {team.verdict.quadrant.value}** - {team.verdict.reason}.", ""]
-        lines += _table(["figure", "value"], [
-            ["ClusterQueue / cohort", f"{team.cluster_queue or 'none'} / {(q.cohort if q else None) or 'none'}"],
-            ["admissions in window", number(q.admissions if q else None, 0)],
-            ["pending workloads avg / max", f"{number(q.pending_average if q else None)} / "
-                                            f"{number(q.pending_max if q else None)}"],
-            ["borrowed GPU-hours", number(q.borrowed_gpu_hours if q else None)],
-            ["hours waiting / while idle elsewhere", f"{number(q.waiting_hours if q else None)} / "
-                                                     f"{number(q.waiting_while_idle_elsewhere_hours if q else None)}"],
-            ["preemptions by this queue", number(q.preemptions if q else None, 0)],
-            ["idle-held GPU-hours and cost, nights", _cost(team.idle_cost, "night")],
-            ["idle-held GPU-hours and cost, weekends", _cost(team.idle_cost, "weekend")],
-            ["GPU-hours of failed or cancelled jobs", number(team.failed_gpu_hours)],
-        ])
+        lines += _table(
+            ["figure", "value"],
+            [
+                ["ClusterQueue / cohort", f"{team.cluster_queue or 'none'} / {(q.cohort if q else None) or 'none'}"],
+                ["admissions in window", number(q.admissions if q else None, 0)],
+                [
+                    "pending workloads avg / max",
+                    f"{number(q.pending_average if q else None)} / {number(q.pending_max if q else None)}",
+                ],
+                ["borrowed GPU-hours", number(q.borrowed_gpu_hours if q else None)],
+                [
+                    "hours waiting / while idle elsewhere",
+                    f"{number(q.waiting_hours if q else None)} / "
+                    f"{number(q.waiting_while_idle_elsewhere_hours if q else None)}",
+                ],
+                ["preemptions by this queue", number(q.preemptions if q else None, 0)],
+                ["idle-held GPU-hours and cost, nights", _cost(team.idle_cost, "night")],
+                ["idle-held GPU-hours and cost, weekends", _cost(team.idle_cost, "weekend")],
+                ["GPU-hours of failed or cancelled jobs", number(team.failed_gpu_hours)],
+            ],
+        )
         if team.idle_holders:
             lines += ["Pods holding GPUs while idle:", ""]
-            lines += _table(["namespace", "pod", "idle GPU-hours"],
-                            ([h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders))
+            lines += _table(
+                ["namespace", "pod", "idle GPU-hours"],
+                ([h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders),
+            )
         if team.levers:
-            lines += [f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}"
-                      for i, lv in enumerate(team.levers, 1)] + [""]
+            lines += [
+                f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}"
+                for i, lv in enumerate(team.levers, 1)
+            ] + [""]
     lines += ["## What-if", ""]
     if report.whatif is None:
         lines += ["Not run (give --history or --kubeconfig, and --config, for a replay through `kuota simulate`).", ""]
     else:
-        lines += _table(["scenario", "p95 wait", "utilization", "what changed"], (
-            [s.name, hours_text(s.wait_p95_s), percent(s.utilization_percent), s.description]
-            for s in report.whatif
-        ))
+        lines += _table(
+            ["scenario", "p95 wait", "utilization", "what changed"],
+            ([s.name, hours_text(s.wait_p95_s), percent(s.utilization_percent), s.description] for s in report.whatif),
+        )
     if report.missing:
         lines += ["## Missing data", ""]
-        lines += [f"- `{metric}`: no samples in the window, so {why} cannot be shown."
-                  for metric, why in report.missing]
+        lines += [
+            f"- `{metric}`: no samples in the window, so {why} cannot be shown." for metric, why in report.missing
+        ]
         lines += [""]
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]

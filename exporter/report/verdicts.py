@@ -63,8 +63,7 @@ def decide(
     util_text = (
         "utilization unknown (missing data)"
         if utilization_percent is None
-        else f"utilization {utilization_percent:.1f}% {'<' if low else '>='} "
-        f"{thresholds.low_utilization_percent:g}%"
+        else f"utilization {utilization_percent:.1f}% {'<' if low else '>='} {thresholds.low_utilization_percent:g}%"
     )
     if long:
         if low:
@@ -125,45 +124,64 @@ def rank_levers(inputs: LeverInputs, thresholds: Thresholds) -> list[Lever]:
     levers: list[Lever] = []
     idle = inputs.idle_held_gpu_hours
     if idle:
-        levers.append(Lever(
-            "stop idle holders", idle,
-            f"{idle:.1f} GPU-hours held at under {thresholds.idle_percent:g}% utilization (hourly mean)",
-        ))
+        levers.append(
+            Lever(
+                "stop idle holders",
+                idle,
+                f"{idle:.1f} GPU-hours held at under {thresholds.idle_percent:g}% utilization (hourly mean)",
+            )
+        )
     if inputs.long_queue and inputs.waiting_while_idle_hours:
         cohort = f"cohort {inputs.cohort!r}" if inputs.cohort else "no cohort yet"
-        levers.append(Lever(
-            "borrowing in a cohort",
-            inputs.waiting_while_idle_hours * thresholds.idle_elsewhere_gpus,
-            f"{inputs.waiting_while_idle_hours:.1f} h waiting while at least {thresholds.idle_elsewhere_gpus} "
-            f"GPUs of other teams' quota sat unused ({cohort}); GPU-hours are a lower bound",
-        ))
+        levers.append(
+            Lever(
+                "borrowing in a cohort",
+                inputs.waiting_while_idle_hours * thresholds.idle_elsewhere_gpus,
+                f"{inputs.waiting_while_idle_hours:.1f} h waiting while at least {thresholds.idle_elsewhere_gpus} "
+                f"GPUs of other teams' quota sat unused ({cohort}); GPU-hours are a lower bound",
+            )
+        )
     if inputs.long_queue and inputs.reclaimable_gpu_hours:
         done = f"{inputs.preemptions:.0f} preemptions recorded" if inputs.preemptions else "no preemptions recorded"
-        levers.append(Lever(
-            "preemption (reclaimWithinCohort)", inputs.reclaimable_gpu_hours,
-            f"{inputs.reclaimable_gpu_hours:.1f} GPU-hours of its own unused quota were borrowed by others "
-            f"while it waited ({done})",
-        ))
+        levers.append(
+            Lever(
+                "preemption (reclaimWithinCohort)",
+                inputs.reclaimable_gpu_hours,
+                f"{inputs.reclaimable_gpu_hours:.1f} GPU-hours of its own unused quota were borrowed by others "
+                f"while it waited ({done})",
+            )
+        )
     active = None
     if inputs.allocated_gpu_hours is not None and inputs.used_gpu_hours is not None:
         active = max(0.0, inputs.allocated_gpu_hours - (idle or 0.0))
     if inputs.low_utilization and active is not None and inputs.used_gpu_hours is not None:
         unused = max(0.0, active - inputs.used_gpu_hours)
-        levers.append(Lever(
-            "right-sizing to smaller GPUs", unused,
-            f"{unused:.1f} GPU-hours allocated but unused by working pods",
-        ))
+        levers.append(
+            Lever(
+                "right-sizing to smaller GPUs",
+                unused,
+                f"{unused:.1f} GPU-hours allocated but unused by working pods",
+            )
+        )
     p95 = inputs.utilization_p95_percent
     if active and p95 is not None and p95 < thresholds.low_utilization_percent:
-        levers.append(Lever(
-            "MIG for inference", active * (1 - p95 / 100),
-            f"even the busiest hours (p95 {p95:.0f}%) use under {thresholds.low_utilization_percent:g}% "
-            "of a GPU: a MIG slice would do",
-        ))
+        levers.append(
+            Lever(
+                "MIG for inference",
+                active * (1 - p95 / 100),
+                f"even the busiest hours (p95 {p95:.0f}%) use under {thresholds.low_utilization_percent:g}% "
+                "of a GPU: a MIG slice would do",
+            )
+        )
     if inputs.long_queue:
-        levers.append(Lever(
-            "spot flavor", None, "a long queue of interruptible work can run on spot capacity (not quantified)",
-        ))
-    quantified = sorted((lever for lever in levers if lever.gpu_hours is not None),
-                        key=lambda lever: -(lever.gpu_hours or 0.0))
+        levers.append(
+            Lever(
+                "spot flavor",
+                None,
+                "a long queue of interruptible work can run on spot capacity (not quantified)",
+            )
+        )
+    quantified = sorted(
+        (lever for lever in levers if lever.gpu_hours is not None), key=lambda lever: -(lever.gpu_hours or 0.0)
+    )
     return quantified + [lever for lever in levers if lever.gpu_hours is None]

@@ -147,9 +147,18 @@ async def _simulate(config: Objects, history: Path, workdir: Path, name: str) ->
     output_path = workdir / f"{name}.json"
     config_path.write_text(yaml.safe_dump_all(config, sort_keys=False), encoding="utf-8")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kuota", "simulate", "--config", str(config_path), "--workloads", str(history),
-        "--output", str(output_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "kuota",
+        "simulate",
+        "--config",
+        str(config_path),
+        "--workloads",
+        str(history),
+        "--output",
+        str(output_path),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with asyncio.timeout(_SIMULATE_TIMEOUT_S):
@@ -188,15 +197,25 @@ async def run_whatif(config: Objects, history: Path, more_gpus: int) -> list[Wha
     capacity = sum(nominal_gpus(config).values())
     variants: Sequence[tuple[str, str, Objects, int]] = (
         ("current", "today's queues and quotas", config, capacity),
-        ("borrowing", "every ClusterQueue in a cohort, borrowing allowed, reclaimWithinCohort Any",
-         with_borrowing(config), capacity),
-        (f"+{more_gpus} GPUs", f"{more_gpus} more GPUs of nominal quota, shared in proportion to today's",
-         with_more_gpus(config, more_gpus), capacity + more_gpus),
+        (
+            "borrowing",
+            "every ClusterQueue in a cohort, borrowing allowed, reclaimWithinCohort Any",
+            with_borrowing(config),
+            capacity,
+        ),
+        (
+            f"+{more_gpus} GPUs",
+            f"{more_gpus} more GPUs of nominal quota, shared in proportion to today's",
+            with_more_gpus(config, more_gpus),
+            capacity + more_gpus,
+        ),
     )
     with tempfile.TemporaryDirectory(prefix="kuota-whatif-") as temp:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_simulate(objects, history, Path(temp), f"scenario-{i}"))
-                     for i, (_, _, objects, _) in enumerate(variants)]
+            tasks = [
+                group.create_task(_simulate(objects, history, Path(temp), f"scenario-{i}"))
+                for i, (_, _, objects, _) in enumerate(variants)
+            ]
     return [
         _scenario(name, description, summarize(task.result(), submitted), gpus)
         for (name, description, _, gpus), task in zip(variants, tasks, strict=True)

@@ -86,9 +86,7 @@ class Window:
         if length_s <= 0 or length_s % HOUR_S:
             raise ReportInputError(f"--window must be a positive whole number of hours, got {length_s} s")
         if resolution_s <= 0 or HOUR_S % resolution_s:
-            raise ReportInputError(
-                f"--resolution must divide an hour (e.g. 15s, 30s, 1m, 5m), got {resolution_s} s"
-            )
+            raise ReportInputError(f"--resolution must divide an hour (e.g. 15s, 30s, 1m, 5m), got {resolution_s} s")
         return cls(end - length_s, end, resolution_s, work_hours)
 
     @property

@@ -97,16 +97,18 @@ def job_history(workloads: Iterable[Mapping[str, Any]], window_start: float, win
             for p in spec.get("podSets") or []
         ]
         priority = spec.get("priorityClassRef")
-        records.append({
-            "name": metadata.get("name"),
-            "namespace": metadata.get("namespace"),
-            "queue": spec.get("queueName"),
-            "priorityClass": priority.get("name") if isinstance(priority, dict) else priority,
-            "submitAt": created - window_start,
-            "duration": max(1.0, ended - admitted),
-            "maxExecutionSeconds": spec.get("maximumExecutionTimeSeconds"),
-            "podSets": pod_sets,
-        })
+        records.append(
+            {
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "queue": spec.get("queueName"),
+                "priorityClass": priority.get("name") if isinstance(priority, dict) else priority,
+                "submitAt": created - window_start,
+                "duration": max(1.0, ended - admitted),
+                "maxExecutionSeconds": spec.get("maximumExecutionTimeSeconds"),
+                "podSets": pod_sets,
+            }
+        )
         if finished_condition is not None and finished_condition.get("reason") in FAILED_REASONS:
             namespace = str(metadata.get("namespace"))
             failed[namespace] = failed.get(namespace, 0.0) + _gpus(pod_sets) * (ended - admitted) / 3600

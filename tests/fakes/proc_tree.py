@@ -15,8 +15,9 @@ def cgroupfs_v1(uid: str, container_id: str = CID, qos: str = "burstable") -> st
     )
 
 
-def systemd_v2(uid: str, container_id: str = CID, qos: str = "besteffort", runtime: str = "cri-containerd",
-               prefix: str = "") -> str:
+def systemd_v2(
+    uid: str, container_id: str = CID, qos: str = "besteffort", runtime: str = "cri-containerd", prefix: str = ""
+) -> str:
     """cgroup v2, systemd driver: kubepods.slice/kubepods-<qos>.slice/kubepods-<qos>-pod<uid_>.slice/..."""
     under = uid.replace("-", "_")
     slices = "/kubepods.slice"

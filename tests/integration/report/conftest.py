@@ -84,8 +84,19 @@ def synthetic_week_report(
     config = workdir / "queues.yaml"
     config.write_text(synthetic_week.CONFIG_YAML, encoding="utf-8")
     return run_report(
-        "--prometheus", prometheus.url, "--end", str(synthetic_week.END), "--window", "7d",
-        "--resolution", "5m", "--config", str(config), "--price", "p5.48xlarge", out=workdir / "out",
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        str(synthetic_week.END),
+        "--window",
+        "7d",
+        "--resolution",
+        "5m",
+        "--config",
+        str(config),
+        "--price",
+        "p5.48xlarge",
+        out=workdir / "out",
     )
 
 

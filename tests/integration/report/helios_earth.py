@@ -55,15 +55,17 @@ def load(folder: Path = TRACES) -> list[TeamTrace]:
     for path in sorted(folder.glob("earth_*.csv.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
-        teams.append(TeamTrace(
-            # Kubernetes names are lowercase; the 16 team ids stay distinct lowercased
-            path.name.removeprefix("earth_").removesuffix(".csv.gz").lower(),
-            tuple(int(r["total_gpu_num"]) for r in rows),
-            tuple(int(r["running_gpu_num"]) for r in rows),
-            tuple(int(r["pending_gpujob_num"]) for r in rows),
-            tuple(int(r["running_gpujob_num"]) for r in rows),
-            tuple(int(r["pending_gpu_num"]) for r in rows),
-        ))
+        teams.append(
+            TeamTrace(
+                # Kubernetes names are lowercase; the 16 team ids stay distinct lowercased
+                path.name.removeprefix("earth_").removesuffix(".csv.gz").lower(),
+                tuple(int(r["total_gpu_num"]) for r in rows),
+                tuple(int(r["running_gpu_num"]) for r in rows),
+                tuple(int(r["pending_gpujob_num"]) for r in rows),
+                tuple(int(r["running_gpujob_num"]) for r in rows),
+                tuple(int(r["pending_gpu_num"]) for r in rows),
+            )
+        )
     return teams
 
 
@@ -111,19 +113,37 @@ def history(teams: list[TeamTrace]) -> OpenMetricsHistory:
         quota = {"cohort": "", "cluster_queue": team.name, "flavor": "default", "resource": GPU}
         om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, _changes(team.total, finish))
         om.gauge("kueue_cluster_queue_resource_usage", quota, _changes(team.running, finish))
-        om.gauge("kueue_pending_workloads", {"cluster_queue": team.name, "status": "active"},
-                 _changes(team.pending_jobs, finish))
-        om.gauge("kuota_gpu_allocated",
-                 {"namespace": team.name, "pod": "all-jobs", "Hostname": "helios-earth", "gpu": "all",
-                  "UUID": f"team-{team.name}", "container": ""},
-                 _changes(team.running, finish))
+        om.gauge(
+            "kueue_pending_workloads",
+            {"cluster_queue": team.name, "status": "active"},
+            _changes(team.pending_jobs, finish),
+        )
+        om.gauge(
+            "kuota_gpu_allocated",
+            {
+                "namespace": team.name,
+                "pod": "all-jobs",
+                "Hostname": "helios-earth",
+                "gpu": "all",
+                "UUID": f"team-{team.name}",
+                "container": "",
+            },
+            _changes(team.running, finish),
+        )
     for team in teams:
         observed = list(waits(team))
         for bound in BUCKETS:
-            om.add("kueue_admission_wait_time_seconds", "histogram", "kueue_admission_wait_time_seconds_bucket",
-                   {"cluster_queue": team.name, "priority_class": "",
-                    "le": "+Inf" if bound == float("inf") else f"{bound:g}"},
-                   _bucket_counter(observed, bound, finish))
+            om.add(
+                "kueue_admission_wait_time_seconds",
+                "histogram",
+                "kueue_admission_wait_time_seconds_bucket",
+                {
+                    "cluster_queue": team.name,
+                    "priority_class": "",
+                    "le": "+Inf" if bound == float("inf") else f"{bound:g}",
+                },
+                _bucket_counter(observed, bound, finish),
+            )
     return om
 
 
@@ -148,10 +168,14 @@ DEMAND_STEP_MINUTES = 10
 
 def _job(team: str, number: int, submitted: int, gpus: int, ended: int) -> dict[str, object]:
     return {
-        "name": f"{team}-{number}", "namespace": team, "queue": "default", "priorityClass": None,
-        "submitAt": float(submitted), "duration": float(max(60, ended - submitted)), "maxExecutionSeconds": None,
-        "podSets": [{"name": "main", "count": 1, "requests": {GPU: str(gpus)}, "nodeSelector": {},
-                     "tolerations": []}],
+        "name": f"{team}-{number}",
+        "namespace": team,
+        "queue": "default",
+        "priorityClass": None,
+        "submitAt": float(submitted),
+        "duration": float(max(60, ended - submitted)),
+        "maxExecutionSeconds": None,
+        "podSets": [{"name": "main", "count": 1, "requests": {GPU: str(gpus)}, "nodeSelector": {}, "tolerations": []}],
     }
 
 
@@ -192,15 +216,30 @@ def config(teams: list[TeamTrace]) -> list[dict[str, object]]:
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
     ]
     for team in teams:
-        objects.append({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": team.name},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                "coveredResources": [GPU],
-                "flavors": [{"name": "default", "resources": [{"name": GPU, "nominalQuota": max(team.total)}]}],
-            }]},
-        })
-        objects.append({
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": "default", "namespace": team.name}, "spec": {"clusterQueue": team.name},
-        })
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": team.name},
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": [GPU],
+                            "flavors": [
+                                {"name": "default", "resources": [{"name": GPU, "nominalQuota": max(team.total)}]}
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "default", "namespace": team.name},
+                "spec": {"clusterQueue": team.name},
+            }
+        )
     return objects

@@ -17,8 +17,9 @@ class OpenMetricsHistory:
     def __init__(self) -> None:
         self._families: dict[str, tuple[str, list[tuple[str, Labels, list[tuple[int, float]]]]]] = {}
 
-    def add(self, family: str, kind: str, sample_name: str, labels: Labels,
-            points: Iterable[tuple[int, float]]) -> None:
+    def add(
+        self, family: str, kind: str, sample_name: str, labels: Labels, points: Iterable[tuple[int, float]]
+    ) -> None:
         """One series: ``points`` are (Unix seconds, value) in increasing time."""
         declared, series = self._families.setdefault(family, (kind, []))
         if declared != kind:

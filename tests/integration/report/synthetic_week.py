@@ -73,8 +73,14 @@ class PodGpus:
 
 
 PODS = (
-    PodGpus("research", "trainer-0", "node-a", tuple(range(8)), lambda h: True,
-            lambda h: 90.0 if is_workday_hour(h) else 30.0),
+    PodGpus(
+        "research",
+        "trainer-0",
+        "node-a",
+        tuple(range(8)),
+        lambda h: True,
+        lambda h: 90.0 if is_workday_hour(h) else 30.0,
+    ),
     PodGpus("research", "sweep-weekend", "node-c", (4, 5, 6, 7), is_weekend_hour, lambda h: 95.0),
     PodGpus("inference", "server-0", "node-b", (0,), lambda h: True, lambda h: 60.0),
     PodGpus("inference", "server-1", "node-b", (1,), lambda h: True, lambda h: 60.0),
@@ -142,8 +148,14 @@ def _kuota_series(om: OpenMetricsHistory) -> None:
             om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
     for pod in PODS:
         for gpu in pod.gpus:
-            labels = {"Hostname": pod.node, "gpu": str(gpu), "UUID": f"GPU-{pod.node}-{gpu}",
-                      "namespace": pod.namespace, "pod": pod.pod, "container": "main"}
+            labels = {
+                "Hostname": pod.node,
+                "gpu": str(gpu),
+                "UUID": f"GPU-{pod.node}-{gpu}",
+                "namespace": pod.namespace,
+                "pod": pod.pod,
+                "container": "main",
+            }
             times = [(t, h) for t, h in _samples() if h is not None and pod.present(h)]
             om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t, _ in times))
             om.gauge("kuota_pod_gpu_sm_utilization_percent", labels, ((t, pod.util(h)) for t, h in times))
@@ -153,23 +165,34 @@ def _holder(node: str, gpu: int, hour: int) -> PodGpus | None:
     return next((p for p in PODS if p.node == node and gpu in p.gpus and p.present(hour)), None)
 
 
-def _dcgm_series(
-    om: OpenMetricsHistory, held_util: Callable[[PodGpus, int], float], free_util: float
-) -> None:
+def _dcgm_series(om: OpenMetricsHistory, held_util: Callable[[PodGpus, int], float], free_util: float) -> None:
     """One series per GPU and holder; a new series (new exported_* labels) whenever the holder changes."""
     for node in NODES:
-        scraped = {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{node}",
-                   "container": "nvidia-dcgm-exporter", "job": "nvidia-dcgm-exporter", "instance": f"{node}:9400"}
+        scraped = {
+            "namespace": "gpu-operator",
+            "pod": f"nvidia-dcgm-exporter-{node}",
+            "container": "nvidia-dcgm-exporter",
+            "job": "nvidia-dcgm-exporter",
+            "instance": f"{node}:9400",
+        }
         for gpu in range(GPUS_PER_NODE):
-            device = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "device": f"nvidia{gpu}",
-                      "modelName": "NVIDIA H100 80GB HBM3"}
+            device = {
+                "Hostname": node,
+                "gpu": str(gpu),
+                "UUID": f"GPU-{node}-{gpu}",
+                "device": f"nvidia{gpu}",
+                "modelName": "NVIDIA H100 80GB HBM3",
+            }
             series: dict[str, tuple[dict[str, str], list[tuple[int, float]]]] = {}
             for t, hour in _samples():
                 if hour is None or (pod := _holder(node, gpu, hour)) is None:
                     key, labels, value = "", device | scraped, free_util
                 else:
-                    exported = {"exported_namespace": pod.namespace, "exported_pod": pod.pod,
-                                "exported_container": "main"}
+                    exported = {
+                        "exported_namespace": pod.namespace,
+                        "exported_pod": pod.pod,
+                        "exported_container": "main",
+                    }
                     key, labels, value = pod.pod, device | scraped | exported, held_util(pod, hour)
                 series.setdefault(key, (labels, []))[1].append((t, value))
             for labels, points in series.values():
@@ -180,24 +203,36 @@ def _queue_series(om: OpenMetricsHistory) -> None:
     for cq in WAITS:
         quota = {"cohort": "gpus", "cluster_queue": cq, "flavor": "h100-on-demand", "resource": GPU}
         om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, ((t, 8) for t, _ in _samples()))
-        om.gauge("kueue_cluster_queue_resource_usage", quota,
-                 ((t, usage(cq, 0 if h is None else h)) for t, h in _samples()))
+        om.gauge(
+            "kueue_cluster_queue_resource_usage", quota, ((t, usage(cq, 0 if h is None else h)) for t, h in _samples())
+        )
         for status in ("active", "inadmissible"):
-            om.gauge("kueue_pending_workloads", {"cluster_queue": cq, "status": status},
-                     ((t, pending(cq, h) if status == "active" and h is not None else 0) for t, h in _samples()))
+            om.gauge(
+                "kueue_pending_workloads",
+                {"cluster_queue": cq, "status": status},
+                ((t, pending(cq, h) if status == "active" and h is not None else 0) for t, h in _samples()),
+            )
     for cq in WAITS:
         observed = _observation_times(cq)
         first_bound = WAITS[cq][0][0]
         for bound in BUCKETS:
-            om.add("kueue_admission_wait_time_seconds", "histogram", "kueue_admission_wait_time_seconds_bucket",
-                   {"cluster_queue": cq, "priority_class": "", "le": "+Inf" if bound == float("inf") else f"{bound:g}"},
-                   _cumulative(observed, bound, first_bound))
-    om.counter("kueue_preempted_workloads_total",
-               {"preempting_cluster_queue": "applied-ml", "reason": "InCohortReclamation"},
-               _counter_series([START + 30 * 3600, START + 31 * 3600]))
-    om.counter("kueue_evicted_workloads_total",
-               {"cluster_queue": "research", "reason": "Preempted", "underlying_cause": "", "priority_class": ""},
-               _counter_series([START + 30 * 3600, START + 31 * 3600]))
+            om.add(
+                "kueue_admission_wait_time_seconds",
+                "histogram",
+                "kueue_admission_wait_time_seconds_bucket",
+                {"cluster_queue": cq, "priority_class": "", "le": "+Inf" if bound == float("inf") else f"{bound:g}"},
+                _cumulative(observed, bound, first_bound),
+            )
+    om.counter(
+        "kueue_preempted_workloads_total",
+        {"preempting_cluster_queue": "applied-ml", "reason": "InCohortReclamation"},
+        _counter_series([START + 30 * 3600, START + 31 * 3600]),
+    )
+    om.counter(
+        "kueue_evicted_workloads_total",
+        {"cluster_queue": "research", "reason": "Preempted", "underlying_cause": "", "priority_class": ""},
+        _counter_series([START + 30 * 3600, START + 31 * 3600]),
+    )
 
 
 def _cumulative(observed: list[tuple[int, float]], bound: float, first_bound: float) -> Iterator[tuple[int, float]]:

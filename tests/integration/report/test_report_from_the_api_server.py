@@ -73,49 +73,84 @@ def _iso(seconds: float) -> str:
 
 def _quota(name: str, flavor: str, cohort: str, **limits: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"cohortName": cohort, "namespaceSelector": {}, "resourceGroups": [{
-            "coveredResources": [GPU],
-            "flavors": [{"name": flavor, "resources": [{"name": GPU, "nominalQuota": 8, **limits}]}],
-        }]},
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "cohortName": cohort,
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": flavor, "resources": [{"name": GPU, "nominalQuota": 8, **limits}]}],
+                }
+            ],
+        },
     }
 
 
 def _workload(name: str, namespace: str, pods: int, gpus: int) -> dict[str, Any]:
     container = {"name": "main", "image": "trainer", "resources": {"requests": {GPU: str(gpus)}}}
     return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"queueName": "default", "podSets": [
-            {"name": "main", "count": pods, "template": {"spec": {"containers": [container]}}},
-        ]},
+        "spec": {
+            "queueName": "default",
+            "podSets": [
+                {"name": "main", "count": pods, "template": {"spec": {"containers": [container]}}},
+            ],
+        },
     }
 
 
 def _condition(kind: str, reason: str, at: float) -> dict[str, str]:
-    return {"type": kind, "status": "True", "reason": reason, "message": f"{kind} for the report test",
-            "lastTransitionTime": _iso(at)}
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": f"{kind} for the report test",
+        "lastTransitionTime": _iso(at),
+    }
 
 
-def _finish(cluster: Cluster, workload: dict[str, Any], cluster_queue: str, flavor: str, *,
-            ran_s: int, outcome: str) -> None:
+def _finish(
+    cluster: Cluster, workload: dict[str, Any], cluster_queue: str, flavor: str, *, ran_s: int, outcome: str
+) -> None:
     """Admit ``workload`` a minute after its creation and finish it ``ran_s`` later, as kuota would record it."""
     metadata = workload["metadata"]
     created = datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")).timestamp()
     pod_set = workload["spec"]["podSets"][0]
     gpus = pod_set["count"] * int(pod_set["template"]["spec"]["containers"][0]["resources"]["requests"][GPU])
     status = {
-        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": [
-            {"name": "main", "flavors": {GPU: flavor}, "resourceUsage": {GPU: str(gpus)}, "count": pod_set["count"]},
-        ]},
+        "admission": {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "flavors": {GPU: flavor},
+                    "resourceUsage": {GPU: str(gpus)},
+                    "count": pod_set["count"],
+                },
+            ],
+        },
         "conditions": [
             _condition("QuotaReserved", "QuotaReserved", created + 60),
             _condition("Admitted", "Admitted", created + 60),
             _condition("Finished", outcome, created + 60 + ran_s),
         ],
     }
-    cluster.kubectl("patch", "workloads.kueue.x-k8s.io", metadata["name"], "-n", metadata["namespace"],
-                    "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}))
+    cluster.kubectl(
+        "patch",
+        "workloads.kueue.x-k8s.io",
+        metadata["name"],
+        "-n",
+        metadata["namespace"],
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
 
 
 def _apply(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
@@ -135,17 +170,32 @@ def live_history(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator
         _quota(f"{namespace}-batch", flavor, f"{namespace}-solo"),
     ]
     try:
-        _apply(cluster, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
-                         for n in (namespace, batch_namespace)])
-        _apply(cluster, cluster_scoped + [
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-             "metadata": {"name": "default", "namespace": ns}, "spec": {"clusterQueue": cq}}
-            for ns, cq in ((namespace, f"{namespace}-train"), (batch_namespace, f"{namespace}-batch"))
-        ])
-        _apply(cluster, [
-            _workload("train-1", namespace, 1, 8), _workload("train-2", namespace, 1, 8),
-            _workload("crashed", batch_namespace, 2, 2), _workload("waiting", batch_namespace, 1, 1),
-        ])
+        _apply(
+            cluster,
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in (namespace, batch_namespace)],
+        )
+        _apply(
+            cluster,
+            cluster_scoped
+            + [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "default", "namespace": ns},
+                    "spec": {"clusterQueue": cq},
+                }
+                for ns, cq in ((namespace, f"{namespace}-train"), (batch_namespace, f"{namespace}-batch"))
+            ],
+        )
+        _apply(
+            cluster,
+            [
+                _workload("train-1", namespace, 1, 8),
+                _workload("train-2", namespace, 1, 8),
+                _workload("crashed", batch_namespace, 2, 2),
+                _workload("waiting", batch_namespace, 1, 1),
+            ],
+        )
         listed = {
             w["metadata"]["name"]: w
             for ns in (namespace, batch_namespace)
@@ -165,8 +215,14 @@ def live_history(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator
         yield LiveHistory(namespace, batch_namespace, created, end)
     finally:
         for obj in cluster_scoped:
-            cluster.kubectl("delete", f"{obj['kind'].lower()}s.kueue.x-k8s.io", obj["metadata"]["name"],
-                            "--ignore-not-found", "--wait=false", check=False)
+            cluster.kubectl(
+                "delete",
+                f"{obj['kind'].lower()}s.kueue.x-k8s.io",
+                obj["metadata"]["name"],
+                "--ignore-not-found",
+                "--wait=false",
+                check=False,
+            )
         for ns in (namespace, batch_namespace):
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
 
@@ -183,14 +239,18 @@ def _chart_report_identity(cluster: Cluster, name: str) -> Path:
     role = render({"report": {"enabled": True, "prometheusUrl": "http://p:9090"}}).one("ClusterRole", "kuota-report")
     role["metadata"] = {"name": name}
     binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
     }
     _apply(cluster, [role, binding])
     wait_until(
-        lambda: cluster.kubectl("auth", "can-i", "list", "cohorts.kueue.x-k8s.io", "--as", name,
-                                check=False).stdout.strip() == "yes",
+        lambda: (
+            cluster.kubectl("auth", "can-i", "list", "cohorts.kueue.x-k8s.io", "--as", name, check=False).stdout.strip()
+            == "yes"
+        ),
         f"the ClusterRole {name} to be in effect",
     )
     return cluster.kubeconfig_for(name, groups=())
@@ -198,15 +258,23 @@ def _chart_report_identity(cluster: Cluster, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def live_report(
-    cluster: Cluster, live_history: LiveHistory, no_metrics_prometheus: PrometheusServer,
+    cluster: Cluster,
+    live_history: LiveHistory,
+    no_metrics_prometheus: PrometheusServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ReportRun]:
     name = f"{live_history.namespace}-report"
     try:
         kubeconfig = _chart_report_identity(cluster, name)
         yield run_report(
-            "--prometheus", no_metrics_prometheus.url, "--kubeconfig", str(kubeconfig),
-            "--end", str(live_history.end), "--window", "7d",
+            "--prometheus",
+            no_metrics_prometheus.url,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--end",
+            str(live_history.end),
+            "--window",
+            "7d",
             out=tmp_path_factory.mktemp("live-report") / "out",
         )
     finally:
@@ -221,8 +289,9 @@ def _team(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_the_report_runs_with_only_the_charts_report_rbac(live_report: ReportRun) -> None:
     assert live_report.exit_code == 0, live_report.stderr
-    assert any("listing Workloads and queue objects from the API server" in line
-               for line in live_report.stderr.splitlines())
+    assert any(
+        "listing Workloads and queue objects from the API server" in line for line in live_report.stderr.splitlines()
+    )
 
 
 def test_failed_gpu_hours_come_from_the_retained_workloads(live_report: ReportRun, live_history: LiveHistory) -> None:
@@ -244,21 +313,27 @@ def test_the_whatif_replays_the_live_queues_and_history(live_report: ReportRun, 
         assert scenarios[name][live_history.batch] == pytest.approx(0.0)
 
 
-async def test_whatif_inputs_are_the_workloads_as_simulate_records(
-    cluster: Cluster, live_history: LiveHistory
-) -> None:
+async def test_whatif_inputs_are_the_workloads_as_simulate_records(cluster: Cluster, live_history: LiveHistory) -> None:
     listed = await read_cluster(api_source(cluster.kubeconfig), with_queues=True, page_size=1)
     history = job_history(listed.workloads, live_history.window_start, live_history.end)
-    ours = {(r["namespace"], r["name"]): r for r in history.records
-            if r["namespace"] in (live_history.namespace, live_history.batch_namespace)}
+    ours = {
+        (r["namespace"], r["name"]): r
+        for r in history.records
+        if r["namespace"] in (live_history.namespace, live_history.batch_namespace)
+    }
 
     def record(namespace: str, name: str, pods: int, gpus: int, ran_s: int) -> dict[str, Any]:
         return {
-            "name": name, "namespace": namespace, "queue": "default", "priorityClass": None,
-            "submitAt": live_history.created[name] - live_history.window_start, "duration": float(ran_s),
+            "name": name,
+            "namespace": namespace,
+            "queue": "default",
+            "priorityClass": None,
+            "submitAt": live_history.created[name] - live_history.window_start,
+            "duration": float(ran_s),
             "maxExecutionSeconds": None,
-            "podSets": [{"name": "main", "count": pods, "requests": {GPU: str(gpus)}, "nodeSelector": {},
-                         "tolerations": []}],
+            "podSets": [
+                {"name": "main", "count": pods, "requests": {GPU: str(gpus)}, "nodeSelector": {}, "tolerations": []}
+            ],
         }
 
     assert ours == {
@@ -271,8 +346,9 @@ async def test_whatif_inputs_are_the_workloads_as_simulate_records(
     queues = namespace_queues(listed.config_objects)
     assert queues[live_history.namespace] == live_history.train
     assert queues[live_history.batch_namespace] == live_history.batch
-    train = next(o for o in listed.config_objects
-                 if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == live_history.train)
+    train = next(
+        o for o in listed.config_objects if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == live_history.train
+    )
     assert train["spec"]["cohortName"] == f"{live_history.namespace}-cohort"
     assert train["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] == 0
 

@@ -45,8 +45,13 @@ def test_the_gpu_series_read_are_kuotas_when_present_else_dcgm_exporters_relabel
 
 def test_progress_line_per_phase(synthetic_week_report: ReportRun) -> None:
     lines = synthetic_week_report.stderr.splitlines()
-    for phase in ("looking for GPU and queue series", "querying GPU allocation", "querying admission waits",
-                  "computing figures", "writing"):
+    for phase in (
+        "looking for GPU and queue series",
+        "querying GPU allocation",
+        "querying admission waits",
+        "computing figures",
+        "writing",
+    ):
         assert any(phase in line for line in lines), phase
 
 
@@ -113,7 +118,8 @@ def test_idle_holders_and_idle_cost_split_nights_and_weekends(synthetic_week_rep
         {"namespace": "inference", "pod": "notebook-alice", "idle_gpu_hours": pytest.approx(168)}
     ]
     assert inference["idle_cost"]["gpu_hours"] == {
-        "workday": pytest.approx(WORKDAY_HOURS), "night": pytest.approx(NIGHT_HOURS),
+        "workday": pytest.approx(WORKDAY_HOURS),
+        "night": pytest.approx(NIGHT_HOURS),
         "weekend": pytest.approx(WEEKEND_HOURS),
     }
     assert inference["idle_cost"]["dollars"]["night"] == pytest.approx(NIGHT_HOURS * PRICE)

@@ -51,8 +51,20 @@ def helios_report(helios_prometheus: PrometheusServer, tmp_path_factory: pytest.
     with history.open("w", encoding="utf-8") as lines:
         lines.writelines(json.dumps(workload) + "\n" for workload in helios_earth.workloads(teams))
     return run_report(
-        "--prometheus", helios_prometheus.url, "--end", "2020-06-01T00:00:00Z", "--window", "31d",
-        "--resolution", "1m", "--price", "p4d.24xlarge", "--config", str(config), "--history", str(history),
+        "--prometheus",
+        helios_prometheus.url,
+        "--end",
+        "2020-06-01T00:00:00Z",
+        "--window",
+        "31d",
+        "--resolution",
+        "1m",
+        "--price",
+        "p4d.24xlarge",
+        "--config",
+        str(config),
+        "--history",
+        str(history),
         out=workdir / "out",
     )
 

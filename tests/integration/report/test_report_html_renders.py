@@ -12,8 +12,15 @@ import pytest
 from tests.integration.report.conftest import ReportRun
 
 _FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
 )
 
 
@@ -24,20 +31,25 @@ def _chromium() -> str:
     return found
 
 
-def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_report: ReportRun,
-                                                          tmp_path: Path) -> None:
+def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_report: ReportRun, tmp_path: Path) -> None:
     page = synthetic_week_report.out / "report.html"
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything"
     assert text.count("<svg") >= 4
     completed = subprocess.run(
         [_chromium(), *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     dom = completed.stdout
     assert re.search(r'id="render-check"[^>]*data-state="ok"', dom), dom[:500]
     assert "charts rendered: 4 of 4" in dom
-    console_errors = [line for line in completed.stderr.splitlines()
-                      if "CONSOLE" in line and ("Uncaught" in line or ":ERROR:" in line)]
+    console_errors = [
+        line
+        for line in completed.stderr.splitlines()
+        if "CONSOLE" in line and ("Uncaught" in line or ":ERROR:" in line)
+    ]
     assert not console_errors, console_errors

@@ -23,7 +23,8 @@ def test_empty_window_says_so_and_shows_no_zeros(synthetic_week_prometheus: Prom
     assert report["cluster"]["allocated_gpu_hours"] is None
     assert report["cluster"]["verdict"]["quadrant"] == "unknown"
     assert {m["metric"] for m in report["missing"]} >= {
-        "kuota_gpu_allocated / DCGM_FI_DEV_GPU_UTIL", "kueue_admission_wait_time_seconds_bucket",
+        "kuota_gpu_allocated / DCGM_FI_DEV_GPU_UTIL",
+        "kueue_admission_wait_time_seconds_bucket",
     }
     markdown = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "The window is empty" in markdown
@@ -46,20 +47,50 @@ def test_retained_workloads_give_failed_gpu_hours_per_team(
     def workload(name: str, reason: str, hours: float) -> dict[str, object]:
         return {
             "metadata": {"name": name, "namespace": "research", "creationTimestamp": iso(10)},
-            "spec": {"queueName": "default", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]},
-            "status": {"conditions": [
-                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": iso(11)},
-                {"type": "Finished", "status": "True", "reason": reason, "lastTransitionTime": iso(11 + hours)},
-            ]},
+            "spec": {
+                "queueName": "default",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 1,
+                        "template": {
+                            "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}
+                        },
+                    }
+                ],
+            },
+            "status": {
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True", "lastTransitionTime": iso(11)},
+                    {"type": "Finished", "status": "True", "reason": reason, "lastTransitionTime": iso(11 + hours)},
+                ]
+            },
         }
 
     listing = tmp_path / "workloads.json"
-    listing.write_text(json.dumps({"kind": "List", "items": [
-        workload("crashed", "Failed", 2.5), workload("fine", "Succeeded", 4),
-    ]}), encoding="utf-8")
-    run = run_report("--prometheus", synthetic_week_prometheus.url, "--end", str(synthetic_week.END),
-                     "--resolution", "5m", "--workloads", str(listing), out=tmp_path / "out")
+    listing.write_text(
+        json.dumps(
+            {
+                "kind": "List",
+                "items": [
+                    workload("crashed", "Failed", 2.5),
+                    workload("fine", "Succeeded", 4),
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    run = run_report(
+        "--prometheus",
+        synthetic_week_prometheus.url,
+        "--end",
+        str(synthetic_week.END),
+        "--resolution",
+        "5m",
+        "--workloads",
+        str(listing),
+        out=tmp_path / "out",
+    )
     assert run.exit_code == 0, run.stderr
     report = run.json()
     research = next(team for team in report["teams"] if team["name"] == "research")

@@ -308,8 +308,14 @@ def test_exporter_and_report_only_read_what_they_need() -> None:
     assert _grants(_rules(rendered, "ClusterRole", "kuota-exporter")) == {
         ("", "pods", verb, "") for verb in ("get", "list", "watch")
     }
-    report_reads = ("workloads", "clusterqueues", "localqueues", "resourceflavors", "cohorts",
-                    "workloadpriorityclasses")
+    report_reads = (
+        "workloads",
+        "clusterqueues",
+        "localqueues",
+        "resourceflavors",
+        "cohorts",
+        "workloadpriorityclasses",
+    )
     assert _grants(_rules(rendered, "ClusterRole", "kuota-report")) == {
         ("kueue.x-k8s.io", kind, verb, "") for kind in report_reads for verb in ("get", "list")
     } | {("", "namespaces", verb, "") for verb in ("get", "list")}

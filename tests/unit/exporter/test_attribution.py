@@ -95,8 +95,11 @@ def test_an_unknown_container_id_falls_back_to_the_only_container_holding_the_gp
 
 def test_exited_processes_still_count_within_the_window() -> None:
     result = attribute(
-        allocations=[held(A)], processes=[], sm_means={GPU: {10: 33.0}},
-        containers={10: ContainerRef("uid-a", "ca")}, pods=PODS,
+        allocations=[held(A)],
+        processes=[],
+        sm_means={GPU: {10: 33.0}},
+        containers={10: ContainerRef("uid-a", "ca")},
+        pods=PODS,
     )
     (figure,) = result.figures
     assert figure.sm_percent == 33.0

@@ -24,8 +24,14 @@ EXPECTED = ContainerRef(pod_uid=UID, container_id=CID)
         proc_tree.namespaced_v2(UID),
     ],
     ids=[
-        "v1-cgroupfs-burstable", "v1-cgroupfs-besteffort", "v1-cgroupfs-guaranteed", "v2-cgroupfs",
-        "v2-systemd-containerd", "v2-systemd-crio", "v2-systemd-docker-guaranteed", "v2-kind-kubelet-slice",
+        "v1-cgroupfs-burstable",
+        "v1-cgroupfs-besteffort",
+        "v1-cgroupfs-guaranteed",
+        "v2-cgroupfs",
+        "v2-systemd-containerd",
+        "v2-systemd-crio",
+        "v2-systemd-docker-guaranteed",
+        "v2-kind-kubelet-slice",
         "v2-relative-in-cgroup-namespace",
     ],
 )

@@ -16,23 +16,33 @@ from tests.waiting import wait_until
 def exporter_args(tmp_path: Path) -> list[str]:
     (tmp_path / "proc").mkdir(exist_ok=True)
     return [
-        "--node-name", "gpu-node-1", "--proc-root", str(tmp_path / "proc"),
-        "--pod-resources-socket", str(tmp_path / "absent.sock"), "--no-pod-watch",
-        "--process-interval", "0.2", "--device-interval", "0.2", "--pod-resources-interval", "0.5",
-        "--nvml-retry-interval", "0.3",
+        "--node-name",
+        "gpu-node-1",
+        "--proc-root",
+        str(tmp_path / "proc"),
+        "--pod-resources-socket",
+        str(tmp_path / "absent.sock"),
+        "--no-pod-watch",
+        "--process-interval",
+        "0.2",
+        "--device-interval",
+        "0.2",
+        "--pod-resources-interval",
+        "0.5",
+        "--nvml-retry-interval",
+        "0.3",
     ]
 
 
 def test_the_command_serves_gpu_series_and_reports_ready(tmp_path: Path, fake_nvml_dir: Path) -> None:
     scenario = tmp_path / "scenario.txt"
-    Scenario(gpus=h100s(2), processes=(Process(0, 77),), busy=(Busy(0, 77, sm=35),), epoch=time.time()).write(
-        scenario
-    )
+    Scenario(gpus=h100s(2), processes=(Process(0, 77),), busy=(Busy(0, 77, sm=35),), epoch=time.time()).write(scenario)
     proc_tree.write_process(tmp_path / "proc", 77, proc_tree.host_process())
     with running_exporter(tmp_path, fake_nvml_dir, scenario, exporter_args(tmp_path)) as exporter:
         wait_until(lambda: exporter.get("/readyz")[0] == 200, "/readyz 200", timeout=20)
         wait_until(
-            lambda: 'source="podresources"} 0.0' not in exporter.get("/metrics")[1], "a counted kubelet error",
+            lambda: 'source="podresources"} 0.0' not in exporter.get("/metrics")[1],
+            "a counted kubelet error",
             timeout=20,
         )
         status, body = exporter.get("/metrics")
@@ -53,9 +63,7 @@ def test_a_driver_older_than_the_bindings_gives_one_log_line_and_not_ready_witho
         _status, reason = wait_until(
             lambda: (r := exporter.get("/readyz"))[0] == 503 and "nvidia-ml-py" in r[1] and r, "503 naming the cause"
         )
-        wait_until(
-            lambda: _errors(exporter.get("/metrics")[1]) >= 3, "three failed attempts to use NVML", timeout=20
-        )
+        wait_until(lambda: _errors(exporter.get("/metrics")[1]) >= 3, "three failed attempts to use NVML", timeout=20)
         log = exporter.log()
         assert exporter.process.poll() is None
     assert log.count("NVML unavailable") == 1, log

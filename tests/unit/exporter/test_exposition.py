@@ -16,8 +16,16 @@ from exporter.snapshot import Snapshot
 README = Path(__file__).parents[3] / "exporter" / "README.md"
 SHARED = Gpu(index=0, uuid="GPU-0", parent_uuid="GPU-0", minor=0, model="NVIDIA H100 80GB HBM3")
 IDLE = Gpu(index=1, uuid="GPU-1", parent_uuid="GPU-1", minor=1, model="NVIDIA L4")
-MIG = Gpu(index=2, uuid="MIG-2", parent_uuid="GPU-2", minor=2, model="NVIDIA H100 80GB HBM3",
-          mig_profile="1g.10gb", gpu_instance=7, compute_instance=0)
+MIG = Gpu(
+    index=2,
+    uuid="MIG-2",
+    parent_uuid="GPU-2",
+    minor=2,
+    model="NVIDIA H100 80GB HBM3",
+    mig_profile="1g.10gb",
+    gpu_instance=7,
+    compute_instance=0,
+)
 A = Holder("team-a", "notebook", "main")
 B = Holder("team-b", "trainer", "worker")
 C = Holder("team-c", "mig-user", "main")
@@ -25,8 +33,14 @@ C = Holder("team-c", "mig-user", "main")
 
 def full_reading(gpu: Gpu, **changes: float | None) -> DeviceReading:
     values: dict[str, float | None] = dict(
-        gpu_util_percent=50.0, mem_copy_util_percent=10.0, fb_used_mib=1000.0, fb_free_mib=80000.0,
-        power_w=300.0, temp_c=40.0, sm_clock_mhz=1980.0, energy_mj=123456.0,
+        gpu_util_percent=50.0,
+        mem_copy_util_percent=10.0,
+        fb_used_mib=1000.0,
+        fb_free_mib=80000.0,
+        power_w=300.0,
+        temp_c=40.0,
+        sm_clock_mhz=1980.0,
+        energy_mj=123456.0,
     )
     values.update(changes)
     return DeviceReading(gpu=gpu, **values)  # type: ignore[arg-type]
@@ -85,10 +99,24 @@ def test_dcgm_series_carry_dcgm_labels_and_one_series_per_pod_sharing_a_gpu() ->
     on_shared = [labels for labels, _ in util if labels["UUID"] == "GPU-0"]
     assert sorted(lab["pod"] for lab in on_shared) == ["notebook", "trainer"]
     first = on_shared[0]
-    assert set(first) == {"gpu", "UUID", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname",
-                          "container", "namespace", "pod"}
+    assert set(first) == {
+        "gpu",
+        "UUID",
+        "device",
+        "modelName",
+        "GPU_I_PROFILE",
+        "GPU_I_ID",
+        "Hostname",
+        "container",
+        "namespace",
+        "pod",
+    }
     assert (first["gpu"], first["device"], first["modelName"], first["Hostname"]) == (
-        "0", "nvidia0", "NVIDIA H100 80GB HBM3", "gpu-node-1")
+        "0",
+        "nvidia0",
+        "NVIDIA H100 80GB HBM3",
+        "gpu-node-1",
+    )
 
 
 def test_an_unallocated_gpu_has_empty_pod_labels() -> None:
@@ -141,7 +169,7 @@ def test_label_values_are_escaped_so_the_text_stays_parseable() -> None:
         node_name="n",
         attribution=Attribution(holders={}, figures=(PodGpuFigures("GPU-9", odd, True, 1.0, 1),)),
     )
-    (labels, _), = scrape(snapshot)["kuota_gpu_allocated"]
+    ((labels, _),) = scrape(snapshot)["kuota_gpu_allocated"]
     assert (labels["namespace"], labels["pod"]) == ('team-"q"', "pod\\with\nnewline")
 
 

@@ -18,8 +18,13 @@ A100_1 = Gpu(uuid=gpu_uuid(1), minor=1, name=A100, power_mw=250_000)
 L4_2 = Gpu(uuid=gpu_uuid(2), minor=2, name=L4, fb_total_mib=23034, power_mw=72_000)
 H100_MIG_3 = Gpu(uuid=gpu_uuid(3), minor=3, mig=True)
 MIG_A = MigDevice(gpu=3, uuid="MIG-aaaaaaaa-0000-0000-0000-000000000001", gpu_instance=1)
-MIG_B = MigDevice(gpu=3, uuid="MIG-aaaaaaaa-0000-0000-0000-000000000002", gpu_instance=2,
-                  name="NVIDIA H100 80GB HBM3 MIG 3g.40gb", fb_total_mib=40192)
+MIG_B = MigDevice(
+    gpu=3,
+    uuid="MIG-aaaaaaaa-0000-0000-0000-000000000002",
+    gpu_instance=2,
+    name="NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+    fb_total_mib=40192,
+)
 
 
 def mixed(**changes: object) -> Scenario:
@@ -27,7 +32,9 @@ def mixed(**changes: object) -> Scenario:
         gpus=(H100_0, A100_1, L4_2, H100_MIG_3),
         migs=(MIG_A, MIG_B),
         processes=(
-            Process(0, 100, 4096 * MIB), Process(0, 101, None), Process(1, 200, 1024 * MIB),
+            Process(0, 100, 4096 * MIB),
+            Process(0, 101, None),
+            Process(1, 200, 1024 * MIB),
             Process(3, 300, 2048 * MIB, gpu_instance=1, compute_instance=0),
         ),
         busy=(Busy(0, 100, sm=30), Busy(0, 101, sm=50), Busy(1, 200, sm=80)),
@@ -74,14 +81,14 @@ def test_device_readings_convert_units_and_leave_unsupported_fields_empty(
     assert all(status.up for status in sample.statuses)
 
 
-def test_process_sampling_gives_per_pid_sm_and_memory_and_none_for_mig(
-    scenario_path: Path, reader: NvmlReader
-) -> None:
+def test_process_sampling_gives_per_pid_sm_and_memory_and_none_for_mig(scenario_path: Path, reader: NvmlReader) -> None:
     mixed().write(scenario_path)
     reader.open()
     sample = reader.read_processes()
     assert {(p.device_uuid, p.pid, p.used_bytes) for p in sample.processes} == {
-        (H100_0.uuid, 100, 4096 * MIB), (H100_0.uuid, 101, None), (A100_1.uuid, 200, 1024 * MIB),
+        (H100_0.uuid, 100, 4096 * MIB),
+        (H100_0.uuid, 101, None),
+        (A100_1.uuid, 200, 1024 * MIB),
         (MIG_A.uuid, 300, 2048 * MIB),
     }
     assert sample.sm_percent[H100_0.uuid] == {100: 30.0, 101: 50.0}

@@ -18,12 +18,14 @@ def test_device_ids_name_whole_gpus_mig_instances_and_time_sliced_replicas() -> 
 
 async def test_the_client_reads_gpu_allocations_from_a_real_grpc_server(tmp_path: Path) -> None:
     async with FakeKubelet(tmp_path / "kubelet.sock") as kubelet:
-        kubelet.assign([
-            Assigned("team-a", "notebook", "main", ("GPU-1::0",)),
-            Assigned("team-b", "trainer", "worker", ("GPU-1::1", "GPU-2")),
-            Assigned("team-c", "mig", "main", ("MIG-3",), resource="nvidia.com/mig-1g.10gb"),
-            Assigned("team-d", "nic", "main", ("0000:3b:00.0",), resource="example.com/nic"),
-        ])
+        kubelet.assign(
+            [
+                Assigned("team-a", "notebook", "main", ("GPU-1::0",)),
+                Assigned("team-b", "trainer", "worker", ("GPU-1::1", "GPU-2")),
+                Assigned("team-c", "mig", "main", ("MIG-3",), resource="nvidia.com/mig-1g.10gb"),
+                Assigned("team-d", "nic", "main", ("0000:3b:00.0",), resource="example.com/nic"),
+            ]
+        )
         async with PodResourcesClient(kubelet.socket_path, timeout=5) as client:
             found = await client.list_allocations()
     by_device = sorted((a.device_uuid, a.replica, a.holder) for a in found)

@@ -22,10 +22,12 @@ from tests.waiting import async_wait_until
 
 GPUS = h100s(2)
 SHARED = GPUS[0].uuid
-NOTEBOOK = PodInfo(uid="11111111-1111-1111-1111-111111111111", namespace="team-a", name="notebook",
-                   containers={"a" * 64: "main"})
-TRAINER = PodInfo(uid="22222222-2222-2222-2222-222222222222", namespace="team-b", name="trainer",
-                  containers={"b" * 64: "worker"})
+NOTEBOOK = PodInfo(
+    uid="11111111-1111-1111-1111-111111111111", namespace="team-a", name="notebook", containers={"a" * 64: "main"}
+)
+TRAINER = PodInfo(
+    uid="22222222-2222-2222-2222-222222222222", namespace="team-b", name="trainer", containers={"b" * 64: "worker"}
+)
 
 
 def two_time_sliced_pods() -> Scenario:
@@ -56,8 +58,13 @@ async def running(sampler: NodeSampler) -> AsyncIterator[NodeSampler]:
 
 def settings(tmp_path: Path, **changes: object) -> SamplerSettings:
     base: dict[str, object] = dict(
-        node_name="gpu-node-1", proc_root=tmp_path / "proc", pod_resources_socket=tmp_path / "kubelet.sock",
-        process_interval=0.2, device_interval=0.2, pod_resources_interval=0.2, utilization_window=1.0,
+        node_name="gpu-node-1",
+        proc_root=tmp_path / "proc",
+        pod_resources_socket=tmp_path / "kubelet.sock",
+        process_interval=0.2,
+        device_interval=0.2,
+        pod_resources_interval=0.2,
+        utilization_window=1.0,
         nvml_retry_interval=0.2,
     )
     base.update(changes)
@@ -76,21 +83,24 @@ def settled(sampler: NodeSampler, check: Callable[[dict[Holder, PodGpuFigures]],
     return probe
 
 
-async def test_two_time_sliced_pods_on_one_gpu_get_their_own_sm_and_memory(
-    tmp_path: Path, scenario_path: Path
-) -> None:
+async def test_two_time_sliced_pods_on_one_gpu_get_their_own_sm_and_memory(tmp_path: Path, scenario_path: Path) -> None:
     two_time_sliced_pods().write(scenario_path)
     write_proc(tmp_path / "proc")
     a, b = Holder("team-a", "notebook", "main"), Holder("team-b", "trainer", "worker")
     async with FakeKubelet(tmp_path / "kubelet.sock") as kubelet:
-        kubelet.assign([Assigned("team-a", "notebook", "main", (f"{SHARED}::0",)),
-                        Assigned("team-b", "trainer", "worker", (f"{SHARED}::1",))])
+        kubelet.assign(
+            [
+                Assigned("team-a", "notebook", "main", (f"{SHARED}::0",)),
+                Assigned("team-b", "trainer", "worker", (f"{SHARED}::1",)),
+            ]
+        )
         sampler = NodeSampler(settings(tmp_path))
         sampler.set_pods({p.uid: p for p in (NOTEBOOK, TRAINER)})
         async with running(sampler):
             found = await async_wait_until(
                 settled(sampler, lambda f: {a, b} <= f.keys() and f[a].sm_percent == 10 and f[b].sm_percent == 60),
-                "per-pod SM of 10 % and 60 % on the shared GPU", timeout=15,
+                "per-pod SM of 10 % and 60 % on the shared GPU",
+                timeout=15,
             )
     assert found[a].allocated and found[b].allocated
     assert found[a].memory_bytes == 1 << 30 and found[b].memory_bytes == 2 << 30
@@ -108,7 +118,8 @@ async def test_a_missing_kubelet_socket_counts_errors_and_leaves_allocations_emp
     async with running(sampler):
         await async_wait_until(
             lambda: _async(sampler.snapshot.errors.get(PODRESOURCES, 0) >= 2 and sampler.snapshot.ready),
-            "two failed PodResources reads while NVML keeps reporting", timeout=15,
+            "two failed PodResources reads while NVML keeps reporting",
+            timeout=15,
         )
         snapshot = sampler.snapshot
     assert snapshot.attribution.holders == {}
@@ -125,7 +136,8 @@ async def test_nvml_unavailable_reports_not_ready_and_recovers_when_the_driver_a
     async with running(sampler):
         await async_wait_until(
             lambda: _async("driver is loaded" in sampler.snapshot.not_ready_reason),
-            "a not-ready reason naming the driver", timeout=10,
+            "a not-ready reason naming the driver",
+            timeout=10,
         )
         assert sampler.snapshot.devices is None
         two_time_sliced_pods().write(scenario_path)

@@ -34,8 +34,12 @@ ServerFactory = Callable[[dict[str, Handler]], Awaitable[TestServer]]
 
 
 def _workload(index: int) -> dict[str, Any]:
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": f"w-{index}", "namespace": "ml"}, "spec": {"queueName": "q"}}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": f"w-{index}", "namespace": "ml"},
+        "spec": {"queueName": "q"},
+    }
 
 
 def _status(code: int, message: str) -> web.Response:
@@ -57,8 +61,14 @@ async def api_server() -> AsyncIterator[ServerFactory]:
         app = web.Application()
         for path, handler in routes.items():
             app.router.add_get(path, handler)
-        for plural in ("workloads", "resourceflavors", "clusterqueues", "localqueues", "cohorts",
-                       "workloadpriorityclasses"):
+        for plural in (
+            "workloads",
+            "resourceflavors",
+            "clusterqueues",
+            "localqueues",
+            "cohorts",
+            "workloadpriorityclasses",
+        ):
             if f"{KUEUE}/{plural}" not in routes:
                 app.router.add_get(f"{KUEUE}/{plural}", _empty_list)
         if "/api/v1/namespaces" not in routes:
@@ -116,8 +126,11 @@ async def test_an_expired_continue_token_falls_back_to_one_whole_list(api_server
 @pytest.mark.parametrize(
     ("code", "server_message", "advice"),
     [
-        (403, 'workloads.kueue.x-k8s.io is forbidden: User "report" cannot list resource "workloads"',
-         "grant the identity of --kubeconfig test.kubeconfig get and list on workloads.kueue.x-k8s.io"),
+        (
+            403,
+            'workloads.kueue.x-k8s.io is forbidden: User "report" cannot list resource "workloads"',
+            "grant the identity of --kubeconfig test.kubeconfig get and list on workloads.kueue.x-k8s.io",
+        ),
         (401, "Unauthorized", "does not accept the credentials of --kubeconfig test.kubeconfig"),
         (404, "the server could not find the requested resource", "install kuota's CRDs"),
         (500, "etcdserver: request timed out", "see the API server's log"),
@@ -190,9 +203,14 @@ def _live(kind: str, body: dict[str, Any], *, typed: bool = True) -> dict[str, A
     """``body`` as the server lists it: its metadata, status and (for built-in kinds) no kind/apiVersion."""
     metadata = body.pop("metadata")
     listed = {
-        "metadata": {**metadata, "uid": "0b6c", "resourceVersion": "812", "generation": 2,
-                     "creationTimestamp": "2026-11-30T10:00:00Z",
-                     "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+        "metadata": {
+            **metadata,
+            "uid": "0b6c",
+            "resourceVersion": "812",
+            "generation": 2,
+            "creationTimestamp": "2026-11-30T10:00:00Z",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+        },
         **body,
         "status": {"conditions": []},
     }
@@ -201,18 +219,48 @@ def _live(kind: str, body: dict[str, Any], *, typed: bool = True) -> dict[str, A
 
 async def test_queue_objects_come_back_as_config_the_simulator_reads(api_server: ServerFactory) -> None:
     lists = {
-        f"{KUEUE}/resourceflavors": [_live("ResourceFlavor", {"metadata": {"name": "h100"},
-                                                              "spec": {"nodeLabels": {"gpu-type": "h100"}}})],
-        f"{KUEUE}/clusterqueues": [_live("ClusterQueue", {"metadata": {"name": "research"}, "spec": {
-            "cohortName": "gpus", "namespaceSelector": {"matchLabels": {"team": "research"}},
-            "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}})],
-        f"{KUEUE}/localqueues": [_live("LocalQueue", {"metadata": {"name": "default", "namespace": "research"},
-                                                      "spec": {"clusterQueue": "research"}})],
-        f"{KUEUE}/workloadpriorityclasses": [_live("WorkloadPriorityClass", {"metadata": {"name": "high"},
-                                                                              "value": 1000})],
-        "/api/v1/namespaces": [_live("Namespace", {"metadata": {"name": "research", "labels": {"team": "research"}},
-                                                   "spec": {"finalizers": ["kubernetes"]}}, typed=False)],
+        f"{KUEUE}/resourceflavors": [
+            _live("ResourceFlavor", {"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"gpu-type": "h100"}}})
+        ],
+        f"{KUEUE}/clusterqueues": [
+            _live(
+                "ClusterQueue",
+                {
+                    "metadata": {"name": "research"},
+                    "spec": {
+                        "cohortName": "gpus",
+                        "namespaceSelector": {"matchLabels": {"team": "research"}},
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["nvidia.com/gpu"],
+                                "flavors": [
+                                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+                                ],
+                            }
+                        ],
+                    },
+                },
+            )
+        ],
+        f"{KUEUE}/localqueues": [
+            _live(
+                "LocalQueue",
+                {"metadata": {"name": "default", "namespace": "research"}, "spec": {"clusterQueue": "research"}},
+            )
+        ],
+        f"{KUEUE}/workloadpriorityclasses": [
+            _live("WorkloadPriorityClass", {"metadata": {"name": "high"}, "value": 1000})
+        ],
+        "/api/v1/namespaces": [
+            _live(
+                "Namespace",
+                {
+                    "metadata": {"name": "research", "labels": {"team": "research"}},
+                    "spec": {"finalizers": ["kubernetes"]},
+                },
+                typed=False,
+            )
+        ],
     }
 
     def serve(items: list[dict[str, Any]]) -> Handler:
@@ -226,12 +274,19 @@ async def test_queue_objects_come_back_as_config_the_simulator_reads(api_server:
     listed = await read_cluster(_source(server), with_queues=True)
     assert listed.config_objects is not None
     assert [o["kind"] for o in listed.config_objects] == [
-        "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Namespace",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+        "Namespace",
     ]
     namespace = listed.config_objects[-1]
-    assert namespace == {"apiVersion": "v1", "kind": "Namespace",
-                         "metadata": {"name": "research", "labels": {"team": "research"}},
-                         "spec": {"finalizers": ["kubernetes"]}}
+    assert namespace == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "research", "labels": {"team": "research"}},
+        "spec": {"finalizers": ["kubernetes"]},
+    }
     for obj in listed.config_objects:
         assert "status" not in obj
         assert set(obj["metadata"]) <= {"name", "namespace", "labels"}
@@ -263,8 +318,16 @@ def _run_report(*args: str) -> tuple[int, str]:
 
 def test_workloads_file_and_live_workloads_are_one_source_or_the_other(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "k.yaml"
-    code, stderr = _run_report("--prometheus", "http://127.0.0.1:1", "--kubeconfig", str(kubeconfig),
-                               "--workloads", str(tmp_path / "w.json"), "--out", str(tmp_path / "out"))
+    code, stderr = _run_report(
+        "--prometheus",
+        "http://127.0.0.1:1",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--workloads",
+        str(tmp_path / "w.json"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert code == 2
     assert "--workloads and --kubeconfig/--in-cluster both give the retained Workloads: pass one" in stderr
 
@@ -284,17 +347,27 @@ async def test_a_forbidden_api_stops_the_report_before_prometheus_is_asked(
 
     server = await api_server({f"{KUEUE}/workloads": refuse})
     kubeconfig = tmp_path / "nobody.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "clusters": [{"name": "c", "cluster": {"server": str(server.make_url("")).rstrip("/")}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }), encoding="utf-8")
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": str(server.make_url("")).rstrip("/")}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        ),
+        encoding="utf-8",
+    )
     unanswered_prometheus = f"http://127.0.0.1:{_closed_port()}"
     # main runs its own event loop: off this test's loop, which must keep serving the fake API server
     code, stderr = await asyncio.to_thread(
-        _run_report, "--prometheus", unanswered_prometheus, "--kubeconfig", str(kubeconfig),
-        "--out", str(tmp_path / "out"),
+        _run_report,
+        "--prometheus",
+        unanswered_prometheus,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--out",
+        str(tmp_path / "out"),
     )
     assert code == 5, stderr
     assert "HTTP 403" in stderr

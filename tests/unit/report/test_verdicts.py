@@ -45,9 +45,16 @@ def test_whatif_turns_buy_into_tune_only_when_borrowing_cures_the_wait() -> None
 
 def _inputs(**changes: object) -> LeverInputs:
     base: dict[str, object] = dict(
-        long_queue=True, low_utilization=True, utilization_p95_percent=80.0, allocated_gpu_hours=100.0,
-        used_gpu_hours=30.0, idle_held_gpu_hours=20.0, waiting_while_idle_hours=2.0,
-        reclaimable_gpu_hours=5.0, cohort=None, preemptions=None,
+        long_queue=True,
+        low_utilization=True,
+        utilization_p95_percent=80.0,
+        allocated_gpu_hours=100.0,
+        used_gpu_hours=30.0,
+        idle_held_gpu_hours=20.0,
+        waiting_while_idle_hours=2.0,
+        reclaimable_gpu_hours=5.0,
+        cohort=None,
+        preemptions=None,
     )
     base.update(changes)
     return LeverInputs(**base)  # type: ignore[arg-type]

@@ -10,14 +10,23 @@ from exporter.report.whatif import WHATIF_COHORT, nominal_gpus, summarize, with_
 
 def _queue(name: str, gpus: object, **spec: Any) -> dict[str, Any]:
     resources = [{"name": "nvidia.com/gpu", "nominalQuota": gpus}, {"name": "cpu", "nominalQuota": "64"}]
-    return {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": {
-        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu"],
-                            "flavors": [{"name": "h100", "resources": resources}]}], **spec}}
+    return {
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceGroups": [
+                {"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [{"name": "h100", "resources": resources}]}
+            ],
+            **spec,
+        },
+    }
 
 
 def test_borrowing_puts_lone_queues_in_one_cohort_and_lets_owners_reclaim() -> None:
-    config = [_queue("a", 8),
-              _queue("b", 8, cohortName="existing", preemption={"reclaimWithinCohort": "LowerPriority"})]
+    config = [
+        _queue("a", 8),
+        _queue("b", 8, cohortName="existing", preemption={"reclaimWithinCohort": "LowerPriority"}),
+    ]
     config[0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "0"
     changed = with_borrowing(config)
     assert changed[0]["spec"]["cohortName"] == WHATIF_COHORT

@@ -61,7 +61,9 @@ def test_localqueues_map_namespaces_to_cluster_queues(tmp_path: Path) -> None:
         {"kind": "ClusterQueue", "metadata": {"name": "team-ml"}},
     ]
     assert namespace_queues(objects) == {"ml": "team-ml"}
-    clash = [*objects, {"kind": "LocalQueue", "metadata": {"name": "b", "namespace": "ml"},
-                        "spec": {"clusterQueue": "other"}}]
+    clash = [
+        *objects,
+        {"kind": "LocalQueue", "metadata": {"name": "b", "namespace": "ml"}, "spec": {"clusterQueue": "other"}},
+    ]
     with pytest.raises(ReportInputError, match="namespace ml has LocalQueues for ClusterQueues team-ml and other"):
         namespace_queues(clash)

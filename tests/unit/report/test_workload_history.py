@@ -14,33 +14,68 @@ def _iso(offset_s: float) -> str:
     return datetime.fromtimestamp(START + offset_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _workload(name: str, created: float, admitted: float | None, finished: float | None = None, *,
-              reason: str = "Succeeded", gpus: int = 4, count: int = 2) -> dict[str, Any]:
+def _workload(
+    name: str,
+    created: float,
+    admitted: float | None,
+    finished: float | None = None,
+    *,
+    reason: str = "Succeeded",
+    gpus: int = 4,
+    count: int = 2,
+) -> dict[str, Any]:
     conditions = []
     if admitted is not None:
         conditions.append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": _iso(admitted)})
     if finished is not None:
-        conditions.append({"type": "Finished", "status": "True", "reason": reason,
-                           "lastTransitionTime": _iso(finished)})
+        conditions.append(
+            {"type": "Finished", "status": "True", "reason": reason, "lastTransitionTime": _iso(finished)}
+        )
     return {
         "metadata": {"name": name, "namespace": "ml", "creationTimestamp": _iso(created)},
-        "spec": {"queueName": "default", "priorityClassRef": {"name": "low"}, "podSets": [{
-            "name": "main", "count": count, "template": {"spec": {"containers": [
-                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "8"}}},
-            ]}},
-        }]},
+        "spec": {
+            "queueName": "default",
+            "priorityClassRef": {"name": "low"},
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "8"}}},
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
         "status": {"conditions": conditions},
     }
 
 
 def test_finished_workload_becomes_a_simulate_record_with_its_run_time() -> None:
     history = job_history([_workload("w", 600, 900, 4500)], START, START + 86400)
-    assert history.records == [{
-        "name": "w", "namespace": "ml", "queue": "default", "priorityClass": "low", "submitAt": 600.0,
-        "duration": 3600.0, "maxExecutionSeconds": None,
-        "podSets": [{"name": "main", "count": 2, "requests": {"nvidia.com/gpu": "4", "cpu": "8"},
-                     "nodeSelector": {}, "tolerations": []}],
-    }]
+    assert history.records == [
+        {
+            "name": "w",
+            "namespace": "ml",
+            "queue": "default",
+            "priorityClass": "low",
+            "submitAt": 600.0,
+            "duration": 3600.0,
+            "maxExecutionSeconds": None,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "requests": {"nvidia.com/gpu": "4", "cpu": "8"},
+                    "nodeSelector": {},
+                    "tolerations": [],
+                }
+            ],
+        }
+    ]
     assert history.failed_gpu_hours == {}
 
 
