@@ -25,6 +25,7 @@ control-plane:
 
 lint:
 	@$(PHASE) "ruff" $(BIN)/ruff check .
+	@$(PHASE) "ruff format" $(BIN)/ruff format --check .
 	@$(PHASE) "generated gRPC code is current" $(BIN)/python -m exporter.podresources.generate --check
 	@$(PHASE) "mypy --strict" $(BIN)/mypy
 

@@ -11,8 +11,10 @@ group aside at once. A set-aside group is tried again only when something could 
 
 - one that needs preemption (victims exist but do not suffice): any quota freed in its cohort tree;
 - one that only waits for quota: it sleeps in an index of its tree by what it needs, and the scheduling loop
-  wakes it when that is available to its queue (every flavor's requests, or a request that kept it from
-  preempting), in order with the other heads, so freed quota wakes only what can use it;
+  wakes it when that is available to its queue (every flavor's requests, a request that kept it from
+  preempting, or, where it may preempt, all it waited for in one flavor: what else it requests may have been
+  taken meanwhile, by borrowers it could reclaim from), in order with the other heads, so freed quota wakes
+  only what can use it;
 - one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
 - one that could preempt a newly admitted workload (by priority and policy): that admission.
 - one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
@@ -1264,14 +1266,27 @@ class QuotaEngine:
 
     def _may_succeed(self, group: _Group, head: _Record) -> bool:
         """Whether an attempt of ``head`` could succeed now: every resource group has a flavor with all its
-        requests available (it may fit), or a request that kept it from preempting is available."""
+        requests available (it may fit), or a request that kept it from preempting is available, or (in a
+        queue that may preempt) all it waited for in some flavor is available."""
         options, blocking = self._prepare(group, head)
         tree = self.tree
-        node = tree.cluster_queues[group.queue.model.name]
-        return all(
+        queue = group.queue
+        node = tree.cluster_queues[queue.model.name]
+        if all(
             any(all(amount <= tree.available(node, fr) for fr, amount in flavor) for flavor in flavors)
             for flavors in options
-        ) or any(need <= tree.available(node, fr) for fr, need in blocking.items())
+        ) or any(need <= tree.available(node, fr) for fr, need in blocking.items()):
+            return True
+        if not self._may_preempt(queue.model):
+            return False
+        # Its help was worked out when only the resources it waits for were short. If they are available now
+        # and it still does not fit, others were taken since (by a borrower, say): it may preempt for those.
+        needs = group.help.needs
+        assert needs is not None
+        waited: dict[str, bool] = {}
+        for (flavor, resource), need in needs.items():
+            waited[flavor] = waited.get(flavor, True) and need <= tree.available(node, (flavor, resource))
+        return any(waited.values())
 
     @staticmethod
     def _fit_options(queue: _Queue, pod_set: PodSet) -> _FitOptions:

@@ -217,9 +217,7 @@ def classic_candidates_in_order(
     short = assignment.short
     priority = preemptor.priority
     if node.parent is not None:
-        within_nominal = all(
-            node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in short
-        )
+        within_nominal = all(node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in short)
         reclaim = cq.preemption.reclaim_within_cohort
         borrow_policy = cq.preemption.borrow_within_cohort
         threshold = cq.preemption.max_priority_threshold

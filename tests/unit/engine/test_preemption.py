@@ -244,3 +244,34 @@ def test_a_head_waiting_for_its_own_usage_to_drop_reclaims_after_other_quota_cam
     engine.finish("a/a1")
     decisions = engine.schedule(3)
     assert [(type(d).__name__, d.workload) for d in decisions] == [("Eviction", "b/b3"), ("Admission", "a/job")]
+
+
+def test_a_head_waiting_for_cpu_reclaims_gpus_a_borrower_took_while_it_waited() -> None:
+    # b's job waits for cpu (b's nominal 0; a's 2 cpu are all borrowed by b's hog). When the hog finishes, a's
+    # older borrower takes all 4 GPUs first (b's nominal); the cpu is then there, and b's job, within b's
+    # nominal for GPUs, reclaims them from the borrower, as one-at-a-time scheduling does.
+    def queue(name: str, gpus: int, cpu: int, preemption: dict[str, str]) -> dict[str, object]:
+        return cluster_queue(
+            name, {"gpu": [quota("nvidia.com/gpu", gpus), quota("cpu", cpu)]}, cohort="c", preemption=preemption
+        )
+
+    engine = engine_with(
+        queue("a", 0, 2, {}),
+        queue("b", 4, 0, {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}),
+    )
+    engine.submit(workload("b", "hog", requests={"nvidia.com/gpu": "1", "cpu": "2"}))
+    assert admitted(engine.schedule(0)) == ["b/hog"]
+    engine.submit(workload("a", "borrower", 4, at=1))
+    engine.submit(workload("b", "job", at=2, requests={"nvidia.com/gpu": "1", "cpu": "1"}))
+    assert engine.schedule(2) == []
+    engine.finish("b/hog")
+    decisions = engine.schedule(3)
+    assert [(type(d).__name__, d.workload) for d in decisions] == [
+        ("Admission", "a/borrower"),
+        ("Eviction", "a/borrower"),
+        ("Admission", "b/job"),
+    ]
+    eviction = decisions[1]
+    assert isinstance(eviction, Eviction)
+    assert eviction.preempted_by == "b/job"
+    assert eviction.preemption_reason is PreemptionReason.IN_COHORT_RECLAMATION
