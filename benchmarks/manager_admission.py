@@ -22,19 +22,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kuota.errors import KubeApiError
 from kuota.kube_api import KubeApi
 from tests.cluster import Cluster
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import async_wait_until, wait_until
 from webhook.crds import crd_manifests
+from webhook.reflector import Event, EventType, Reflector, ResourceType
 
 TEAMS = ("research", "applied-ml", "inference")
 FITS_PER_TEAM = 500  # nominal quota in cores; each Job asks for one
@@ -137,43 +136,22 @@ def _quantiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
-JOBS = "/apis/batch/v1/jobs"
+JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
 
 
 class Unsuspensions:
-    """When each Job was first seen unsuspended, from a watch started before the load."""
+    """When each Job was first seen unsuspended, from a watch (the manager's own Reflector) started before the
+    load."""
 
-    def __init__(self) -> None:
+    def __init__(self, api: KubeApi) -> None:
         self.seen: dict[str, float] = {}
+        self.reflector: Reflector[Mapping[str, Any]] = Reflector(api, JOBS, lambda job: job)
+        self.reflector.subscribe(self._observe)
 
-    async def run(self, api: KubeApi) -> None:
-        """List, then watch from the list's version; start over whenever the watch ends or breaks."""
-        while True:
-            try:
-                listing = (await api.request("GET", JOBS)).object()
-                for job in listing["items"]:
-                    self._observe(job)
-                query = {
-                    "watch": "true",
-                    "resourceVersion": listing["metadata"]["resourceVersion"],
-                    "timeoutSeconds": "60",
-                }
-                timeout = aiohttp.ClientTimeout(total=None, sock_read=90)
-                async with api.stream("GET", JOBS, query=query, client_timeout=timeout) as stream:
-                    if stream.status != 200:
-                        (await stream.read()).raise_for_status()
-                    async for line in stream.lines():
-                        event = json.loads(line)
-                        if event["type"] == "ERROR":
-                            raise KubeApiError(f"job watch: {event['object'].get('message')}")
-                        self._observe(event["object"])
-            except KubeApiError as error:
-                print(f"job watch restarts: {error}", file=sys.stderr)
-
-    def _observe(self, job: dict[str, Any]) -> None:
-        key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
-        if job["spec"].get("suspend") is False and key not in self.seen:
-            self.seen[key] = time.perf_counter()
+    def _observe(self, event: Event[Mapping[str, Any]]) -> None:
+        job = event.value
+        if event.type is not EventType.DELETED and job["spec"].get("suspend") is False and event.key not in self.seen:
+            self.seen[event.key] = time.perf_counter()
 
 
 async def _create_all(
@@ -200,8 +178,8 @@ async def _create_all(
 async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workloads: int) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     api = KubeApi.from_kubeconfig(cluster.kubeconfig)
-    watcher = Unsuspensions()
-    watching = asyncio.create_task(watcher.run(api))
+    watcher = Unsuspensions(api)
+    watching = asyncio.create_task(watcher.reflector.run())
     await asyncio.sleep(1)
     try:
         started = time.perf_counter()

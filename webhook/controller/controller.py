@@ -459,10 +459,7 @@ class QuotaController:
             fresh = await self.writer.get(WORKLOADS, namespace, name)
             if fresh is None or not _same_decision_inputs(obj, fresh):
                 log.warning("%s changed under a decision; deciding again", key)
-                if fresh is None:
-                    self.workloads.observe(key, None)
-                else:
-                    self.workloads.wrote(fresh)
+                self._take_fresh(key, fresh)
                 return None
             try:
                 written = await self.writer.merge_patch(WORKLOADS, namespace, name, patch_for(fresh), "status")

@@ -13,8 +13,6 @@ import threading
 import time
 from typing import Any
 
-import aiohttp
-
 from kuota.kube_api import KubeApi
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
 from tests.integration.manager.conftest import apply, get_json
@@ -22,6 +20,8 @@ from tests.integration.manager.guide_objects import VERBATIM, gpu_job, team_queu
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import async_wait_until
+from webhook.admission.reflected_cluster import WORKLOADS
+from webhook.reflector import Reflector
 
 JOBS = 500
 SEED = 20261130
@@ -77,26 +77,11 @@ class Oracle:
             self.violations.append(f"cohort gpu-pool holds {total} GPUs of {COHORT_GPUS}: {holders}")
 
 
-WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
-
-
-async def _watch_workloads(api: KubeApi, oracle: Oracle, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        listing = (await api.request("GET", WORKLOADS)).object()
-        for item in listing["items"]:
-            oracle.observe("ADDED", item)
-        query = {"watch": "true", "resourceVersion": listing["metadata"]["resourceVersion"], "timeoutSeconds": "30"}
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
-        async with api.stream("GET", WORKLOADS, query=query, client_timeout=timeout) as stream:
-            if stream.status != 200:
-                (await stream.read()).raise_for_status()
-            async for line in stream.lines():
-                event = json.loads(line)
-                if event["type"] == "ERROR":  # e.g. 410 Gone after a compaction: list again
-                    break
-                oracle.observe(event["type"], event["object"])
-                if stop.is_set():
-                    break
+def _workload_watch(api: KubeApi, oracle: Oracle) -> Reflector[dict[str, Any]]:
+    """Every change of every Workload to the oracle, through a list+watch that relists after a 410."""
+    reflector: Reflector[dict[str, Any]] = Reflector(api, WORKLOADS, dict)
+    reflector.subscribe(lambda event: oracle.observe(event.type.value, event.value))
+    return reflector
 
 
 def _chaos_monkey(manager: ManagerProcess, stop: threading.Event, kills: list[float]) -> None:
@@ -128,8 +113,7 @@ async def test_killing_the_manager_at_random_never_overruns_quota_or_double_admi
         await asyncio.to_thread(cluster.kubectl, "apply", "-f", str(GUIDE / name))
     await asyncio.to_thread(apply, cluster, *team_queues("applied-ml", gpus=8), *team_queues("inference", 8, 4))
     oracle = Oracle()
-    stop_watch = asyncio.Event()
-    watcher = asyncio.create_task(_watch_workloads(api_client, oracle, stop_watch))
+    watcher = asyncio.create_task(_workload_watch(api_client, oracle).run())
     stop_monkey = threading.Event()
     kills: list[float] = []
     monkey = threading.Thread(target=_chaos_monkey, args=(manager, stop_monkey, kills), daemon=True)
@@ -163,7 +147,6 @@ async def test_killing_the_manager_at_random_never_overruns_quota_or_double_admi
     finally:
         stop_monkey.set()
         await asyncio.to_thread(monkey.join, 30)
-        stop_watch.set()
         watcher.cancel()
     if manager.process is None or manager.process.poll() is not None:
         manager.start()
