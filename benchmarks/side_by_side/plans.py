@@ -4,6 +4,7 @@ objects to create and when, and the same arrivals as the floor replays them. Pur
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.side_by_side.errors import MeasureError
@@ -50,8 +51,8 @@ def _cpu(arrival: HarnessArrival) -> float:
     return float(arrival.workload["podSets"][0]["requests"]["cpu"])
 
 
-def workload_plan(spec: HarnessSpec) -> list[PlannedObject]:
-    values = priority_values(spec)
+def _plan(spec: HarnessSpec, manifest: Callable[[HarnessArrival], dict[str, Any]]) -> list[PlannedObject]:
+    """One planned object per harness arrival; ``manifest`` says what is created for it."""
     return [
         PlannedObject(
             key=f"{a.workload['namespace']}/{a.workload['name']}",
@@ -59,10 +60,15 @@ def workload_plan(spec: HarnessSpec) -> list[PlannedObject]:
             workload_class=a.workload_class,
             cpu=_cpu(a),
             runtime=a.workload["duration"],
-            manifest=workload_manifest(a.workload, priority_values=values),
+            manifest=manifest(a),
         )
         for a in harness_arrivals(spec)
     ]
+
+
+def workload_plan(spec: HarnessSpec) -> list[PlannedObject]:
+    values = priority_values(spec)
+    return _plan(spec, lambda arrival: workload_manifest(arrival.workload, priority_values=values))
 
 
 def job_manifest(arrival: HarnessArrival) -> dict[str, Any]:
@@ -101,14 +107,4 @@ def job_manifest(arrival: HarnessArrival) -> dict[str, Any]:
 
 
 def job_plan(spec: HarnessSpec) -> list[PlannedObject]:
-    return [
-        PlannedObject(
-            key=f"{a.workload['namespace']}/{a.workload['name']}",
-            submit_at=a.submit_at,
-            workload_class=a.workload_class,
-            cpu=_cpu(a),
-            runtime=a.workload["duration"],
-            manifest=job_manifest(a),
-        )
-        for a in harness_arrivals(spec)
-    ]
+    return _plan(spec, job_manifest)
