@@ -7,6 +7,7 @@ A small script checks on load that every chart the page promises is there and wr
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from exporter.report import report_markdown as text
 from exporter.report.charts import all_charts
@@ -36,7 +37,7 @@ def _cell(value: str) -> str:
     return f"<td{css}>{html.escape(value)}</td>"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: Sequence[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -113,18 +114,7 @@ def render(report: Report) -> str:
     sections += [
         "<h2>Teams</h2>",
         _table(
-            [
-                "team",
-                "namespaces",
-                "util avg",
-                "util p95",
-                "allocated GPU-h",
-                "used GPU-h",
-                "wait p50",
-                "wait p95",
-                "pending avg",
-                "verdict",
-            ],
+            text.TEAM_COLUMNS,
             [text.team_row(team) for team in report.teams],
         ),
     ]

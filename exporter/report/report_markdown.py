@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from exporter.report.figures import IdleCost, Queueing, Report, TeamReport
 
@@ -35,7 +35,7 @@ def money(value: float | None) -> str:
     return MISSING if value is None else f"${value:,.0f}"
 
 
-def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+def _table(header: Sequence[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return [*lines, ""]
@@ -47,7 +47,22 @@ def _cost(cost: IdleCost | None, hour_class: str) -> str:
     return f"{cost.gpu_hours[hour_class]:,.1f} GPU-h = {money(cost.dollars[hour_class])}"
 
 
+TEAM_COLUMNS = (
+    "team",
+    "namespaces",
+    "util avg",
+    "util p95",
+    "allocated GPU-h",
+    "used GPU-h",
+    "wait p50",
+    "wait p95",
+    "pending avg",
+    "verdict",
+)
+
+
 def team_row(team: TeamReport) -> list[str]:
+    """One team's cells, in ``TEAM_COLUMNS`` order (both report formats)."""
     util = team.utilization
     queue: Queueing | None = team.queueing
     return [
@@ -125,18 +140,7 @@ def render(report: Report) -> str:
         ] + [""]
     lines += ["## Teams", ""]
     lines += _table(
-        [
-            "team",
-            "namespaces",
-            "util avg",
-            "util p95",
-            "allocated GPU-h",
-            "used GPU-h",
-            "wait p50",
-            "wait p95",
-            "pending avg",
-            "verdict",
-        ],
+        TEAM_COLUMNS,
         (team_row(team) for team in report.teams),
     )
     for team in report.teams:
