@@ -118,11 +118,14 @@ def _workload(team: str, index: int) -> dict[str, Any]:
     }
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+def _rss(manager: ManagerProcess) -> str:
+    """The manager's resident memory in MiB and in MB (the target's unit)."""
+    assert manager.process is not None, "the manager is not running"
+    for line in Path(f"/proc/{manager.process.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+            kib = int(line.split()[1])
+            return f"{kib / 1024:.0f} MiB = {kib * 1024 / 1e6:.0f} MB"
+    raise RuntimeError(f"no VmRSS for the manager, pid {manager.process.pid}")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -216,7 +219,7 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
                 "target p95 <= 1000 ms",
             )
         )
-        rows.append(("manager RSS with the Jobs", f"{_rss_mib(manager.process.pid):.0f} MiB", ""))  # type: ignore[union-attr]
+        rows.append(("manager RSS with the Jobs", _rss(manager), ""))
 
         started = time.perf_counter()
         standalone = max(0, workloads - jobs)  # every Job has its Workload already
@@ -235,10 +238,10 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
         rows.append(
             (
                 f"manager RSS at {standalone + jobs} Workloads",
-                f"{_rss_mib(manager.process.pid):.0f} MiB",
+                _rss(manager),
                 "target <= 150 MB",
             )
-        )  # type: ignore[union-attr]
+        )
     finally:
         watching.cancel()
         await api.close()
@@ -273,8 +276,7 @@ def main() -> int:
             )
             manager = ManagerProcess(cluster, "kuota-system", extra_args=("--log-level=WARNING",))
             manager.start()
-            idle = _rss_mib(manager.process.pid)  # type: ignore[union-attr]
-            rows = [("manager RSS idle (baseline)", f"{idle:.0f} MiB", "")]
+            rows = [("manager RSS idle (baseline)", _rss(manager), "")]
             rows += asyncio.run(_phases(cluster, manager, args.jobs, args.workloads))
             cpu = _cpu_seconds(manager.process.pid)  # type: ignore[union-attr]
             rows.append(("manager CPU time, start to end (user + system)", f"{cpu:.1f} s", ""))

@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # client-go re-reads a token file once a minute; the kubelet rotates projected tokens well before expiry.
 TOKEN_REFRESH_SECONDS = 60.0
-# Idle connections are kept this long; the API server keeps them far longer, so reuse is the norm.
-KEEPALIVE_SECONDS = 60.0
+# Idle connections are kept this long: long enough to span the gaps in a stream of writes, short enough that
+# a burst's extra connections close soon after it (asyncio keeps a 256 KiB read buffer per TLS connection).
+KEEPALIVE_SECONDS = 15.0
 
 Query = Mapping[str, str] | Sequence[tuple[str, str]]
 
@@ -371,6 +372,19 @@ class KubeApi:
         # The User-Agent names kuota in audit logs and, as the default field manager, in managedFields.
         self._headers = {"Accept": "application/json", "User-Agent": user_agent, **access.headers}
         self._token_read_at = time.monotonic()
+
+    def with_own_pool(self, connections: int) -> KubeApi:
+        """The same server and credentials over a pool of its own, to be closed by its user.
+
+        aiohttp reuses the oldest idle connection first, so a steady trickle of requests keeps every idle
+        connection of its pool open; a burst's connections close after it only if the trickle uses another pool.
+        """
+        return KubeApi(
+            self.access,
+            connections=connections,
+            request_timeout=self._timeout.total or 0.0,
+            user_agent=self._headers["User-Agent"],
+        )
 
     @classmethod
     def from_kubeconfig(cls, path: Path, **options: Any) -> KubeApi:

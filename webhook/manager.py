@@ -25,6 +25,7 @@ from certs.rotation import DirectoryCertificates, SecretBackedCertificates
 from certs.secret_store import SecretLocation, read_bundle
 from certs.serving_context import ReloadableServerContext
 from kuota.errors import ConfigurationError, KubeApiError
+from kuota.heap import release_free_pages_periodically
 from kuota.kube_api import KubeApi
 from webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
 from webhook.admission.job_policy import JobPolicy, KuotaIdentity
@@ -166,6 +167,7 @@ class Manager:
                 background = [
                     group.create_task(self._certificates(api, context)),
                     group.create_task(facts.run()),
+                    group.create_task(release_free_pages_periodically()),
                 ]
                 if options.webhook_url is not None:
                     background.append(group.create_task(self._register_by_url(api)))
@@ -183,6 +185,7 @@ class Manager:
         finally:
             for runner in runners:
                 await runner.cleanup()
+            await self.controller.close()
 
     async def _certificates(self, api: KubeApi, context: ReloadableServerContext) -> None:
         options = self.options

@@ -159,10 +159,12 @@ class QuotaController:
         self._retention_rounds = max(1, int(min(_RETENTION_CHECK_SECONDS, workload_retention / 2) / _STATUS_INTERVAL))
         self.metrics = metrics
         self.clock = clock
-        self.writer = ApiWriter(api, metrics, concurrency=write_concurrency)
-        # What people read (reasons, Events, queue status) has its own few connections and gives up sooner,
-        # so thousands of those writes never queue ahead of a decision.
-        self.reporter = ApiWriter(api, metrics, concurrency=4, attempts=2, request_timeout=10.0)
+        # Decisions and what people read (reasons, Events, queue status) have connections of their own: the
+        # reporter's steady trickle never queues ahead of a decision, and a burst of decisions' connections
+        # close once it is over (each TLS connection holds a 256 KiB buffer). The reporter gives up sooner.
+        self._pools = (api.with_own_pool(write_concurrency), api.with_own_pool(4))
+        self.writer = ApiWriter(self._pools[0], metrics, concurrency=write_concurrency)
+        self.reporter = ApiWriter(self._pools[1], metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.engine = QuotaEngine(configuration)
         self.config_reflectors = {kind: Reflector(api, resource, _trim) for kind, resource in _CONFIG_RESOURCES.items()}
         self.workload_reflector: Reflector[dict[str, Any]] = Reflector(api, _WORKLOADS, _trim)
@@ -281,6 +283,11 @@ class QuotaController:
             finally:
                 for task in self._decision_writes:  # a replica that stops deciding stops writing decisions
                     task.cancel()
+
+    async def close(self) -> None:
+        """Close the writers' connections (after :meth:`run` has ended)."""
+        for pool in self._pools:
+            await pool.close()
 
     def _rebuild(self) -> None:
         """A fresh engine from the views: at start-up, and after a write showed the engine was wrong."""

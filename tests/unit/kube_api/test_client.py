@@ -144,6 +144,26 @@ async def test_connections_are_kept_alive_and_reused(serve: ServerFactory) -> No
     assert len(peers) == 1
 
 
+async def test_a_pool_of_its_own_has_its_own_connections_credentials_and_lifetime(serve: ServerFactory) -> None:
+    peers: list[tuple[object, str]] = []
+
+    async def healthz(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append((request.transport.get_extra_info("peername"), request.headers["Authorization"]))
+        return web.json_response({})
+
+    url = await serve({("GET", "/healthz"): healthz})
+    async with _api(url, Authorization="Bearer t") as api:
+        assert (await api.request("GET", "/healthz")).ok
+        async with api.with_own_pool(connections=2) as pool:
+            assert (await pool.request("GET", "/healthz")).ok
+        # The pool is closed; the client it came from still answers, over its first connection.
+        assert (await api.request("GET", "/healthz")).ok
+    assert [auth for _, auth in peers] == ["Bearer t"] * 3
+    assert peers[0][0] != peers[1][0]
+    assert peers[0][0] == peers[2][0]
+
+
 async def test_proxy_variables_and_netrc_are_ignored(
     serve: ServerFactory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
