@@ -69,9 +69,12 @@ _CONFIG_RESOURCES = {
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
 _JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
 _STATUS_INTERVAL = 1.0
+_DECISIONS_IN_FLIGHT = 64  # twice the writer's connections: enough to keep them all busy
 _REASON_REFRESH_SECONDS = 30.0
 _REASON_WRITES_PER_ROUND = 20
+_REASON_CHECKS_PER_ROUND = 1000
 _REASON_GRACE_SECONDS = 3.0
+_STATUS_WRITES_PER_ROUND = 10
 _EVENT_BACKLOG = 1000
 _EVENTS_PER_SECOND = 10.0
 _EVENT_BURST = 200.0
@@ -187,12 +190,14 @@ class QuotaController:
         self._invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
+        self._pending_since: dict[str, float] = {}  # when each pending workload was queued, read once per wait
         self._active_since: dict[str, tuple[bool, float]] = {}  # ClusterQueue Active condition and its transition
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
         self._events_waiting = 0
         self._event_tokens = _EVENT_BURST
         self._event_tokens_at = time.monotonic()
         self._last_status: dict[str, Any] = {}
+        self._status_written_at: dict[str, float] = {}  # monotonic time of each queue's last status write
         self.cycles = 0
         self.ready = asyncio.Event()
         for kind, reflector in self.config_reflectors.items():
@@ -319,7 +324,10 @@ class QuotaController:
         dirty_jobs, self._dirty_jobs = self._dirty_jobs, set()
         await self._gather(self._reconcile_job(key) for key in sorted(dirty_jobs))
         now = self.clock()
-        decisions = self.engine.schedule(now)
+        # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
+        # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
+        room = _DECISIONS_IN_FLIGHT - len(self._writing)
+        decisions = self.engine.schedule(now, limit=room) if room > 0 else []
         if decisions:
             self._write_decisions(decisions, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
@@ -350,6 +358,7 @@ class QuotaController:
                 log.debug("workload %s finished or deleted; engine forgets it (%s)", key, state)
                 self.engine.finish(key)
             self._reasons.pop(key, None)
+            self._pending_since.pop(key, None)
             if obj is not None and obj["metadata"].get("deletionTimestamp"):
                 self._spawn(self._release_finalizer(obj))
             return
@@ -500,6 +509,7 @@ class QuotaController:
             " borrowing" if admission.borrowing else "",
         )
         self._reasons.pop(admission.workload, None)
+        self._pending_since.pop(admission.workload, None)
         priority_class = written.get("spec", {}).get("priorityClassRef", {}).get("name", "")
         queued_since = self._queued_since(written)
         self.metrics.admission_wait.labels(admission.cluster_queue, priority_class).observe(
@@ -538,7 +548,14 @@ class QuotaController:
             eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preemptor_uid)
         )
         if written is None:
-            return False
+            # A victim that finished, or is being deleted, gave its quota back by itself: the decisions that
+            # needed that quota stand, and the engine hears of the change as of any other.
+            now_seen = self.workloads.get(eviction.workload)
+            return (
+                now_seen is None
+                or bool(now_seen["metadata"].get("deletionTimestamp"))
+                or status.is_true(now_seen, "Finished")
+            )
         try:
             if eviction.deactivated and written.get("spec", {}).get("active", True):
                 written = await self.writer.merge_patch(
@@ -867,34 +884,43 @@ class QuotaController:
         use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and the Job hears of it once; each round
         writes at most ``_REASON_WRITES_PER_ROUND``, never-told Workloads first, oldest first. At thousands of
         pending Workloads, one write per change per round would be most of the API server's load, taken from
-        the admissions themselves."""
+        the admissions themselves; and only the reasons about to be written are put into words (at most
+        ``_REASON_CHECKS_PER_ROUND``), since wording all of them every round was most of the controller's time."""
         now = self.clock()
-        due: list[tuple[bool, float, str, dict[str, Any], str]] = []
-        for key in list(self.engine.workloads()):
-            engine_status = self.engine.status(key)
-            if engine_status.state is not WorkloadState.PENDING or not engine_status.reason or key in self._writing:
+        due: list[tuple[bool, float, str]] = []
+        for key, engine_status in self.engine.statuses_without_reasons():
+            if engine_status.state is not WorkloadState.PENDING or key in self._writing:
                 continue
             previous = self._reasons.get(key)
-            if previous is not None and (
-                previous[0] == engine_status.reason or now - previous[1] < _REASON_REFRESH_SECONDS
-            ):
+            if previous is not None:
+                if now - previous[1] >= _REASON_REFRESH_SECONDS:
+                    due.append((True, previous[1], key))
                 continue
+            since = self._pending_since.get(key)
+            if since is None:
+                obj = self.workloads.get(key)
+                if obj is None:
+                    continue
+                since = self._pending_since[key] = self._queued_since(obj)
+            if now - since >= _REASON_GRACE_SECONDS:
+                due.append((False, since, key))
+        due.sort()
+        writes = []
+        for told, _, key in due[:_REASON_CHECKS_PER_ROUND]:
+            reason = self.engine.status(key).reason
             obj = self.workloads.get(key)
-            if obj is None:
+            if reason is None or obj is None:
+                continue
+            previous = self._reasons.get(key)
+            self._reasons[key] = (reason, now)  # looked at now: not again before another refresh period
+            if previous is not None and previous[0] == reason:
                 continue
             shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
-            if shown is not None and shown.get("status") == "False" and shown.get("message") == engine_status.reason:
-                self._reasons[key] = (engine_status.reason, now)  # already says so (e.g. written before a restart)
-                continue
-            since = previous[1] if previous is not None else self._queued_since(obj)
-            if previous is None and now - since < _REASON_GRACE_SECONDS:
-                continue
-            due.append((previous is not None, since, key, obj, engine_status.reason))
-        due.sort(key=lambda entry: entry[:3])
-        writes = []
-        for told, _, key, obj, reason in due[:_REASON_WRITES_PER_ROUND]:
-            self._reasons[key] = (reason, now)
+            if shown is not None and shown.get("status") == "False" and shown.get("message") == reason:
+                continue  # already says so (e.g. written before a restart)
             writes.append(self._write_reason(obj, reason, now, first=not told))
+            if len(writes) == _REASON_WRITES_PER_ROUND:
+                break
         await self._gather(writes)
 
     async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
@@ -920,28 +946,38 @@ class QuotaController:
             self._event(written, "Normal", "Pending", reason)
 
     async def _write_queue_status(self) -> None:
-        """Write each queue's status when it differs from what this replica last wrote."""
-        writes = []
+        """Write each queue's status when it differs from what this replica last wrote: at most
+        ``_STATUS_WRITES_PER_ROUND`` a round, the longest unwritten first. A few changing queues are current
+        within a round; under a storm of admissions every queue's counts change every round, and hundreds of
+        queues would otherwise cost the API server a write each per second."""
+        changed: list[tuple[float, str, Resource, str | None, str, dict[str, Any]]] = []
+
+        def consider(resource: Resource, namespace: str | None, name: str, body: dict[str, Any]) -> None:
+            slot = f"{resource.plural}/{namespace}/{name}"
+            if self._last_status.get(slot) != body:
+                changed.append((self._status_written_at.get(slot, 0.0), slot, resource, namespace, name, body))
+
         for gauges in self.cluster_queue_gauges():
-            writes.append(
-                self._write_status_if_changed(CLUSTER_QUEUES, None, gauges.name, self._cluster_queue_status(gauges))
-            )
+            consider(CLUSTER_QUEUES, None, gauges.name, self._cluster_queue_status(gauges))
         for local in self.local_queue_gauges():
             body = {
                 "pendingWorkloads": local.pending_active + local.pending_inadmissible,
                 "reservingWorkloads": local.reserving,
                 "admittedWorkloads": local.admitted,
             }
-            writes.append(self._write_status_if_changed(LOCAL_QUEUES, local.namespace, local.name, body))
+            consider(LOCAL_QUEUES, local.namespace, local.name, body)
+        changed.sort(key=lambda entry: entry[:2])
+        now = time.monotonic()
+        writes = []
+        for _, slot, resource, namespace, name, body in changed[:_STATUS_WRITES_PER_ROUND]:
+            self._last_status[slot] = body
+            self._status_written_at[slot] = now
+            writes.append(self._write_status(slot, resource, namespace, name, body))
         await self._gather(writes)
 
-    async def _write_status_if_changed(
-        self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any]
+    async def _write_status(
+        self, slot: str, resource: Resource, namespace: str | None, name: str, body: dict[str, Any]
     ) -> None:
-        slot = f"{resource.plural}/{namespace}/{name}"
-        if self._last_status.get(slot) == body:
-            return
-        self._last_status[slot] = body
         try:
             await self.reporter.merge_patch(resource, namespace, name, {"status": body}, "status")
         except ConflictError:
@@ -995,8 +1031,7 @@ class QuotaController:
         if not self.ready.is_set():
             return []
         inadmissible: dict[str, int] = {}
-        for key in self.engine.workloads():
-            workload_status = self.engine.status(key)
+        for _, workload_status in self.engine.statuses_without_reasons():
             queue_name = workload_status.cluster_queue
             if workload_status.state is WorkloadState.PENDING and workload_status.inadmissible and queue_name:
                 inadmissible[queue_name] = inadmissible.get(queue_name, 0) + 1
@@ -1046,14 +1081,13 @@ class QuotaController:
         if not self.ready.is_set():
             return []
         counts: dict[tuple[str, str], list[int]] = {key: [0, 0, 0] for key in self.engine.local_queues}
-        for key in self.engine.workloads():
+        for key, engine_status in self.engine.statuses_without_reasons():
             obj = self.workloads.get(key)
             if obj is None:
                 continue
             slot = counts.get((obj["metadata"]["namespace"], obj["spec"].get("queueName", "")))
             if slot is None:
                 continue
-            engine_status = self.engine.status(key)
             if engine_status.state is WorkloadState.ADMITTED:
                 slot[2] += 1
             elif engine_status.inadmissible:
