@@ -14,7 +14,7 @@ simulated hours, 1M about 18 days), so the cost per decision is comparable. At 8
 3,000 pending workloads for the whole run (at 90%, queueing for the 8-GPU shapes keeps it creeping up).
 
 Reported: the offered load, CPU seconds of the replay (the lazy stream's generation and conversion included,
-about 25 us a workload), decisions (admissions + evictions) per second, CPU microseconds per decision and its
+about 8 us a workload), decisions (admissions + evictions) per second, CPU microseconds per decision and its
 ratio to the smallest size (flat or logarithmic growth is the target), and peak RSS (target for 1M: under
 2 minutes and 2 GB).
 """

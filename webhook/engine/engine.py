@@ -14,7 +14,8 @@ group aside at once. A set-aside group is tried again only when something could 
   wakes it when that is available to its queue (every flavor's requests, a request that kept it from
   preempting, or, where it may preempt, all it waited for in one flavor: what else it requests may have been
   taken meanwhile, by borrowers it could reclaim from), in order with the other heads, so freed quota wakes
-  only what can use it;
+  only what can use it; one that would not get that even with the rest of the tree idle (its own usage and
+  borrowingLimit keep it out: ``QuotaTree.ceiling``) is held until its own queue frees quota;
 - one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
 - one that could preempt a newly admitted workload (by priority and policy): that admission.
 - one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
@@ -39,7 +40,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -172,10 +173,12 @@ class _Record:
     __slots__ = (
         "_shape",
         "admitted",
+        "counts",
         "deadline",
         "executed",
         "group",
         "inadmissible",
+        "partial",
         "preempted_at",
         "queue",
         "reason",
@@ -188,6 +191,9 @@ class _Record:
 
     def __init__(self, workload: Workload) -> None:
         self.workload = workload
+        pod_sets = workload.pod_sets
+        self.counts = tuple(pod_set.count for pod_set in pod_sets)  # its full size, tried first
+        self.partial = any(pod_set.min_count is not None for pod_set in pod_sets)  # minCount allows less
         self.sort_key: SortKey = (-workload.priority, workload.created, workload.uid, workload.key)
         self.state = WorkloadState.PENDING
         self.queue: _Queue | None = None
@@ -223,7 +229,7 @@ class _Record:
         return (*self._shape, instant if self.preempted_at == instant else None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Help:
     """Which admissions could make a set-aside head admissible (freed quota always could)."""
 
@@ -247,15 +253,14 @@ class _Group:
     """Pending workloads of one queue with identical shape; only the head is ever tried."""
 
     __slots__ = (
-        "blocking",
         "elder",
         "epoch",
-        "fit_options",
         "help",
         "inadmissible",
         "members",
         "naps",
         "parked",
+        "prepared",
         "queue",
         "reason",
         "shape",
@@ -276,10 +281,7 @@ class _Group:
         self.epoch = 0  # bumped whenever it is set aside or woken: older wake-index entries are stale
         # Also bumped when a sleeping check finds it cannot succeed yet: older cooling/sleeping entries are stale.
         self.naps = 0
-        # What its (single) pod set would take per resource group and flavor, and what keeps it from trying
-        # to preempt: see QuotaEngine._may_succeed.
-        self.fit_options: _FitOptions | None = None
-        self.blocking: dict[FlavorResource, int] = {}
+        self.prepared: tuple[_FitOptions, dict[FlavorResource, int]] | None = None  # see QuotaEngine._prepare
 
     def head(self, records: Mapping[str, _Record]) -> _Record | None:
         while self.members:
@@ -310,6 +312,12 @@ class _Queue:
         self.own_waiters: dict[int, _Group] = {}
         # Set-aside groups that only quota freed in this queue may help (see _Help.own_frees_only).
         self.capped: dict[int, _Group] = {}
+        # Sleeping groups that this queue's own usage keeps from fitting, however much the rest of the tree
+        # frees (see QuotaTree.ceiling), as (naps, group): they cool down again only when this queue frees.
+        self.held_by_own_usage: list[tuple[int, _Group]] = []
+        self.held_compact_at = _COMPACT_FLOOR
+        # QuotaEngine._prepare's answers, per shape (without the preempted-at instant).
+        self.prepared: dict[tuple[object, ...], tuple[_FitOptions, dict[FlavorResource, int]]] = {}
         # Whether a flavor needing preemption can stop its flavor walk while a later one might fit: then more
         # usage (which can make that flavor not fit at all) may help a set-aside head.
         self.fragile = (
@@ -414,6 +422,8 @@ class QuotaEngine:
         self._trees: dict[str, _Tree] = {}
         self._dirty: set[str] = set()
         self._held: dict[str, _Record] = {}  # pending, but no queue can take them as configured
+        # _routing_problem's answer per (namespace, LocalQueue name): it depends on the configuration alone.
+        self._routes: dict[tuple[str, str], tuple[str, bool] | None] = {}
         self._stale = True
         self._backoffs: list[tuple[float, str]] = []
         self._deadlines: list[tuple[float, int, str]] = []
@@ -661,6 +671,7 @@ class QuotaEngine:
             self._queues[name].heads = tree.heads
         self._dirty = set(self._trees)
         self._held = {}
+        self._routes = {}
         self._preempted_groups = []
         for record in self._records.values():
             record.queue = None
@@ -700,7 +711,11 @@ class QuotaEngine:
         workload = record.workload
         record.reason = None
         record.inadmissible = False
-        problem = self._routing_problem(workload)
+        route = (workload.namespace, workload.queue_name)
+        if route in self._routes:
+            problem = self._routes[route]
+        else:
+            problem = self._routes[route] = self._routing_problem(workload)
         if problem is not None:
             record.reason, record.inadmissible = problem
             self._held[workload.key] = record
@@ -832,8 +847,8 @@ class QuotaEngine:
     def _run_tree(self, root: str, now: float, decisions: list[Decision], budget: list[int]) -> bool:
         """Admit in ``root``'s tree until nothing more can be; False if the admission budget ran out first."""
         tree = self._trees[root]
-        queues = [self._queues[name] for name in tree.queues]
         fair = self.configuration.fair_sharing is not None
+        queues = [self._queues[name] for name in tree.queues] if fair else []
         while True:
             if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
                 while tree.sleeping and (sleeper := self._best_sleeper(tree)) is not None:
@@ -909,8 +924,7 @@ class QuotaEngine:
         """Admit ``record`` if it can be now (None); otherwise say what could change that."""
         assert queue.assigner is not None
         workload = record.workload
-        full = tuple(pod_set.count for pod_set in workload.pod_sets)
-        assignment = queue.assigner.assign(workload.pod_sets, full)
+        assignment = queue.assigner.assign(workload.pod_sets, record.counts)
         if assignment.mode is Mode.FIT:
             decisions.append(self._admit(record, queue.model.name, assignment, now))
             return None
@@ -986,10 +1000,10 @@ class QuotaEngine:
         group, even after preempting everything it may in that queue (other queues cannot change that)."""
         group = record.group
         pod_sets = record.workload.pod_sets
-        if group is None or len(pod_sets) != 1 or pod_sets[0].min_count is not None:
+        node = self.tree.cluster_queues[queue.model.name]
+        if not node.borrow_caps or group is None or len(pod_sets) != 1 or pod_sets[0].min_count is not None:
             return False
         options, _ = self._prepare(group, record)
-        node = self.tree.cluster_queues[queue.model.name]
         within = queue.model.preemption.within_cluster_queue
         priority = record.workload.priority
 
@@ -1022,9 +1036,14 @@ class QuotaEngine:
             return _Help(True, True)
         preemption = cq.preemption
         node = self.tree.cluster_queues[cq.name]
-        within_nominal = all(
-            node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in assignment.short
-        )
+        usage = node.usage
+        subtree = node.subtree
+        wanted = assignment.usage
+        within_nominal = True
+        for fr in assignment.short:
+            if usage.get(fr, 0) + wanted[fr] > subtree.get(fr, 0):
+                within_nominal = False
+                break
         may_reclaim = cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
         reclaims = (within_nominal and may_reclaim) or (
             cq.cohort is not None and preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
@@ -1094,9 +1113,9 @@ class QuotaEngine:
     def _partial(self, queue: _Queue, record: _Record) -> Assignment | None:
         """The largest admission that fits now with pod sets cut toward their minCount (binary search)."""
         assert queue.assigner is not None
-        pod_sets = record.workload.pod_sets
-        if all(pod_set.min_count is None for pod_set in pod_sets):
+        if not record.partial:
             return None
+        pod_sets = record.workload.pod_sets
         spans = [pod_set.count - (pod_set.min_count or pod_set.count) for pod_set in pod_sets]
         steps = max(spans)
 
@@ -1246,58 +1265,91 @@ class QuotaEngine:
         needs = group.help.needs
         assert needs is not None
         keys: dict[FlavorResource, int] = {}
+        flavors: set[str] = set()
+        # Where it may reclaim, any one resource becoming available may leave a shortage it can reclaim.
+        every = self._may_reclaim(group.queue.model)
         for fr in sorted(needs):
-            if all(other[0] != fr[0] for other in keys):
+            if every or fr[0] not in flavors:
+                flavors.add(fr[0])
                 keys[fr] = needs[fr]
-        keys.update(self._prepare(group, head)[1])
+        blocking = self._prepare(group, head)[1]
+        if blocking:
+            keys.update(blocking)
+        sleeping = tree.sleeping
         for fr, need in keys.items():
-            index = tree.sleeping.get(fr)
+            index = sleeping.get(fr)
             if index is None:
-                index = tree.sleeping[fr] = _NeedIndex()
+                index = sleeping[fr] = _NeedIndex()
             index.add(need, (head.sort_key, next(self._sequence), group.naps, group))
 
     def _prepare(self, group: _Group, head: _Record) -> tuple[_FitOptions, dict[FlavorResource, int]]:
-        """What ``_may_succeed`` checks for the group's shape, worked out once (it depends on quotas only)."""
-        if group.fit_options is None:
-            queue = group.queue
+        """What ``_may_succeed`` checks for the group's shape: what its (single) pod set would take per
+        resource group and flavor, and what keeps it from trying to preempt. Worked out once per queue and
+        shape (it depends on quotas only)."""
+        if group.prepared is not None:
+            return group.prepared
+        queue = group.queue
+        shape = group.shape[:-1]  # whether preempted at this instant changes neither
+        prepared = queue.prepared.get(shape)
+        if prepared is None:
             assert queue.assigner is not None
-            group.fit_options = self._fit_options(queue, head.workload.pod_sets[0])
+            options = self._fit_options(queue, head.workload.pod_sets[0])
+            blocking: dict[FlavorResource, int] = {}
             # Requests past nominal quota make a flavor NO_FIT, for a queue that may not preempt past it: once
             # such a request is available the mode may become PREEMPT, and a full attempt may find victims.
             if not queue.assigner.may_preempt_past_nominal:
                 node = self.tree.cluster_queues[queue.model.name]
-                group.blocking = {
+                blocking = {
                     fr: need
-                    for flavors in group.fit_options
+                    for flavors in options
                     for flavor in flavors
                     for fr, need in flavor
                     if node.subtree.get(fr, 0) < need <= self.tree.potential_available(node, fr)
                 }
-        return group.fit_options, group.blocking
+            prepared = queue.prepared[shape] = (options, blocking)
+        group.prepared = prepared
+        return prepared
 
-    def _may_succeed(self, group: _Group, head: _Record) -> bool:
-        """Whether an attempt of ``head`` could succeed now: every resource group has a flavor with all its
-        requests available (it may fit), or a request that kept it from preempting is available, or (in a
-        queue that may preempt) all it waited for in some flavor is available."""
+    def _may_succeed(self, group: _Group, head: _Record, available: Callable[[QuotaNode, FlavorResource], int]) -> bool:
+        """Whether an attempt of ``head`` could succeed with ``available`` quota: every resource group has a
+        flavor with all its requests available (it may fit), or a request that kept it from preempting is
+        available, or (in a queue that may preempt) all it waited for in some flavor is available."""
         options, blocking = self._prepare(group, head)
-        tree = self.tree
         queue = group.queue
-        node = tree.cluster_queues[queue.model.name]
-        if all(
-            any(all(amount <= tree.available(node, fr) for fr, amount in flavor) for flavor in flavors)
-            for flavors in options
-        ) or any(need <= tree.available(node, fr) for fr, need in blocking.items()):
+        node = self.tree.cluster_queues[queue.model.name]
+        for flavors in options:
+            for option in flavors:
+                for fr, amount in option:
+                    if amount > available(node, fr):
+                        break
+                else:
+                    break  # this flavor may fit
+            else:
+                break  # no flavor of this resource group may fit
+        else:
             return True
+        for fr, need in blocking.items():
+            if need <= available(node, fr):
+                return True
         if not self._may_preempt(queue.model):
             return False
         # Its help was worked out when only the resources it waits for were short. If they are available now
         # and it still does not fit, others were taken since (by a borrower, say): it may preempt for those.
+        # Or a shortage that is left only where it fits its nominal quota, which it may reclaim from borrowers.
         needs = group.help.needs
         assert needs is not None
+        may_reclaim = self._may_reclaim(queue.model)
+        usage = node.usage
+        subtree = node.subtree
         waited: dict[str, bool] = {}
-        for (flavor, resource), need in needs.items():
-            waited[flavor] = waited.get(flavor, True) and need <= tree.available(node, (flavor, resource))
+        for fr, need in needs.items():
+            reachable = need <= available(node, fr) or (may_reclaim and usage.get(fr, 0) + need <= subtree.get(fr, 0))
+            waited[fr[0]] = waited.get(fr[0], True) and reachable
         return any(waited.values())
+
+    @staticmethod
+    def _may_reclaim(cq: ClusterQueue) -> bool:
+        return cq.cohort is not None and cq.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
 
     @staticmethod
     def _fit_options(queue: _Queue, pod_set: PodSet) -> _FitOptions:
@@ -1323,9 +1375,12 @@ class QuotaEngine:
     def _best_sleeper(self, tree: _Tree) -> tuple[SortKey, _Group] | None:
         """The best-ordered sleeping group whose needs may be available; stale entries are dropped on the way."""
         best: tuple[SortKey, _Group] | None = None
+        lent = tree.lent
+        root = tree.root
         for fr, index in list(tree.sleeping.items()):
             amounts = index.amounts
-            stop = bisect.bisect_right(amounts, self._bound(tree, fr))
+            bound = self._bound(tree, fr) if fr in lent else root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+            stop = bisect.bisect_right(amounts, bound)
             position = 0
             while position < stop:
                 bucket = index.buckets[amounts[position]]
@@ -1359,10 +1414,20 @@ class QuotaEngine:
     def _wake_sleeper(self, tree: _Tree, group: _Group) -> None:
         """Wake a sleeping group if what it needs is available to its queue; else it waits for the next free."""
         head = group.head(self._records)
-        if head is not None and self._may_succeed(group, head):
+        if head is not None and self._may_succeed(group, head, self.tree.available):
             self._unpark(group)
+            return
+        group.naps += 1
+        if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+            # Until its own queue frees quota its usage only grows, so no free elsewhere can let it succeed.
+            queue = group.queue
+            held = queue.held_by_own_usage
+            held.append((group.naps, group))
+            # Outdated entries leave at the queue's next free; drop them in bulk if that is long in coming.
+            if len(held) > queue.held_compact_at:
+                held[:] = [entry for entry in held if entry[0] == entry[1].naps]
+                queue.held_compact_at = max(_COMPACT_FLOOR, 2 * len(held))
         else:
-            group.naps += 1
             tree.cooling.append((group.naps, group))
 
     def _unpark(self, group: _Group) -> None:
@@ -1397,6 +1462,7 @@ class QuotaEngine:
         for name in tree.queues:
             self._queues[name].reclaim_waiting.clear()
             self._queues[name].reclaim_compact_at.clear()
+            self._queues[name].held_by_own_usage.clear()
         self._dirty.add(root)
 
     def _wake_on_free(self, queue: _Queue, freed: Mapping[FlavorResource, int]) -> None:
@@ -1404,6 +1470,18 @@ class QuotaEngine:
         tree = self._trees[queue.root]
         for group in (*tree.any_free.values(), *queue.capped.values()):
             self._unpark(group)
+        if queue.held_by_own_usage:
+            # Those that would still be held (even with nothing else in use) stay so without a detour.
+            held = []
+            for naps, group in queue.held_by_own_usage:
+                if naps != group.naps:
+                    continue
+                head = group.head(self._records)
+                if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+                    held.append((naps, group))
+                else:
+                    tree.cooling.append((naps, group))
+            queue.held_by_own_usage = held
         if tree.cooling:
             for naps, group in tree.cooling:
                 if naps == group.naps:
@@ -1423,8 +1501,11 @@ class QuotaEngine:
     def _wake_preemptors(self, queue: _Queue, admitted: AdmittedWorkload) -> None:
         """Wake set-aside groups that could preempt the workload just admitted; nothing else can help them."""
         tree = self._trees[queue.root]
-        for group in list(tree.fragile.values()):
-            self._unpark(group)
+        if tree.fragile:
+            for group in list(tree.fragile.values()):
+                self._unpark(group)
+        if not (queue.own_waiters or tree.reclaimers):
+            return
         fair = self.configuration.fair_sharing is not None
         priority = admitted.workload.priority
         if queue.own_waiters:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 from webhook.engine.model import (
     BorrowWithinCohortPolicy,
@@ -45,10 +46,9 @@ class PodSetAssignment:
     usage: Mapping[str, int]  # resource -> total for all pods
 
 
-@dataclass(frozen=True, slots=True)
-class Shortfall:
+class Shortfall(NamedTuple):
     """A flavor lacks what a pod set needs. Most are never read (the workload fits soon after), so the
-    message is written only when ``str()`` asks for it."""
+    message is written only when ``str()`` asks for it (and a tuple is the cheapest record to build)."""
 
     cluster_queue: str
     flavor: str
@@ -117,6 +117,12 @@ _Plan = tuple[
 ]
 
 
+# For one flavor and resource of a queue: its nominal quota (subtree), the root's subtree quota and live
+# usage, per node below the root down to the queue its live usage, guaranteed part and borrowing cap, and the
+# most the queue can ever use.
+_Limits = tuple[int, int, dict[FlavorResource, int], tuple[tuple[dict[FlavorResource, int], int, int | None], ...], int]
+
+
 class FlavorAssigner:
     """Assigns flavors for one ClusterQueue against the tree's current usage (read-only)."""
 
@@ -144,6 +150,12 @@ class FlavorAssigner:
         # Per tuple of requested resource names: the uncovered ones, and per resource group used, its
         # requested resources and its flavors (None: does not exist; True: no labels or taints to check).
         self._plans: dict[tuple[str, ...], _Plan] = {}
+        # Per tuple of requested resource names: when the plan is a single resource group covering them all
+        # with a single flavor that has no labels or taints (the common case, assigned without the general
+        # walk), that flavor and the resources in the group's order; else None.
+        self._single: dict[tuple[str, ...], tuple[str, tuple[str, ...]] | None] = {}
+        # Per flavor and resource, what only the quotas fix (see _Limits).
+        self._limits: dict[FlavorResource, _Limits] = {}
 
     def plan(self, resources: tuple[str, ...]) -> _Plan:
         plan = self._plans.get(resources)
@@ -169,6 +181,14 @@ class FlavorAssigner:
         return plan
 
     def assign(self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> Assignment:
+        if len(pod_sets) == 1:
+            names = tuple(pod_sets[0].requests)
+            if names in self._single:
+                single = self._single[names]
+            else:
+                single = self._single[names] = self._single_flavor(names)
+            if single is not None:
+                return self._assign_single(pod_sets[0], counts[0], names, *single)
         taken: dict[FlavorResource, int] = {}
         results: list[PodSetAssignment] = []
         reasons: list[Reason] = []
@@ -178,7 +198,8 @@ class FlavorAssigner:
         never_fits = False
         for pod_set, count in zip(pod_sets, counts, strict=True):
             requests = pod_set.requests
-            uncovered, steps = self.plan(tuple(requests))
+            names = tuple(requests)
+            uncovered, steps = self.plan(names)
             usage = {resource: amount * count for resource, amount in requests.items()}
             for resource in uncovered:
                 reasons.append(
@@ -190,29 +211,77 @@ class FlavorAssigner:
                 continue
             chosen: dict[str, str] = {}
             for resources, flavors in steps:
-                requested = {r: usage[r] for r in resources}
+                # One resource group covering the whole request, in its order: the usage is what it asks for.
+                requested = usage if resources == names else {r: usage[r] for r in resources}
                 flavor, group_mode, group_short, group_reasons, group_never = self._pick(
                     flavors, pod_set, requested, taken, short_needs
                 )
-                reasons.extend(group_reasons)
+                if group_reasons:
+                    reasons.extend(group_reasons)
                 if flavor is None:
                     mode = Mode.NO_FIT
                     never_fits = never_fits or group_never
                     continue
                 mode = min(mode, group_mode)
-                short |= group_short
+                if group_short:
+                    short |= group_short
                 for resource, amount in requested.items():
                     chosen[resource] = flavor
-                    taken[(flavor, resource)] = taken.get((flavor, resource), 0) + amount
+                    fr = (flavor, resource)
+                    taken[fr] = taken[fr] + amount if fr in taken else amount
             results.append(PodSetAssignment(pod_set.name, chosen, count, usage))
         node_usage = self.node.usage
         subtree = self.node.subtree
-        borrowing = any(node_usage.get(fr, 0) + amount > subtree.get(fr, 0) for fr, amount in taken.items())
+        borrowing = False
+        for fr, amount in taken.items():
+            if node_usage.get(fr, 0) + amount > subtree.get(fr, 0):
+                borrowing = True
+                break
         if mode is not Mode.FIT:
             short = short or set(taken)
         return Assignment(
             tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs
         )
+
+    def _limits_of(self, fr: FlavorResource) -> _Limits:
+        node = self.node
+        root = node.lineage[0]
+        below = tuple((n.usage, n.floors.get(fr, 0), n.borrow_caps.get(fr)) for n in node.descent)
+        limits = self._limits[fr] = (
+            node.subtree.get(fr, 0),
+            root.subtree.get(fr, 0),
+            root.usage,
+            below,
+            self.tree.potential_available(node, fr),
+        )
+        return limits
+
+    def _single_flavor(self, names: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+        uncovered, steps = self.plan(names)
+        if uncovered or len(steps) != 1:
+            return None
+        resources, flavors = steps[0]
+        if len(flavors) != 1 or not flavors[0][2]:
+            return None
+        return flavors[0][0], resources
+
+    def _assign_single(
+        self, pod_set: PodSet, count: int, names: tuple[str, ...], flavor: str, resources: tuple[str, ...]
+    ) -> Assignment:
+        """``assign`` for one pod set whose resources one plain flavor covers: what the general walk gives."""
+        usage = {resource: amount * count for resource, amount in pod_set.requests.items()}
+        requested = usage if resources == names else {r: usage[r] for r in resources}
+        reasons: list[Reason] = []
+        short_needs: dict[FlavorResource, int] = {}
+        mode, borrow, short, never = self._flavor_mode(flavor, requested, {}, reasons, short_needs)
+        if mode is Mode.NO_FIT:
+            result = PodSetAssignment(pod_set.name, {}, count, usage)
+            return Assignment((result,), mode, False, {}, tuple(reasons), frozenset(), never, short_needs)
+        result = PodSetAssignment(pod_set.name, dict.fromkeys(requested, flavor), count, usage)
+        taken = {(flavor, resource): amount for resource, amount in requested.items()}
+        if mode is Mode.FIT:
+            return Assignment((result,), mode, borrow, taken, (), frozenset(short), never, short_needs)
+        return Assignment((result,), mode, borrow, taken, tuple(reasons), frozenset(short or taken), never, short_needs)
 
     def _pick(
         self,
@@ -261,26 +330,35 @@ class FlavorAssigner:
         borrow = False
         short: set[FlavorResource] = set()
         never = False
-        cq_name = self.cq.name
-        node = self.node
-        node_usage = node.usage
-        subtree = node.subtree
+        node_usage = self.node.usage
+        limits = self._limits
         for resource, amount in requested.items():
             fr = (flavor, resource)
             need = amount + taken[fr] if fr in taken else amount
-            nominal = subtree.get(fr, 0)
+            nominal, total, root_usage, below_root, potential = limits.get(fr) or self._limits_of(fr)
             if node_usage.get(fr, 0) + need > nominal:
                 borrow = True
-            available = self.tree.available(node, fr)
+            # QuotaTree.available, inlined over the fixed limits: this is the engine's innermost loop.
+            available = total - root_usage.get(fr, 0)
+            for usage_of, floor, cap in below_root:
+                usage = usage_of.get(fr, 0)
+                if cap is not None:
+                    available = min(available, cap - (usage - floor if usage > floor else 0))
+                if usage < floor:
+                    available += floor - usage
             if need <= available:
                 continue
             short.add(fr)
-            short_needs[fr] = max(short_needs.get(fr, 0), need)
-            potential = self.tree.potential_available(self.node, fr)
-            reasons.append(Shortfall(cq_name, flavor, resource, need, potential, available))
+            most = short_needs.get(fr)
+            if most is None or need > most:
+                short_needs[fr] = need
+            reasons.append(Shortfall(self.cq.name, flavor, resource, need, potential, available))
             if need > potential:
                 mode, never = Mode.NO_FIT, True
                 continue
             # Past nominal quota, preemption helps only if the queue may evict its own or preempt while borrowing.
-            mode = min(mode, Mode.PREEMPT) if need <= nominal or self.may_preempt_past_nominal else Mode.NO_FIT
+            if need > nominal and not self.may_preempt_past_nominal:
+                mode = Mode.NO_FIT
+            elif mode is Mode.FIT:
+                mode = Mode.PREEMPT
         return mode, borrow, short, never

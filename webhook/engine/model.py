@@ -227,10 +227,11 @@ class Workload:
     priority_class: str | None = None
     active: bool = True
     max_execution_seconds: int | None = None
+    # "namespace/name", the engine's handle for it: asked for at every step, so built once.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(frozen=True, slots=True)

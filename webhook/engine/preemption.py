@@ -221,11 +221,19 @@ def classic_candidates_in_order(
         reclaim = cq.preemption.reclaim_within_cohort
         borrow_policy = cq.preemption.borrow_within_cohort
         threshold = cq.preemption.max_priority_threshold
-        others = [
-            admitted[name]
-            for name in cohort_queues
-            if name != cq.name and name in admitted and tree.is_borrowing(name, short)
-        ]
+        # The queues borrowing something it is short of (QuotaTree.is_borrowing, inlined: every queue of the
+        # cohort is looked at on every search).
+        others: list[AdmittedByPriority] = []
+        for name in cohort_queues:
+            queue = admitted.get(name)
+            if queue is None or name == cq.name:
+                continue
+            borrower = tree.cluster_queues[name]
+            usage, subtree = borrower.usage, borrower.subtree
+            for fr in short:
+                if usage.get(fr, 0) > subtree.get(fr, 0):
+                    others.append(queue)
+                    break
         for level in sorted({p for queue in others for p in queue.priorities()}):
             if within_nominal and reclaim is not ReclaimPolicy.NEVER:
                 if not (reclaim is ReclaimPolicy.ANY or level < priority):

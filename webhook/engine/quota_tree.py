@@ -26,13 +26,16 @@ class QuotaNode:
     __slots__ = (
         "borrow_caps",
         "children",
+        "descent",
         "floors",
         "is_cluster_queue",
+        "lineage",
         "name",
         "parent",
         "potential",
         "quotas",
         "subtree",
+        "upward",
         "usage",
         "weight",
     )
@@ -59,6 +62,11 @@ class QuotaNode:
         self.borrow_caps: dict[FlavorResource, int] = {}
         # ``QuotaTree.potential_available``, remembered: it depends on the quotas alone.
         self.potential: dict[FlavorResource, int] = {}
+        # The root, then every node below it down to this one (fixed once the tree is built): ``available``
+        # walks it downward instead of recursing upward.
+        self.lineage: tuple[QuotaNode, ...] = (self,)
+        self.descent: tuple[QuotaNode, ...] = ()  # the lineage without the root
+        self.upward: tuple[QuotaNode, ...] = (self,)  # the lineage from this node up
 
     def guaranteed(self, fr: FlavorResource) -> int:
         """The part of this node's subtree quota it never lends to its parent."""
@@ -108,6 +116,13 @@ class QuotaTree:
                 self._sum_subtree(node)
         for node in (*self.cohorts.values(), *self.cluster_queues.values()):
             node.settle()
+            if node.parent is not None:
+                lineage = [node]
+                while (above := lineage[-1].parent) is not None:
+                    lineage.append(above)
+                node.lineage = tuple(reversed(lineage))
+                node.descent = node.lineage[1:]
+                node.upward = tuple(lineage)
 
     def _cohort(self, name: str) -> QuotaNode:
         if name not in self.cohorts:
@@ -152,11 +167,12 @@ class QuotaTree:
 
     def add_usage(self, cluster_queue: str, usage: Mapping[FlavorResource, int], sign: int) -> None:
         """Add (sign 1) or remove (sign -1) a workload's usage, propagating the lent-out part upward."""
-        leaf = self.cluster_queues[cluster_queue]
+        upward = self.cluster_queues[cluster_queue].upward
         for fr, amount in usage.items():
-            node: QuotaNode | None = leaf
             delta = sign * amount
-            while node is not None and delta != 0:
+            for node in upward:
+                if delta == 0:
+                    break
                 node_usage = node.usage
                 before = node_usage.get(fr, 0)
                 after = before + delta
@@ -164,16 +180,32 @@ class QuotaTree:
                 floor = node.floors.get(fr)
                 if floor is not None:
                     delta = max(0, after - floor) - max(0, before - floor)
-                node = node.parent
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
-        """What ``node`` could use of ``fr`` now, on top of its current usage."""
+        """What ``node`` could use of ``fr`` now, on top of its current usage: what its parent has available,
+        capped by its borrowingLimit, plus what is left of its guaranteed part."""
+        root = node.lineage[0]
+        result = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+        for below in node.descent:
+            usage = below.usage.get(fr, 0)
+            floor = below.floors.get(fr, 0)
+            cap = below.borrow_caps.get(fr)
+            if cap is not None:
+                result = min(result, cap - (usage - floor if usage > floor else 0))
+            if usage < floor:
+                result += floor - usage
+        return result
+
+    def ceiling(self, node: QuotaNode, fr: FlavorResource) -> int:
+        """The most ``node`` could have ``available`` of ``fr`` however much the rest of the tree freed: it
+        depends on the node's own usage alone, so only a free in the node itself can raise it."""
         usage = node.usage.get(fr, 0)
         parent = node.parent
         if parent is None:
             return node.subtree.get(fr, 0) - usage
         floor = node.floors.get(fr, 0)
-        from_parent = self.available(parent, fr)
+        # What the parent can give never exceeds what it could hold with nothing else in use.
+        from_parent = self.potential_available(parent, fr)
         cap = node.borrow_caps.get(fr)
         if cap is not None:
             from_parent = min(from_parent, cap - (usage - floor if usage > floor else 0))
@@ -201,4 +233,6 @@ class QuotaTree:
 
     def is_borrowing(self, cluster_queue: str, frs: Iterable[FlavorResource]) -> bool:
         node = self.cluster_queues[cluster_queue]
-        return any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in frs)
+        usage = node.usage
+        subtree = node.subtree
+        return any(usage.get(fr, 0) > subtree.get(fr, 0) for fr in frs)

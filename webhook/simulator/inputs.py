@@ -27,6 +27,9 @@ _WORKLOAD_KEYS = frozenset(
 )
 _POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "minCount"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+_REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets")
+# A plain pod set (no nodeSelector, no tolerations, requests spelled as strings), as the parsing cache keys it.
+_PodSetKey = tuple[str, int, int | None, tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +141,12 @@ def convert_lines(
 ) -> Iterator[SimulatedWorkload]:
     """Contract dicts (each with where it came from, for messages) as replayable workloads."""
     seen: dict[str, str] = {}
-    # Streams repeat a few request spellings; parsing each once keeps the conversion off a long replay's profile.
+    # Streams repeat a few request spellings and pod sets; parsing each once keeps the conversion off a long
+    # replay's profile (and workloads of one shape share one PodSet).
     amounts: dict[tuple[str, str], int] = {}
+    pod_sets: dict[_PodSetKey, PodSet] = {}
     for index, (where, line) in enumerate(lines):
-        workload = _workload(where, index, line, priorities, amounts)
+        workload = _workload(where, index, line, priorities, amounts=amounts, parsed_pod_sets=pod_sets)
         if workload.workload.key in seen:
             raise WorkloadFileError(
                 f"{where}: workload {workload.workload.key} repeats {seen[workload.workload.key]};"
@@ -156,19 +161,22 @@ def _workload(
     index: int,
     line: Mapping[str, Any],
     priorities: Mapping[str, int],
+    *,
     amounts: dict[tuple[str, str], int],
+    parsed_pod_sets: dict[_PodSetKey, PodSet],
 ) -> SimulatedWorkload:
-    unknown = sorted(set(line) - _WORKLOAD_KEYS)
-    if unknown:
+    if not line.keys() <= _WORKLOAD_KEYS:
+        unknown = sorted(set(line) - _WORKLOAD_KEYS)
         raise WorkloadFileError(
             f"{where}: unknown key(s) {', '.join(unknown)}; the contract's keys are {', '.join(sorted(_WORKLOAD_KEYS))}"
         )
-    for key in ("name", "namespace", "queue", "submitAt", "duration", "podSets"):
+    for key in _REQUIRED_KEYS:
         if key not in line:
             raise WorkloadFileError(f"{where}: missing key {key!r}")
     name, namespace, queue = line["name"], line["namespace"], line["queue"]
-    if not all(isinstance(v, str) and v for v in (name, namespace, queue)):
-        raise WorkloadFileError(f"{where}: name, namespace and queue must be non-empty strings")
+    for value in (name, namespace, queue):
+        if not isinstance(value, str) or not value:
+            raise WorkloadFileError(f"{where}: name, namespace and queue must be non-empty strings")
     submit_at = _number(where, "submitAt", line["submitAt"])
     duration = _number(where, "duration", line["duration"])
     priority_class = line.get("priorityClass")
@@ -188,7 +196,7 @@ def _workload(
     raw_sets = line["podSets"]
     if not isinstance(raw_sets, list) or not raw_sets:
         raise WorkloadFileError(f"{where}: podSets must be a non-empty list")
-    pod_sets = tuple(_pod_set(f"{where}: podSets[{i}]", raw, amounts) for i, raw in enumerate(raw_sets))
+    pod_sets = tuple(_cached_pod_set(where, i, raw, amounts, parsed_pod_sets) for i, raw in enumerate(raw_sets))
     workload = Workload(
         namespace=namespace,
         name=name,
@@ -207,6 +215,38 @@ def _number(where: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise WorkloadFileError(f"{where}: {key} must be a number of seconds >= 0, got {value!r}")
     return float(value)
+
+
+def _cached_pod_set(
+    where: str, index: int, raw: object, amounts: dict[tuple[str, str], int], parsed: dict[_PodSetKey, PodSet]
+) -> PodSet:
+    key = _pod_set_key(raw)
+    if key is None:
+        return _pod_set(f"{where}: podSets[{index}]", raw, amounts)
+    pod_set = parsed.get(key)
+    if pod_set is None:
+        pod_set = parsed[key] = _pod_set(f"{where}: podSets[{index}]", raw, amounts)
+    return pod_set
+
+
+def _pod_set_key(raw: object) -> _PodSetKey | None:
+    """The cache key of a plain pod set whose every field is of the type it must be, else None (parsed
+    every time, so that errors name their line)."""
+    if type(raw) is not dict or not raw.keys() <= _POD_SET_KEYS or raw.get("nodeSelector") or raw.get("tolerations"):
+        return None
+    name = raw.get("name", "main")
+    count = raw.get("count", 1)
+    min_count = raw.get("minCount")
+    requests = raw.get("requests")
+    if type(name) is not str or type(count) is not int or type(requests) is not dict:
+        return None
+    if min_count is not None and type(min_count) is not int:
+        return None
+    items = tuple(requests.items())
+    for _, text in items:
+        if type(text) is not str:
+            return None
+    return name, count, min_count, items
 
 
 def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> PodSet:

@@ -117,18 +117,16 @@ def replay(
     decisions = 0
     last = 0.0
     while True:
-        times = [
-            t
-            for t in (
-                upcoming.submit_at if upcoming else None,
-                finishes[0][0] if finishes else None,
-                engine.next_wakeup(),
-            )
-            if t is not None
-        ]
-        if not times:
+        # The next instant: the earliest arrival, completion or time-driven engine decision.
+        next_at = upcoming.submit_at if upcoming is not None else None
+        if finishes and (next_at is None or finishes[0][0] < next_at):
+            next_at = finishes[0][0]
+        wakeup = engine.next_wakeup()
+        if wakeup is not None and (next_at is None or wakeup < next_at):
+            next_at = wakeup
+        if next_at is None:
             break
-        now = min(times)
+        now = next_at
         if until is not None and now > until:
             break
         while upcoming is not None and upcoming.submit_at <= now:
@@ -146,7 +144,7 @@ def replay(
                 upcoming.duration,
                 waiting_since=upcoming.submit_at,
             )
-            histories[history.key] = history
+            histories[upcoming.workload.key] = history
             engine.submit(upcoming.workload)
             upcoming = next(incoming, None)
         while finishes and finishes[0][0] <= now:

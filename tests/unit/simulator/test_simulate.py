@@ -238,3 +238,17 @@ def test_the_guides_objects_are_in_the_example_verbatim() -> None:
         import yaml
 
         parse_object(yaml.safe_load((seed_directory() / name).read_text()))
+
+
+def test_workloads_of_one_plain_pod_set_share_it_and_a_bad_later_line_is_still_rejected() -> None:
+    first, second = convert_lines([("line 1", _line("a", 0, 2, 1)), ("line 2", _line("b", 1, 2, 1))], {})
+    assert first.workload.pod_sets[0] is second.workload.pod_sets[0]
+    assert first.workload.pod_sets[0].requests == {"nvidia.com/gpu": 2}
+    extra = _line("c", 2, 2, 1)
+    extra["podSets"][0]["colour"] = "red"
+    with pytest.raises(WorkloadFileError, match=r"line 2: podSets\[0\]: unknown key\(s\) colour"):
+        list(convert_lines([("line 1", _line("a", 0, 2, 1)), ("line 2", extra)], {}))
+    flagged = _line("d", 3, 2, 1)
+    flagged["podSets"][0]["count"] = True
+    with pytest.raises(WorkloadFileError, match=r"line 2: podSets\[0\]\.count"):
+        list(convert_lines([("line 1", _line("a", 0, 2, 1)), ("line 2", flagged)], {}))
