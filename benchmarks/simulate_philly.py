@@ -4,22 +4,24 @@ Run: ``.venv/bin/python benchmarks/simulate_philly.py [--trace PATH]``. Users ar
 (``webhook.workloads.queue_mapping``), which is uneven, as real teams are. Two runs of the same demand: the
 config as shipped (one cohort, borrowing and preemption on) and the baseline with each team on its own
 quota (no cohort), so the table shows both the engine's speed (target: under 2 s on one core) and what
-borrowing does to the waits.
+borrowing does to the waits. Each runs twice, in a process of its own: with the engine as installed (mypyc-
+compiled by ``setup.py``) and with its pure-Python sources, the baseline the compiled speed is quoted against.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.simulator.inputs import SimulatedWorkload, config_from_dicts, convert_lines, priority_values
-from webhook.simulator.replay import ReplayResult, replay
-from webhook.simulator.report import percentile
-from webhook.workloads.philly_teams import philly_teams_config
-from webhook.workloads.traces import read_trace, trace_workloads
+if TYPE_CHECKING:
+    from webhook.simulator.inputs import SimulatedWorkload
+    from webhook.simulator.replay import ReplayResult
 
 DEFAULT_TRACE = Path("/work/shared/traces/philly-15k.csv")
 TARGET_SECONDS = 2.0
@@ -39,18 +41,28 @@ def _without_cohort(objects: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]
 
 
 def _run(objects: list[dict[str, Any]], workloads: list[SimulatedWorkload]) -> tuple[float, ReplayResult]:
+    from webhook.simulator.inputs import config_from_dicts
+    from webhook.simulator.replay import replay
+
     parsed = config_from_dicts(objects)
     started = time.process_time()
     result = replay(parsed, workloads, keep_history=False)
     return time.process_time() - started, result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    args = parser.parse_args()
+def _measure(trace: Path, pure_python: bool) -> dict[str, Any]:
+    """Both configs with one build of the engine, in this process."""
+    from kuota.engine_build import engine_build, prefer_pure_python
+
+    if pure_python:
+        prefer_pure_python()
+    from webhook.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from webhook.simulator.report import percentile
+    from webhook.workloads.philly_teams import philly_teams_config
+    from webhook.workloads.traces import read_trace, trace_workloads
+
     config = philly_teams_config()
-    lines = list(trace_workloads(read_trace(args.trace), config.queues))
+    lines = list(trace_workloads(read_trace(trace), config.queues))
     workloads = list(
         convert_lines(((line["name"], line) for line in lines), priority_values(config_from_dicts(config.objects)))
     )
@@ -61,21 +73,59 @@ def main() -> None:
     ):
         seconds, result = _run(objects, workloads)
         waits = [w for totals in result.queues.values() for w in totals.waits]
-        evicted = sum(t.evicted for t in result.queues.values())
-        rows.append((label, seconds, result.decisions, evicted, waits))
-    print(f"Philly trace {args.trace.name}: {len(workloads)} GPU jobs, 14 teams x 48 GPUs (users hashed onto teams)")
-    header = (
-        f"{'config':32} {'cpu s':>7} {'vs 2 s':>7} {'decisions':>9} {'evictions':>9} {'dec/s':>8} "
-        f"{'wait p50':>9} {'wait p95':>9} {'mean wait':>10}"
-    )
-    print(header)
-    for label, seconds, decisions, evicted, waits in rows:
-        mean = sum(waits) / len(waits) if waits else 0.0
-        print(
-            f"{label:32} {seconds:7.2f} {seconds / TARGET_SECONDS:6.2f}x {decisions:9d} {evicted:9d} "
-            f"{decisions / seconds:8.0f} {percentile(waits, 0.5):8.0f}s {percentile(waits, 0.95):8.0f}s "
-            f"{mean:9.0f}s"
+        rows.append(
+            {
+                "label": label,
+                "seconds": seconds,
+                "decisions": result.decisions,
+                "evicted": sum(t.evicted for t in result.queues.values()),
+                "p50": percentile(waits, 0.5),
+                "p95": percentile(waits, 0.95),
+                "mean": sum(waits) / len(waits) if waits else 0.0,
+            }
         )
+    return {"build": engine_build(), "jobs": len(workloads), "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    parser.add_argument("--child", choices=("installed", "pure"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(_measure(args.trace, pure_python=args.child == "pure")))
+        return
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--trace", str(args.trace), "--child", child],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for child in ("installed", "pure")
+    ]
+    installed, pure = runs
+    print(f"Philly trace {args.trace.name}: {installed['jobs']} GPU jobs, 14 teams x 48 GPUs (users hashed onto teams)")
+    print(
+        f"{'config':30} {'engine':17} {'cpu s':>6} {'vs 2 s':>7} {'vs pure':>7} {'decisions':>9} {'evictions':>9} "
+        f"{'dec/s':>7} {'wait p50':>9} {'wait p95':>9} {'mean wait':>10}"
+    )
+    for index in range(len(installed["rows"])):
+        for run in runs:
+            row = run["rows"][index]
+            seconds = row["seconds"]
+            print(
+                f"{row['label']:30} {run['build']:17} {seconds:6.2f} {seconds / TARGET_SECONDS:6.2f}x "
+                f"{seconds / pure['rows'][index]['seconds']:6.2f}x {row['decisions']:9d} {row['evicted']:9d} "
+                f"{row['decisions'] / seconds:7.0f} {row['p50']:8.0f}s {row['p95']:8.0f}s {row['mean']:9.0f}s"
+            )
+    same = all(
+        a["decisions"] == b["decisions"] and a["mean"] == b["mean"]
+        for a, b in zip(installed["rows"], pure["rows"], strict=True)
+    )
+    print(f"both engines made the same decisions: {'yes' if same else 'NO'}")
     print("(cpu s: process CPU time of the replay alone; waits are per admission, in simulated seconds)")
 
 

@@ -48,7 +48,9 @@ class _Version:
 
     def run(self, args: argparse.Namespace) -> int:
         del args
-        print(f"kuota {__version__}")
+        from kuota.engine_build import engine_build
+
+        print(f"kuota {__version__} (quota engine: {engine_build()})")
         return 0
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from kuota import __version__
 from kuota.cli import build_parser, main
+from kuota.engine_build import engine_build
 from kuota.pending import PendingSubcommand
 
 SUBCOMMANDS = ("manager", "simulate", "exporter", "report", "certs", "version")
@@ -35,7 +36,7 @@ def test_each_subcommand_help_explains_itself_with_an_example(name: str, capsys:
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
-    assert capsys.readouterr().out == f"kuota {__version__}\n"
+    assert capsys.readouterr().out == f"kuota {__version__} (quota engine: {engine_build()})\n"
 
 
 def test_a_pending_subcommand_says_so_and_fails(capsys: pytest.CaptureFixture[str]) -> None:

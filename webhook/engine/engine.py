@@ -537,7 +537,9 @@ class QuotaEngine:
             self._release(record)
         self._unroute(record)
 
-    remove = finish
+    def remove(self, key: str) -> None:
+        """The workload was deleted: the same as ``finish``."""
+        self.finish(key)
 
     def evict(self, key: str, reason: EvictionReason, now: float) -> Eviction:
         """Evict an admitted workload for a reason the engine does not decide itself (PodsReady timeout)."""

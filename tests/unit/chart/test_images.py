@@ -35,7 +35,9 @@ def test_the_image_copies_every_package_pip_installs_and_nothing_missing(image: 
         assert (REPO_ROOT / source).exists(), f"{image}: COPY {source} names nothing in the repository"
     packages = {pattern.rstrip("*") for pattern in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert packages <= set(copied), f"{image}: pip install . needs {sorted(packages - set(copied))}"
-    assert {"pyproject.toml", "README.md"} <= set(copied), "the build reads pyproject.toml and the readme it names"
+    assert {"pyproject.toml", "setup.py", "README.md"} <= set(copied), (
+        "the build reads pyproject.toml, the readme it names and setup.py, which compiles the engine"
+    )
     ignore = (IMAGES / f"{DOCKERFILES[image].name}.dockerignore").read_text().splitlines()
     for source in copied:
         assert f"!{source.rstrip('/')}" in ignore or f"!{source.rstrip('/')}/" in ignore, f"{source} is ignored"
@@ -61,8 +63,21 @@ def test_the_image_is_multi_stage_pinned_non_root_and_enters_through_kuota(image
     assert instructions[-1][0] in ("CMD", "ENTRYPOINT")
 
 
+def _install(image: str) -> str:
+    return next(args for op, args in _instructions(DOCKERFILES[image]) if op == "RUN" and "pip install" in args)
+
+
+@pytest.mark.parametrize("image", sorted(DOCKERFILES))
+def test_the_image_build_fails_unless_the_engine_was_compiled(image: str) -> None:
+    """setup.py falls back to pure Python where it cannot compile; an image must not do so silently."""
+    instructions = _instructions(DOCKERFILES[image])
+    compiler = next(args for op, args in instructions if op == "RUN" and "apt-get install" in args)
+    assert "gcc" in compiler.split()
+    assert _install(image).endswith("/opt/kuota/bin/kuota version | grep 'compiled (mypyc)'")
+
+
 def test_the_exporter_image_installs_the_extras_its_commands_import() -> None:
-    install = next(args for op, args in _instructions(DOCKERFILES["exporter"]) if op == "RUN")
+    install = _install("exporter")
     extras = re.search(r'"\.\[([a-z,]+)\]"', install)
     assert extras is not None
     assert set(extras.group(1).split(",")) == {"exporter", "report"}

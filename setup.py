@@ -1,0 +1,65 @@
+"""Compiles the quota engine and the replay loop with mypyc; everything else is in pyproject.toml.
+
+The compiled modules are the same strictly typed sources, turned into C extensions: 1.4 to 1.9 times faster
+decisions (``benchmarks/simulate_philly.py``, ``benchmarks/engine_scale.py``). Where they cannot be built (no C compiler
+or no Python headers) kuota installs as pure Python and says so; ``KUOTA_PURE_PYTHON=1`` asks for that outright.
+``kuota version`` tells which one is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+COMPILED_MODULES = [
+    "webhook/engine/engine.py",
+    "webhook/engine/fair_share.py",
+    "webhook/engine/flavor_assignment.py",
+    "webhook/engine/model.py",
+    "webhook/engine/preemption.py",
+    "webhook/engine/quantities.py",
+    "webhook/engine/quota_tree.py",
+    "webhook/simulator/inputs.py",
+    "webhook/simulator/replay.py",
+    "webhook/workloads/synthetic.py",
+]
+
+
+class BuildExtOrPurePython(build_ext):
+    """A failed compile leaves the pure-Python modules in place instead of failing the install."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as error:  # the compiler's errors have no common base class
+            self._fall_back(error)
+
+    def build_extension(self, ext: Any) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as error:
+            self._fall_back(error)
+
+    def _fall_back(self, error: Exception) -> None:
+        self.extensions = []
+        print(
+            f"kuota: the mypyc-compiled engine could not be built ({error}); installing pure Python, which decides "
+            "1.4 to 1.9 times slower. Install a C compiler and the Python headers (Debian: gcc python3-dev) to "
+            "compile it.",
+            file=sys.stderr,
+        )
+
+
+def _extensions() -> list[Any]:
+    if os.environ.get("KUOTA_PURE_PYTHON") == "1":
+        return []
+    from mypyc.build import mypycify
+
+    return list(mypycify(COMPILED_MODULES, opt_level="3"))
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExtOrPurePython})

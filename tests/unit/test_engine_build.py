@@ -1,0 +1,54 @@
+"""The installed engine build is the one asked for, and an edit after compiling is caught."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kuota.engine_build import engine_build, stale_compiled_modules
+
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def test_the_engine_is_compiled_unless_pure_python_was_asked_for() -> None:
+    wanted = "pure Python" if os.environ.get("KUOTA_PURE_PYTHON") == "1" else "compiled (mypyc)"
+    assert engine_build() == wanted
+
+
+def _module(folder: Path, name: str, source_mtime: float, compiled_mtime: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    source, compiled = folder / f"{name}.py", folder / f"{name}{EXTENSION}"
+    source.write_text("")
+    compiled.write_bytes(b"")
+    os.utime(source, (source_mtime, source_mtime))
+    os.utime(compiled, (compiled_mtime, compiled_mtime))
+
+
+def test_a_source_newer_than_its_compiled_module_is_stale(tmp_path: Path) -> None:
+    _module(tmp_path / "webhook" / "engine", "engine", source_mtime=2000, compiled_mtime=1000)
+    _module(tmp_path / "webhook" / "engine", "model", source_mtime=1000, compiled_mtime=2000)
+    _module(tmp_path / "webhook" / "simulator", "replay", source_mtime=3000, compiled_mtime=1000)
+    (tmp_path / "webhook" / "engine" / "validation.py").write_text("")  # never compiled: not stale
+
+    assert stale_compiled_modules(tmp_path) == ["webhook/engine/engine.py", "webhook/simulator/replay.py"]
+
+
+def test_a_pure_python_checkout_has_nothing_stale(tmp_path: Path) -> None:
+    (tmp_path / "webhook" / "engine").mkdir(parents=True)
+    (tmp_path / "webhook" / "engine" / "engine.py").write_text("")
+    assert stale_compiled_modules(tmp_path) == []
+
+
+def test_the_pure_python_baseline_loads_every_engine_module_from_source() -> None:
+    script = (
+        "from kuota.engine_build import engine_build, prefer_pure_python\n"
+        "prefer_pure_python()\n"
+        "import webhook.simulator.replay, webhook.engine.quota_tree\n"
+        "print(engine_build(), webhook.simulator.replay.__file__, webhook.engine.quota_tree.__file__, sep='|')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    build, *files = done.stdout.strip().split("|")
+    assert (build, [Path(f).suffix for f in files]) == ("pure Python", [".py", ".py"])
