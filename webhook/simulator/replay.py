@@ -9,6 +9,7 @@ resumes the rest when admitted again. Evicted workloads free their quota at the 
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator
@@ -95,6 +96,9 @@ class ReplayResult:
     notable: list[str] = field(default_factory=list)
 
 
+_YOUNG_COLLECTION_EVERY = 20_000
+
+
 def replay(
     objects: Iterable[ApiObject],
     arrivals: Iterable[SimulatedWorkload],
@@ -103,7 +107,20 @@ def replay(
     keep_history: bool = True,
 ) -> ReplayResult:
     """Run ``arrivals`` (in submission order) through a fresh engine holding ``objects``."""
-    objects = list(objects)
+    # A replay allocates a few objects per decision, nearly all short-lived and none in cycles, while the
+    # queued workloads keep the heap large: with the default 700-allocation trigger, collections take about a
+    # sixth of a long replay. Collecting 30 times less often costs little memory; the caller's setting returns.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(_YOUNG_COLLECTION_EVERY, *thresholds[1:])
+    try:
+        return _replay(list(objects), arrivals, until, keep_history)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _replay(
+    objects: list[ApiObject], arrivals: Iterable[SimulatedWorkload], until: float | None, keep_history: bool
+) -> ReplayResult:
     engine = QuotaEngine(next((o for o in objects if isinstance(o, Configuration)), None))
     for obj in objects:
         engine.apply(obj)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from kuota.cli import main
 from webhook.engine.validation import parse_object
 from webhook.simulator.errors import ConfigFileError, WorkloadFileError
-from webhook.simulator.inputs import convert_lines, load_config, read_workloads, seed_directory
+from webhook.simulator.inputs import SimulatedWorkload, convert_lines, load_config, read_workloads, seed_directory
 from webhook.simulator.replay import replay
 from webhook.simulator.report import output_document
 
@@ -252,3 +254,28 @@ def test_workloads_of_one_plain_pod_set_share_it_and_a_bad_later_line_is_still_r
     flagged["podSets"][0]["count"] = True
     with pytest.raises(WorkloadFileError, match=r"line 2: podSets\[0\]\.count"):
         list(convert_lines([("line 1", _line("a", 0, 2, 1)), ("line 2", flagged)], {}))
+
+
+def test_a_replay_collects_garbage_less_often_and_gives_the_callers_setting_back() -> None:
+    objects = load_config(seed_directory())
+    arrivals = read_workloads(seed_directory() / "workloads.jsonl", objects)
+    seen: list[tuple[int, int, int]] = []
+
+    def watching() -> Iterator[SimulatedWorkload]:
+        for arrival in arrivals:
+            seen.append(gc.get_threshold())
+            yield arrival
+
+    caller = (1234, 7, 9)
+    before = gc.get_threshold()
+    gc.set_threshold(*caller)
+    try:
+        replay(objects, watching())
+        assert gc.get_threshold() == caller
+        assert {threshold[0] for threshold in seen} == {20_000}
+        late = [arrivals[1], arrivals[0]]  # out of submission order: the replay fails
+        with pytest.raises(WorkloadFileError, match="give arrivals in submission order"):
+            replay(objects, late)
+        assert gc.get_threshold() == caller
+    finally:
+        gc.set_threshold(*before)
