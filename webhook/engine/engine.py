@@ -604,6 +604,12 @@ class QuotaEngine:
                 if id(group) in self._trees[group.queue.root].parked:
                     self._unpark(group)
             self._guarded.clear()
+            if self.configuration.fair_sharing is not None:
+                # Shares, not age, order the queues: a set-aside head ranks its queue by its own share at every
+                # instant (it is tried and set aside again), or the workload behind it would jump that rank.
+                for root, tree in self._trees.items():
+                    if tree.parked:
+                        self._wake_all(root)
         for key, reason in self._drains:
             record = self._records.get(key)
             if record is not None and record.state is WorkloadState.ADMITTED:
@@ -941,30 +947,15 @@ class QuotaEngine:
                 victims = self._victims(queue, record, assignment)
         victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
         if victims:
-            evicted = []
-            for target in victims:
-                victim = self._records[target.victim.workload.key]
-                victim.preempted_at = now
-                evicted.append(
-                    self._evict(
-                        victim,
-                        EvictionReason.PREEMPTED,
-                        now,
-                        preempted_by=workload.key,
-                        preemption_reason=target.reason,
-                    )
-                )
-            decisions.extend(evicted)
-            decisions.append(
-                self._admit(record, queue.model.name, assignment, now, tuple(t.victim.workload.key for t in victims))
-            )
+            self._preempt_and_admit(queue, record, assignment, victims, now=now, decisions=decisions)
             return None
-        partial = self._partial(queue, record)
+        partial = self._partial(queue, record, now)
         if partial is not None:
-            decisions.append(self._admit(record, queue.model.name, partial, now))
+            self._preempt_and_admit(queue, record, *partial, now=now, decisions=decisions)
             return None
         reasons = list(assignment.reasons)
-        if assignment.mode is Mode.PREEMPT and just_preempted:
+        may_preempt_smaller = record.partial and self._may_preempt(queue.model)
+        if just_preempted and (assignment.mode is Mode.PREEMPT or may_preempt_smaller):
             reasons.append("it was itself preempted at this instant, so it may preempt others only later")
             if record.group is not None:
                 self._guarded.append(record.group)
@@ -986,7 +977,11 @@ class QuotaEngine:
             )
         elif help_from.needs is None and self.configuration.fair_sharing is None and self._capped(queue, record):
             help_from = _Help(help_from.own_queue, help_from.other_queues, None, help_from.reclaim_limits, False, True)
-        if assignment.mode is Mode.PREEMPT and queue.fragile:
+        if may_preempt_smaller:
+            # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
+            # new borrower, a share change) and any free may make one possible.
+            help_from = _Help(True, True, None, {}, True)
+        elif assignment.mode is Mode.PREEMPT and queue.fragile:
             help_from = _Help(
                 help_from.own_queue,
                 help_from.other_queues,
@@ -1112,27 +1107,72 @@ class QuotaEngine:
             cq, assignment, candidates, tree=self.tree, share=share, strategies=fair.preemption_strategies
         )
 
-    def _partial(self, queue: _Queue, record: _Record) -> Assignment | None:
-        """The largest admission that fits now with pod sets cut toward their minCount (binary search)."""
+    def _partial(self, queue: _Queue, record: _Record, now: float) -> tuple[Assignment, list[Target]] | None:
+        """The largest admission that can be made now with pod sets cut toward their minCount, as Kueue's
+        reducer searches (binary search): one that fits, or one that fits once victims the policy allows are
+        preempted (a workload preempted at this instant may not preempt)."""
         assert queue.assigner is not None
         if not record.partial:
             return None
+        assigner = queue.assigner
         pod_sets = record.workload.pod_sets
         spans = [pod_set.count - (pod_set.min_count or pod_set.count) for pod_set in pod_sets]
         steps = max(spans)
+        may_preempt = record.preempted_at != now
 
         def counts(step: int) -> tuple[int, ...]:
             return tuple(p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True))
 
-        low, high, found = 1, steps, None
+        def admissible(step: int) -> tuple[Assignment, list[Target]] | None:
+            attempt = assigner.assign(pod_sets, counts(step))
+            if attempt.mode is Mode.FIT:
+                return attempt, []
+            if (
+                attempt.mode is Mode.PREEMPT
+                and may_preempt
+                and self._has_candidates(queue, record, self._help_for(queue.model, attempt))
+            ):
+                victims = self._victims(queue, record, attempt)
+                if victims:
+                    return attempt, victims
+            return None
+
+        low, high = 1, steps
+        found: tuple[Assignment, list[Target]] | None = None
         while low <= high:
             middle = (low + high) // 2
-            attempt = queue.assigner.assign(pod_sets, counts(middle))
-            if attempt.mode is Mode.FIT:
-                found, high = attempt, middle - 1
+            outcome = admissible(middle)
+            if outcome is not None:
+                found, high = outcome, middle - 1
             else:
                 low = middle + 1
         return found
+
+    def _preempt_and_admit(
+        self,
+        queue: _Queue,
+        record: _Record,
+        assignment: Assignment,
+        victims: list[Target],
+        *,
+        now: float,
+        decisions: list[Decision],
+    ) -> None:
+        for target in victims:
+            victim = self._records[target.victim.workload.key]
+            victim.preempted_at = now
+            decisions.append(
+                self._evict(
+                    victim,
+                    EvictionReason.PREEMPTED,
+                    now,
+                    preempted_by=record.workload.key,
+                    preemption_reason=target.reason,
+                )
+            )
+        decisions.append(
+            self._admit(record, queue.model.name, assignment, now, tuple(t.victim.workload.key for t in victims))
+        )
 
     def _admit(
         self, record: _Record, cluster_queue: str, assignment: Assignment, now: float, preempted: tuple[str, ...] = ()

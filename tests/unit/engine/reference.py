@@ -8,6 +8,7 @@ assignment, victim selection) but none of its bookkeeping: groups, set-aside hea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhook.engine.engine import Admission, Decision, Eviction, EvictionReason
@@ -114,38 +115,16 @@ class ReferenceScheduler:
         decisions: list[Decision],
     ) -> bool:
         assigner = self._assigner(name, tree)
+        may_preempt = self.preempted_at.get(workload.key) != now
         assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets))
-        victims: list[Target] = []
-        if assignment.mode is Mode.PREEMPT and self.preempted_at.get(workload.key) != now:
-            admitted_by_queue: dict[str, dict[str, AdmittedWorkload]] = {q: {} for q in queues}
-            for key, admitted in self.admitted.items():
-                if admitted.cluster_queue in admitted_by_queue:
-                    admitted_by_queue[admitted.cluster_queue][key] = admitted
-            candidates = classic_candidates(
-                workload,
-                self.cluster_queues[name],
-                assignment,
-                tree=tree,
-                admitted=admitted_by_queue,
-                cohort_queues=queues,
-                fair_sharing=self.configuration.fair_sharing is not None,
-            )
-            if candidates and self.configuration.fair_sharing is None:
-                victims = minimal_victims(name, assignment.usage, assignment.short, candidates, tree)
-            elif candidates and self.configuration.fair_sharing is not None:
-                victims = fair_sharing_victims(
-                    self.cluster_queues[name],
-                    assignment,
-                    candidates,
-                    tree=tree,
-                    share=lambda q, r: weighted_share(tree, tree.cluster_queues[q], r),
-                    strategies=self.configuration.fair_sharing.preemption_strategies,
-                )
+        victims = self._victims(name, workload, assignment, tree, queues) if may_preempt else []
         if assignment.mode is not Mode.FIT and not victims:
-            partial = self._partial(assigner, workload)
+            partial = self._partial(
+                assigner, workload, lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else []
+            )
             if partial is None:
                 return False
-            assignment = partial
+            assignment, victims = partial
         for target in victims:
             victim = target.victim
             del self.admitted[victim.workload.key]
@@ -176,18 +155,59 @@ class ReferenceScheduler:
         )
         return True
 
-    @staticmethod
-    def _partial(assigner: FlavorAssigner, workload: Workload) -> Assignment | None:
+    def _victims(
+        self, name: str, workload: Workload, assignment: Assignment, tree: QuotaTree, queues: list[str]
+    ) -> list[Target]:
+        if assignment.mode is not Mode.PREEMPT:
+            return []
+        admitted_by_queue: dict[str, dict[str, AdmittedWorkload]] = {q: {} for q in queues}
+        for key, admitted in self.admitted.items():
+            if admitted.cluster_queue in admitted_by_queue:
+                admitted_by_queue[admitted.cluster_queue][key] = admitted
+        fair = self.configuration.fair_sharing
+        candidates = classic_candidates(
+            workload,
+            self.cluster_queues[name],
+            assignment,
+            tree=tree,
+            admitted=admitted_by_queue,
+            cohort_queues=queues,
+            fair_sharing=fair is not None,
+        )
+        if not candidates:
+            return []
+        if fair is None:
+            return minimal_victims(name, assignment.usage, assignment.short, candidates, tree)
+        return fair_sharing_victims(
+            self.cluster_queues[name],
+            assignment,
+            candidates,
+            tree=tree,
+            share=lambda q, r: weighted_share(tree, tree.cluster_queues[q], r),
+            strategies=fair.preemption_strategies,
+        )
+
+    def _partial(
+        self, assigner: FlavorAssigner, workload: Workload, victims_for: Callable[[Assignment], list[Target]]
+    ) -> tuple[Assignment, list[Target]] | None:
+        """Kueue's reducer: binary search for the smallest cut toward minCount that fits, or fits once victims
+        are preempted (victims_for gives none to a workload preempted at this instant)."""
         pod_sets = workload.pod_sets
         if all(p.min_count is None for p in pod_sets):
             return None
         spans = [p.count - (p.min_count or p.count) for p in pod_sets]
         steps = max(spans)
-        for step in range(1, steps + 1):  # linear: the largest admission that fits, no cleverness
+        low, high = 1, steps
+        found: tuple[Assignment, list[Target]] | None = None
+        while low <= high:
+            middle = (low + high) // 2
             counts = tuple(
-                p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True)
+                p.count - (span * middle + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True)
             )
             attempt = assigner.assign(pod_sets, counts)
-            if attempt.mode is Mode.FIT:
-                return attempt
-        return None
+            victims = [] if attempt.mode is Mode.FIT else victims_for(attempt)
+            if attempt.mode is Mode.FIT or victims:
+                found, high = (attempt, victims), middle - 1
+            else:
+                low = middle + 1
+        return found

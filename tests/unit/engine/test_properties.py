@@ -77,7 +77,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple[A
     for _ in range(draw(st.integers(4, 28))):
         kind = draw(st.sampled_from(["submit", "submit", "submit", "finish", "tick"]))
         if kind == "submit":
-            pods = draw(st.integers(1, 2))
+            pods = draw(st.integers(1, 4))
             ops.append(
                 (
                     "submit",
