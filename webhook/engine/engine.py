@@ -222,6 +222,7 @@ class _Record:
                     tuple(sorted(p.requests.items())),
                     tuple(sorted(p.node_selector.items())),
                     p.tolerations,
+                    p.node_affinity,
                 )
                 for p in workload.pod_sets
             )

@@ -1,7 +1,8 @@
 """Choosing a ResourceFlavor for every resource of every pod set, Kueue's way, with a reason when none fits.
 
 Per pod set and resource group, the ClusterQueue's flavors are walked in order. A flavor is skipped when its
-taints are not tolerated or its nodeLabels contradict the pod set's nodeSelector. Otherwise each requested
+taints are not tolerated, or when its nodeLabels do not satisfy the pod set's nodeSelector or required node
+affinity, both cut down to the label keys the group's flavors use. Otherwise each requested
 resource gets a mode: FIT (fits what is available now), PREEMPT (could fit if workloads were preempted) or
 NO_FIT; the flavor's mode is the worst of its resources. The walk stops at the first FIT flavor, unless it
 needs borrowing and ``whenCanBorrow: TryNextFlavor``; a PREEMPT flavor stops it only with
@@ -93,12 +94,22 @@ class Assignment:
     short_needs: Mapping[FlavorResource, int] = field(default_factory=dict)
 
 
-def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
-    """Why ``pod_set`` cannot run on ``flavor``'s nodes, or None."""
-    for key, value in flavor.node_labels.items():
-        wanted = pod_set.node_selector.get(key)
-        if wanted is not None and wanted != value:
-            return f"its nodeSelector {key}={wanted} contradicts flavor {flavor.name}'s node label {key}={value}"
+def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet, label_keys: frozenset[str]) -> str | None:
+    """Why ``pod_set`` cannot run on ``flavor``'s nodes, or None. As Kueue does, only the keys that some flavor
+    of the resource group labels (``label_keys``) count in the pod set's nodeSelector and required affinity."""
+    labels = flavor.node_labels
+    for key, wanted in pod_set.node_selector.items():
+        if key in label_keys and labels.get(key) != wanted:
+            have = labels.get(key)
+            if have is None:
+                return f"its nodeSelector {key}={wanted} selects nodes flavor {flavor.name} does not label with {key}"
+            return f"its nodeSelector {key}={wanted} contradicts flavor {flavor.name}'s node label {key}={have}"
+    if pod_set.node_affinity:
+        terms = [tuple(r for r in term if r.key in label_keys) for term in pod_set.node_affinity]
+        # A term left with no expression matches every node, so then the affinity decides nothing here.
+        if all(terms) and not any(all(r.matches(labels) for r in term) for term in terms):
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+            return f"its required node affinity matches no node of flavor {flavor.name} (node labels: {shown})"
     tolerations = pod_set.tolerations + flavor.tolerations
     for taint in flavor.node_taints:
         if taint.effect.value == "PreferNoSchedule":
@@ -295,12 +306,15 @@ class FlavorAssigner:
         reasons: list[Reason] = []
         all_never = True
         fungibility = self.cq.flavor_fungibility
+        label_keys: frozenset[str] | None = None
         for name, flavor, plain in flavors:
             if flavor is None:
                 reasons.append(f"ResourceFlavor {name} does not exist: create it")
                 continue
-            if not plain:
-                mismatch = flavor_mismatch(flavor, pod_set)
+            if not plain or pod_set.node_selector or pod_set.node_affinity:
+                if label_keys is None:
+                    label_keys = frozenset(key for _, f, _ in flavors if f is not None for key in f.node_labels)
+                mismatch = flavor_mismatch(flavor, pod_set, label_keys)
                 if mismatch is not None:
                     reasons.append(f"pod set {pod_set.name}: {mismatch}")
                     continue

@@ -88,7 +88,7 @@ class Toleration:
 @dataclass(frozen=True, slots=True)
 class Requirement:
     key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist
+    operator: str  # In, NotIn, Exists, DoesNotExist; in node affinity also Gt, Lt
     values: tuple[str, ...]
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -98,7 +98,15 @@ class Requirement:
             return labels.get(self.key) not in self.values
         if self.operator == "Exists":
             return self.key in labels
-        return self.key not in labels
+        if self.operator == "DoesNotExist":
+            return self.key not in labels
+        # Gt, Lt: the node's label and the one value compare as integers; a label that is not one never matches.
+        label = labels.get(self.key)
+        try:
+            have, bound = int(label or ""), int(self.values[0])
+        except ValueError:
+            return False
+        return have > bound if self.operator == "Gt" else have < bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +219,8 @@ class PodSet:
     min_count: int | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    # Required node affinity: nodeSelectorTerms (ORed), each its matchExpressions (ANDed); () when none.
+    node_affinity: tuple[tuple[Requirement, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

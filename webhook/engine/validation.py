@@ -86,6 +86,14 @@ def _show(value: object) -> str:
     return str(value)
 
 
+_NODE_AFFINITY = frozenset(
+    {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
+)
+_NODE_SELECTOR = frozenset({"nodeSelectorTerms"})
+_NODE_SELECTOR_TERM = frozenset({"matchExpressions", "matchFields"})
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 class _Reader:
     """Reads one object, accumulating API-server-style errors; readers return None where a field is bad."""
 
@@ -246,6 +254,71 @@ class _Reader:
             if key is not None and operator is not None:
                 requirements.append(Requirement(key, operator, values))
         return LabelSelector(tuple(sorted(labels.items())), tuple(requirements))
+
+    def node_affinity(self, affinity: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
+        """A pod's required node affinity, the terms of ``affinity.nodeAffinity.requiredDuringScheduling
+        IgnoredDuringExecution``; preferred terms and pod (anti-)affinity do not bear on admission."""
+        if not isinstance(affinity, Mapping) or affinity.get("nodeAffinity") is None:
+            return ()
+        node_path = f"{path}.nodeAffinity"
+        node = self.fields(affinity["nodeAffinity"], node_path, _NODE_AFFINITY) or {}
+        return self.required_node_terms(
+            node.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            f"{node_path}.requiredDuringSchedulingIgnoredDuringExecution",
+        )
+
+    def required_node_terms(self, required: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
+        """A NodeSelector (``nodeSelectorTerms``, ORed; each term's matchExpressions ANDed), as the API server
+        validates it. matchFields select nodes by name, which no flavor has: they are not read."""
+        spec = self.fields(required, path, _NODE_SELECTOR)
+        if not spec:
+            return ()
+        raw_terms = self.items(spec.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms", None)
+        if not raw_terms:
+            self.fail(f"{path}.nodeSelectorTerms", "Required value: must have at least one node selector term")
+        terms: list[tuple[Requirement, ...]] = []
+        for index, raw in enumerate(raw_terms):
+            where = f"{path}.nodeSelectorTerms[{index}]"
+            term = self.fields(raw, where, _NODE_SELECTOR_TERM) or {}
+            expressions = self.items(term.get("matchExpressions"), f"{where}.matchExpressions", None)
+            terms.append(
+                tuple(
+                    requirement
+                    for number, expression in enumerate(expressions)
+                    if (requirement := self._node_requirement(expression, f"{where}.matchExpressions[{number}]"))
+                )
+            )
+        return tuple(terms)
+
+    def _node_requirement(self, raw: object, where: str) -> Requirement | None:
+        expression = self.fields(raw, where, frozenset({"key", "operator", "values"}))
+        if expression is None:
+            return None
+        key = self.string(expression.get("key"), f"{where}.key", required=True)
+        operator = self.string(expression.get("operator"), f"{where}.operator", required=True)
+        values = tuple(str(v) for v in self.items(expression.get("values"), f"{where}.values", None))
+        if operator is None or key is None:
+            return None
+        if operator in ("In", "NotIn"):
+            if not values:
+                self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                self.fail(
+                    f"{where}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+                )
+        elif operator in ("Gt", "Lt"):
+            if len(values) != 1:
+                self.fail(
+                    f"{where}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
+                )
+            elif not _INTEGER.fullmatch(values[0]):
+                self.invalid(f"{where}.values[0]", values[0], "must be an integer")
+        else:
+            supported = '"DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn"'
+            self.fail(f"{where}.operator", f"Unsupported value: {_show(operator)}: supported values: {supported}")
+            return None
+        return Requirement(key, operator, values)
 
     def tolerations(self, value: object, path: str, max_items: int | None) -> tuple[Toleration, ...]:
         result: list[Toleration] = []
@@ -750,7 +823,8 @@ def _pod_set(reader: _Reader, raw: object, path: str) -> PodSet | None:
     requests = pod_requests(reader, pod_spec or {}, f"{path}.template.spec")
     selector = reader.string_map((pod_spec or {}).get("nodeSelector"), f"{path}.template.spec.nodeSelector")
     tolerations = reader.tolerations((pod_spec or {}).get("tolerations"), f"{path}.template.spec.tolerations", None)
-    return PodSet(name, count, requests, min_count, selector, tolerations)
+    affinity = reader.node_affinity((pod_spec or {}).get("affinity"), f"{path}.template.spec.affinity")
+    return PodSet(name, count, requests, min_count, selector, tolerations, affinity)
 
 
 def pod_requests(reader: _Reader, pod_spec: Mapping[str, Any], path: str) -> dict[str, int]:
@@ -820,6 +894,14 @@ validate_cohort = _collect(_read_cohort)
 validate_workload_priority_class = _collect(_read_priority_class)
 validate_namespace = _collect(_read_namespace)
 validate_configuration = _collect(_read_configuration)
+
+
+def parse_required_node_affinity(raw: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
+    """A ``requiredDuringSchedulingIgnoredDuringExecution`` node selector given outside a pod spec (the
+    simulator's workloads); raise InvalidObjectError listing every bad field under ``path``."""
+    reader = _Reader()
+    terms = reader.required_node_terms(raw, path)
+    return _finish(reader, "node affinity", path, terms)
 
 
 def parse_workload(obj: object, priorities: Mapping[str, int] | None = None) -> Workload:

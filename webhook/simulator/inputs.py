@@ -1,7 +1,9 @@
 """Reading simulate's inputs: CONFIG (YAML file or folder) and workloads (JSON Lines, or a trace CSV).
 
 The JSON Lines reader is strict, as the contract is stable: unknown keys, missing keys and bad quantities
-are errors naming the line. A Philly/Helios trace CSV (recognised by its header) is converted on the fly by
+are errors naming the line. Beside the contract's pod set keys, a pod set may carry ``nodeAffinity``: a
+Kubernetes ``requiredDuringSchedulingIgnoredDuringExecution`` node selector (``{"nodeSelectorTerms": [...]}``),
+matched against the flavors' nodeLabels as a pod template's required node affinity is. A Philly/Helios trace CSV (recognised by its header) is converted on the fly by
 ``webhook.workloads.traces``, users hashed onto the CONFIG's LocalQueues (sorted by namespace/name).
 """
 
@@ -19,13 +21,13 @@ import yaml
 from webhook.engine.errors import InvalidObjectError
 from webhook.engine.model import ApiObject, LocalQueue, PodSet, TaintEffect, Toleration, Workload, WorkloadPriorityClass
 from webhook.engine.quantities import QuantityError, parse_quantity
-from webhook.engine.validation import parse_object
+from webhook.engine.validation import parse_object, parse_required_node_affinity
 from webhook.simulator.errors import ConfigFileError, WorkloadFileError
 
 _WORKLOAD_KEYS = frozenset(
     {"name", "namespace", "queue", "priorityClass", "submitAt", "duration", "maxExecutionSeconds", "podSets"}
 )
-_POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "minCount"})
+_POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets")
 # A plain pod set (no nodeSelector, no tolerations, requests spelled as strings), as the parsing cache keys it.
@@ -232,7 +234,9 @@ def _cached_pod_set(
 def _pod_set_key(raw: object) -> _PodSetKey | None:
     """The cache key of a plain pod set whose every field is of the type it must be, else None (parsed
     every time, so that errors name their line)."""
-    if type(raw) is not dict or not raw.keys() <= _POD_SET_KEYS or raw.get("nodeSelector") or raw.get("tolerations"):
+    if type(raw) is not dict or not raw.keys() <= _POD_SET_KEYS:
+        return None
+    if raw.get("nodeSelector") or raw.get("tolerations") or raw.get("nodeAffinity"):
         return None
     name = raw.get("name", "main")
     count = raw.get("count", 1)
@@ -279,7 +283,11 @@ def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> Po
     if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
         raise WorkloadFileError(f"{where}.nodeSelector: must be an object of strings")
     tolerations = tuple(_toleration(f"{where}.tolerations[{i}]", t) for i, t in enumerate(raw.get("tolerations") or []))
-    return PodSet(str(raw.get("name", "main")), count, requests, min_count, dict(selector), tolerations)
+    try:
+        affinity = parse_required_node_affinity(raw.get("nodeAffinity"), "nodeAffinity")
+    except InvalidObjectError as error:
+        raise WorkloadFileError(f"{where}: {'; '.join(str(e) for e in error.errors)}") from error
+    return PodSet(str(raw.get("name", "main")), count, requests, min_count, dict(selector), tolerations, affinity)
 
 
 def _toleration(where: str, raw: object) -> Toleration:

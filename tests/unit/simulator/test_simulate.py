@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kuota.cli import main
+from webhook.engine.model import Requirement
 from webhook.engine.validation import parse_object
 from webhook.simulator.errors import ConfigFileError, WorkloadFileError
 from webhook.simulator.inputs import SimulatedWorkload, convert_lines, load_config, read_workloads, seed_directory
@@ -279,3 +280,18 @@ def test_a_replay_collects_garbage_less_often_and_gives_the_callers_setting_back
         assert gc.get_threshold() == caller
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_pod_set_may_carry_a_required_node_affinity_checked_like_a_pod_templates() -> None:
+    line = _line("a", 0, 2, 1)
+    terms = [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
+    line["podSets"][0]["nodeAffinity"] = {"nodeSelectorTerms": terms}
+    (parsed,) = convert_lines([("line 1", line)], {})
+    assert parsed.workload.pod_sets[0].node_affinity == ((Requirement("zone", "In", ("b",)),),)
+    terms[0]["matchExpressions"][0]["operator"] = "Near"
+    with pytest.raises(
+        WorkloadFileError,
+        match=r"line 1: podSets\[0\]: nodeAffinity\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]\.operator: "
+        r'Unsupported value: "Near"',
+    ):
+        list(convert_lines([("line 1", line)], {}))
