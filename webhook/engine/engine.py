@@ -31,8 +31,10 @@ succeed, the amounts "in use" it quotes can be older than the current ones.
 
 The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
-head. Best-ordered means highest priority, then oldest, then uid (with fair sharing: lowest share after
-admission first). Victims of a preemption free their quota at once and are requeued at once.
+head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
+prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
+does, and a set-aside head is tried again at every instant so that it ranks its queue. Victims of a
+preemption free their quota at once and are requeued at once.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from webhook.engine.errors import UnknownObjectError
-from webhook.engine.fair_share import weighted_share
+from webhook.engine.fair_share import path_shares, weighted_share
 from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode, PodSetAssignment, Reason
 from webhook.engine.model import (
     ApiObject,
@@ -864,16 +866,7 @@ class QuotaEngine:
                     self._wake_sleeper(tree, sleeper[1])
             best: tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None = None
             if fair:
-                for queue in queues:
-                    if queue.blocked is not None or queue.assigner is None or queue.stopped:
-                        continue
-                    peeked = queue.peek(self._records)
-                    if peeked is None:
-                        continue
-                    group, head = peeked
-                    rank = (self._share_with(queue, head), head.sort_key)
-                    if best is None or rank < best[0]:
-                        best = (rank, queue, group, head)
+                best = self._fair_best(queues)
             else:
                 found = self._best_head(tree)
                 if found is not None:
@@ -924,10 +917,31 @@ class QuotaEngine:
             heapq.heappop(heads)
         return None
 
-    def _share_with(self, queue: _Queue, head: _Record) -> int:
-        assert queue.assigner is not None
-        assignment = queue.assigner.assign(head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets))
-        return weighted_share(self.tree, self.tree.cluster_queues[queue.model.name], assignment.usage)
+    def _fair_best(self, queues: list[_Queue]) -> tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None:
+        """The head Kueue's fair-sharing tournament picks: every queue's head enters with its shares along its
+        path; each cohort keeps the child (with the head it nominates) of lowest share, then best order."""
+        entries: dict[QuotaNode, _FairEntry] = {}
+        tops: list[QuotaNode] = []
+        for queue in queues:
+            if queue.blocked is not None or queue.assigner is None or queue.stopped:
+                continue
+            peeked = queue.peek(self._records)
+            if peeked is None:
+                continue
+            group, head = peeked
+            node = self.tree.cluster_queues[queue.model.name]
+            assignment = queue.assigner.assign(head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets))
+            entries[node] = _FairEntry(path_shares(self.tree, node, assignment.usage), queue, group, head)
+            if node.upward[-1] not in tops:
+                tops.append(node.upward[-1])
+        best: _FairEntry | None = None
+        for top in tops:
+            found = _tournament(top, entries)
+            if found is not None and (best is None or found.head.sort_key < best.head.sort_key):
+                best = found
+        if best is None:
+            return None
+        return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
 
     def _attempt(self, queue: _Queue, record: _Record, now: float, decisions: list[Decision]) -> _Help | None:
         """Admit ``record`` if it can be now (None); otherwise say what could change that."""
@@ -1581,6 +1595,34 @@ class QuotaEngine:
     def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
         record = self._records.get(entry[2])
         return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
+
+
+@dataclass(slots=True)
+class _FairEntry:
+    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue."""
+
+    shares: list[int]
+    queue: _Queue
+    group: _Group
+    head: _Record
+
+
+def _tournament(node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry]) -> _FairEntry | None:
+    """The entry ``node`` nominates: its own head for a ClusterQueue; for a cohort, the nominee of the child
+    with the lowest share (the child's, head counted in), ties to the best-ordered head, as in Kueue."""
+    if node.is_cluster_queue:
+        return entries.get(node)
+    best: _FairEntry | None = None
+    best_rank: tuple[int, SortKey] | None = None
+    for child in node.children:
+        found = _tournament(child, entries)
+        if found is None:
+            continue
+        # The child's place in the head's path: the cohort's own path is its tail.
+        rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = found, rank
+    return best
 
 
 def _lent_under(top: QuotaNode) -> frozenset[FlavorResource]:

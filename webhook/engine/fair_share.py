@@ -3,7 +3,11 @@
 For each resource (summed over flavors) the queue borrows ``max(0, usage + request - subtree quota)``; its
 share of that resource is ``borrowed * 1000 / lendable`` where lendable is what its parent could lend; the DRS
 is the largest such share, divided by the weight. A weight of 0 makes any borrowing an infinite share.
-Shares are compared at ClusterQueue level (a deeper cohort tournament is not modelled).
+A Cohort's DRS is the same sum over its subtree usage and subtree quota, with the Cohort's own weight.
+
+Admission order follows Kueue's tournament: each cohort compares its children (ClusterQueues and child
+Cohorts) by their DRS with the child's nominated head counted in, lowest first; a child Cohort nominates the
+winner of its own tournament. ``path_shares`` gives those DRS values for one head along its ClusterQueue's path.
 """
 
 from __future__ import annotations
@@ -13,6 +17,25 @@ from collections.abc import Mapping
 from webhook.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
 
 INFINITE_SHARE = 2**62
+
+
+def path_shares(tree: QuotaTree, node: QuotaNode, request: Mapping[FlavorResource, int]) -> list[int]:
+    """The DRS of ``node`` and of each cohort above it (in ``node.upward`` order) with ``request`` admitted:
+    the request rises as usage does, only above each node's guaranteed part."""
+    shares: list[int] = []
+    rising: Mapping[FlavorResource, int] = request
+    for level in node.upward:
+        shares.append(weighted_share(tree, level, rising))
+        lent: dict[FlavorResource, int] = {}
+        for fr, amount in rising.items():
+            floor = level.floors.get(fr)
+            if floor is None:
+                lent[fr] = amount
+            else:
+                before = level.usage.get(fr, 0)
+                lent[fr] = max(0, before + amount - floor) - max(0, before - floor)
+        rising = lent
+    return shares
 
 
 def weighted_share(tree: QuotaTree, node: QuotaNode, request: Mapping[FlavorResource, int] | None = None) -> int:

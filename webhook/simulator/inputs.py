@@ -3,8 +3,9 @@
 The JSON Lines reader is strict, as the contract is stable: unknown keys, missing keys and bad quantities
 are errors naming the line. Beside the contract's pod set keys, a pod set may carry ``nodeAffinity``: a
 Kubernetes ``requiredDuringSchedulingIgnoredDuringExecution`` node selector (``{"nodeSelectorTerms": [...]}``),
-matched against the flavors' nodeLabels as a pod template's required node affinity is. A Philly/Helios trace CSV (recognised by its header) is converted on the fly by
-``webhook.workloads.traces``, users hashed onto the CONFIG's LocalQueues (sorted by namespace/name).
+matched against the flavors' nodeLabels as a pod template's required node affinity is. A Philly/Helios
+trace CSV (recognised by its header) is converted on the fly by ``webhook.workloads.traces``, users hashed
+onto the CONFIG's LocalQueues (sorted by namespace/name).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhook.engine.engine import Admission, Decision, Eviction, EvictionReason
-from webhook.engine.fair_share import weighted_share
+from webhook.engine.fair_share import path_shares, weighted_share
 from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode
 from webhook.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
 from webhook.engine.preemption import (
@@ -91,9 +91,33 @@ class ReferenceScheduler:
                 share = weighted_share(tree, tree.cluster_queues[name], assignment.usage)
             return share, (-w.priority, w.created, w.uid, w.key)
 
+        def tournament(heads: list[tuple[str, Workload]]) -> tuple[str, Workload]:
+            # Kueue's fair-sharing tournament, from the root down: each cohort keeps, among the children on its
+            # heads' paths, the nominee whose share at that child (nominee counted in) is lowest, then best order.
+            paths: dict[str, list[tuple[int, int]]] = {}  # per queue, root first: (node id, share with its head)
+            for name, w in heads:
+                node = tree.cluster_queues[name]
+                usage = self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets)).usage
+                shares = path_shares(tree, node, usage)
+                paths[name] = [(id(n), share) for n, share in zip(reversed(node.upward), reversed(shares), strict=True)]
+
+            def nominee(group: list[tuple[str, Workload]], depth: int) -> tuple[str, Workload]:
+                if len(paths[group[0][0]]) == depth + 1:
+                    return group[0]
+                children: dict[int, list[tuple[str, Workload]]] = {}
+                for item in group:
+                    children.setdefault(paths[item[0]][depth + 1][0], []).append(item)
+                winners = [nominee(below, depth + 1) for below in children.values()]
+                return min(winners, key=lambda item: (paths[item[0]][depth + 1][1], rank(item)[1]))
+
+            roots: dict[int, list[tuple[str, Workload]]] = {}
+            for item in heads:
+                roots.setdefault(paths[item[0]][0][0], []).append(item)
+            return min((nominee(group, 0) for group in roots.values()), key=lambda item: rank(item)[1])
+
         failed: set[str] = set()
         while heads := self._heads(queues, failed):
-            name, workload = min(heads, key=rank)
+            name, workload = tournament(heads) if fair else min(heads, key=rank)
             if self._attempt(name, workload, tree, queues, now=now, decisions=decisions):
                 return True
             failed.add(workload.key)

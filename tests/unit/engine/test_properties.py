@@ -32,7 +32,7 @@ from webhook.engine.model import (
 from webhook.engine.quota_tree import QuotaTree
 from webhook.engine.validation import parse_object
 
-from .builders import cluster_queue, flavor, local_queue, quota
+from .builders import API, cluster_queue, flavor, local_queue, quota
 from .reference import ReferenceScheduler
 
 FLAVORS = ("f1", "f2")
@@ -40,7 +40,8 @@ FLAVORS = ("f1", "f2")
 
 @st.composite
 def queue_specs(draw: st.DrawFn, index: int) -> dict[str, Any]:
-    cohort = draw(st.sampled_from([None, "c0", "c0", "c1"]))
+    # c2 and c3 are child cohorts of c1 (weights 1 and 2): two levels for the fair-sharing tournament.
+    cohort = draw(st.sampled_from([None, "c0", "c0", "c1", "c2", "c3"]))
     two_flavors = draw(st.booleans())
     flavors: dict[str, list[dict[str, Any]]] = {}
     for name in FLAVORS[: 2 if two_flavors else 1]:
@@ -123,9 +124,16 @@ class _World:
         )
 
 
+def _child_cohort(name: str, weight: str) -> dict[str, Any]:
+    spec = {"parentName": "c1", "fairSharing": {"weight": weight}}
+    return {"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
 def _world(queues: list[dict[str, Any]], fair: bool) -> _World:
     raw = [flavor(name) for name in FLAVORS] + queues
     raw += [local_queue(q["metadata"]["name"], q["metadata"]["name"]) for q in queues]
+    if any(q["spec"].get("cohortName") in ("c2", "c3") for q in queues):
+        raw += [_child_cohort("c2", "1"), _child_cohort("c3", "2")]
     return _World([parse_object(obj) for obj in raw], Configuration(fair_sharing=FairSharing() if fair else None))
 
 
