@@ -1152,6 +1152,8 @@ class QuotaEngine:
                     return attempt, victims
             return None
 
+        # Not monotone in general (a smaller count may change flavors, borrowing or the policy that applies), but
+        # Kueue's reducer makes the same binary search, so for one pod set the same probes give the same answer.
         low, high = 1, steps
         found: tuple[Assignment, list[Target]] | None = None
         while low <= high:

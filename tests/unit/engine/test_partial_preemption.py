@@ -61,3 +61,17 @@ def test_no_count_is_admitted_when_no_victim_set_frees_enough_even_for_min_count
         "needs 4 nvidia.com/gpu in flavor gpu, the most team can ever use is 4 and 4 are in use; "
         "preempting what the ClusterQueue's preemption policy allows would not free enough"
     )
+
+
+def test_the_smaller_count_preempts_only_the_victims_it_needs() -> None:
+    engine = engine_with(gpu_queue("team", 6, cohort=None, preemption=LOWER))
+    engine.submit(workload("team", "high", 3, priority=5))
+    engine.submit(workload("team", "lowest", 1, priority=0))
+    engine.submit(workload("team", "low", 2, priority=1))
+    assert len(admitted(engine.schedule(0.0))) == 3
+    # Pods of 2 GPUs: 3 or 2 pods need more than the 3 GPUs that may be freed; 1 pod needs 2. The search takes
+    # "lowest" then "low", then drops "lowest" as freeing it is not needed once "low" is gone.
+    engine.submit(workload("team", "elastic", 2, priority=3, count=3, min_count=1, at=1.0))
+    decisions = engine.schedule(1.0)
+    assert evicted(decisions) == ["team/low"]
+    assert _counts(decisions) == {"team/elastic": 1}
