@@ -63,8 +63,8 @@ def load_config(path: Path) -> list[ApiObject]:
     for file in files:
         try:
             documents = list(yaml.safe_load_all(file.read_text()))
-        except yaml.YAMLError as error:
-            raise ConfigFileError(f"{file}: not valid YAML: {error}") from error
+        except yaml.YAMLError as unreadable:
+            raise ConfigFileError(f"{file}: not valid YAML: {unreadable}") from unreadable
         for index, document in enumerate(documents):
             if document is None:
                 continue
@@ -286,8 +286,8 @@ def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> Po
     tolerations = tuple(_toleration(f"{where}.tolerations[{i}]", t) for i, t in enumerate(raw.get("tolerations") or []))
     try:
         affinity = parse_required_node_affinity(raw.get("nodeAffinity"), "nodeAffinity")
-    except InvalidObjectError as error:
-        raise WorkloadFileError(f"{where}: {'; '.join(str(e) for e in error.errors)}") from error
+    except InvalidObjectError as invalid:  # not "error": compiled, one name keeps one exception type
+        raise WorkloadFileError(f"{where}: {'; '.join(str(e) for e in invalid.errors)}") from invalid
     return PodSet(str(raw.get("name", "main")), count, requests, min_count, dict(selector), tolerations, affinity)
 
 

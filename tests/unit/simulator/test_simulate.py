@@ -179,6 +179,13 @@ def test_invalid_config_names_file_document_and_field(tmp_path: Path) -> None:
         load_config(config)
 
 
+def test_a_config_that_is_not_yaml_is_named_with_the_parsers_complaint(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("kind: ClusterQueue\nspec: [unclosed\n")
+    with pytest.raises(ConfigFileError, match=r"broken.yaml: not valid YAML: .*flow sequence"):
+        load_config(config)
+
+
 def test_cli_reports_input_errors_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--config", str(tmp_path / "missing.yaml"), "--workloads", str(tmp_path)]) == 2
     assert "no such file or folder" in capsys.readouterr().err
