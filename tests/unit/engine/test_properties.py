@@ -155,6 +155,15 @@ def _comparable(decisions: list[Decision]) -> list[tuple[Any, ...]]:
     return result
 
 
+def _taken(admission: Admission) -> dict[tuple[str, str], int]:
+    taken: dict[tuple[str, str], int] = {}
+    for pod_set in admission.pod_sets:
+        for resource, amount in pod_set.usage.items():
+            fr = (pod_set.flavors[resource], resource)
+            taken[fr] = taken.get(fr, 0) + amount
+    return taken
+
+
 class _Checker:
     """Replays decisions on an independent tree and checks the invariants at every single step."""
 
@@ -172,23 +181,22 @@ class _Checker:
 
     def apply(self, decisions: list[Decision]) -> None:
         preempted: set[tuple[str, str]] = set()
+        wanted = {d.workload: _taken(d) for d in decisions if isinstance(d, Admission)}
         for d in decisions:
             if isinstance(d, Eviction):
                 assert d.workload in self.running, f"{d.workload} evicted but not running"
                 queue, usage, victim = self.running[d.workload]
                 if d.preempted_by is not None:
-                    self._check_policy(d.preempted_by, d.workload, queue, usage, victim)
+                    self._check_policy(
+                        d.preempted_by, d.workload, queue, usage, victim, preemptor_usage=wanted[d.preempted_by]
+                    )
                     assert (d.workload, d.preempted_by) not in preempted, "preemption cycle"
                     preempted.add((d.preempted_by, d.workload))
                 self.finish(d.workload)
                 continue
             assert isinstance(d, Admission)
             assert d.workload not in self.running, f"{d.workload} admitted twice"
-            taken: dict[tuple[str, str], int] = {}
-            for pod_set in d.pod_sets:
-                for resource, amount in pod_set.usage.items():
-                    fr = (pod_set.flavors[resource], resource)
-                    taken[fr] = taken.get(fr, 0) + amount
+            taken = _taken(d)
             self.tree.add_usage(d.cluster_queue, taken, 1)
             self.running[d.workload] = (d.cluster_queue, taken, self.workloads[d.workload])
             for name, node in self.tree.cluster_queues.items():
@@ -202,6 +210,8 @@ class _Checker:
         victim_queue: str,
         usage: dict[tuple[str, str], int],
         victim: Workload,
+        *,
+        preemptor_usage: dict[tuple[str, str], int],
     ) -> None:
         preemptor = self.workloads[preemptor_key]
         own_queue = preemptor.namespace  # each namespace's LocalQueue points at the ClusterQueue of its name
@@ -219,10 +229,13 @@ class _Checker:
         assert policy.reclaim_within_cohort is not ReclaimPolicy.NEVER, f"{preemptor_key} may not reclaim"
         if policy.reclaim_within_cohort is ReclaimPolicy.LOWER_PRIORITY:
             assert victim.priority < preemptor.priority, f"{preemptor_key} evicted equal/higher {victim_key}"
+        # Kueue's rule: the victim's queue borrows some flavor and resource the preemptor needs, and the victim
+        # uses one of them.
         node = self.tree.cluster_queues[victim_queue]
-        assert any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in usage), (
-            f"{victim_key} evicted from {victim_queue}, which was not borrowing"
+        assert any(node.usage.get(fr, 0) > node.subtree.get(fr, 0) for fr in preemptor_usage), (
+            f"{victim_key} evicted from {victim_queue}, which was not borrowing what {preemptor_key} needs"
         )
+        assert set(usage) & set(preemptor_usage), f"{victim_key} uses nothing {preemptor_key} needs"
 
 
 def _run(queues: list[dict[str, Any]], fair: bool, ops: list[tuple[Any, ...]]) -> None:
