@@ -90,6 +90,8 @@ _NODE_AFFINITY = frozenset(
     {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
 )
 _NODE_SELECTOR = frozenset({"nodeSelectorTerms"})
+_LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_NODE_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
 _NODE_SELECTOR_TERM = frozenset({"matchExpressions", "matchFields"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -231,28 +233,12 @@ class _Reader:
         if spec is None:
             return None
         labels = self.string_map(spec.get("matchLabels"), f"{path}.matchLabels")
-        requirements: list[Requirement] = []
-        for index, raw in enumerate(self.items(spec.get("matchExpressions"), f"{path}.matchExpressions", None)):
-            where = f"{path}.matchExpressions[{index}]"
-            expression = self.fields(raw, where, frozenset({"key", "operator", "values"}))
-            if expression is None:
-                continue
-            key = self.string(expression.get("key"), f"{where}.key", required=True)
-            operator = self.string(expression.get("operator"), f"{where}.operator", required=True)
-            values = tuple(str(v) for v in self.items(expression.get("values"), f"{where}.values", None))
-            if operator is not None and operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                self.fail(
-                    f"{where}.operator",
-                    f'Unsupported value: {_show(operator)}: supported values: "In", "NotIn", "Exists", "DoesNotExist"',
-                )
-            elif operator in ("In", "NotIn") and not values:
-                self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
-            elif operator in ("Exists", "DoesNotExist") and values:
-                self.fail(
-                    f"{where}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-                )
-            if key is not None and operator is not None:
-                requirements.append(Requirement(key, operator, values))
+        expressions = self.items(spec.get("matchExpressions"), f"{path}.matchExpressions", None)
+        requirements = [
+            requirement
+            for index, raw in enumerate(expressions)
+            if (requirement := self.requirement(raw, f"{path}.matchExpressions[{index}]", _LABEL_OPERATORS))
+        ]
         return LabelSelector(tuple(sorted(labels.items())), tuple(requirements))
 
     def node_affinity(self, affinity: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
@@ -285,12 +271,17 @@ class _Reader:
                 tuple(
                     requirement
                     for number, expression in enumerate(expressions)
-                    if (requirement := self._node_requirement(expression, f"{where}.matchExpressions[{number}]"))
+                    if (
+                        requirement := self.requirement(
+                            expression, f"{where}.matchExpressions[{number}]", _NODE_OPERATORS
+                        )
+                    )
                 )
             )
         return tuple(terms)
 
-    def _node_requirement(self, raw: object, where: str) -> Requirement | None:
+    def requirement(self, raw: object, where: str, operators: tuple[str, ...]) -> Requirement | None:
+        """One matchExpressions entry of a label selector or a node selector (which adds Gt and Lt)."""
         expression = self.fields(raw, where, frozenset({"key", "operator", "values"}))
         if expression is None:
             return None
@@ -299,14 +290,16 @@ class _Reader:
         values = tuple(str(v) for v in self.items(expression.get("values"), f"{where}.values", None))
         if operator is None or key is None:
             return None
-        if operator in ("In", "NotIn"):
-            if not values:
-                self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
-        elif operator in ("Exists", "DoesNotExist"):
-            if values:
-                self.fail(
-                    f"{where}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-                )
+        if operator not in operators:
+            supported = ", ".join(_show(name) for name in operators)
+            self.fail(f"{where}.operator", f"Unsupported value: {_show(operator)}: supported values: {supported}")
+            return None
+        if operator in ("In", "NotIn") and not values:
+            self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
+        elif operator in ("Exists", "DoesNotExist") and values:
+            self.fail(
+                f"{where}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+            )
         elif operator in ("Gt", "Lt"):
             if len(values) != 1:
                 self.fail(
@@ -314,10 +307,6 @@ class _Reader:
                 )
             elif not _INTEGER.fullmatch(values[0]):
                 self.invalid(f"{where}.values[0]", values[0], "must be an integer")
-        else:
-            supported = '"DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn"'
-            self.fail(f"{where}.operator", f"Unsupported value: {_show(operator)}: supported values: {supported}")
-            return None
         return Requirement(key, operator, values)
 
     def tolerations(self, value: object, path: str, max_items: int | None) -> tuple[Toleration, ...]:
