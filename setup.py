@@ -1,8 +1,8 @@
 """Compiles the quota engine and the replay loop with mypyc; everything else is in pyproject.toml.
 
-The compiled modules are the same strictly typed sources, turned into C extensions: 1.4 to 1.9 times faster
-decisions (``benchmarks/simulate_philly.py``, ``benchmarks/engine_scale.py``). Where they cannot be built (no C compiler
-or no Python headers) kuota installs as pure Python and says so; ``KUOTA_PURE_PYTHON=1`` asks for that outright.
+The compiled modules are the same strictly typed sources, turned into C extensions: 1.6 to 1.9 times faster
+decisions (``benchmarks/simulate_philly.py``, ``benchmarks/engine_scale.py``). Where they cannot be built (no C
+compiler or no Python headers) kuota installs as pure Python and says so; ``KUOTA_PURE_PYTHON=1`` asks for that.
 ``kuota version`` tells which one is installed.
 """
 
@@ -48,7 +48,7 @@ class BuildExtOrPurePython(build_ext):
         self.extensions = []
         print(
             f"kuota: the mypyc-compiled engine could not be built ({error}); installing pure Python, which decides "
-            "1.4 to 1.9 times slower. Install a C compiler and the Python headers (Debian: gcc python3-dev) to "
+            "1.6 to 1.9 times slower. Install a C compiler and the Python headers (Debian: gcc python3-dev) to "
             "compile it.",
             file=sys.stderr,
         )

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
-_COMPILED_PACKAGES = ("webhook/engine", "webhook/simulator", "webhook/workloads")
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
@@ -22,9 +21,9 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
         del target
-        package, _, name = fullname.rpartition(".")
-        if package.replace(".", "/") not in _COMPILED_PACKAGES:
+        if not fullname.startswith("webhook."):  # setup.py compiles modules of webhook only
             return None
+        name = fullname.rpartition(".")[2]
         for folder in path or ():
             source = Path(folder) / f"{name}.py"
             if source.exists():
@@ -52,10 +51,9 @@ def engine_build() -> str:
 def stale_compiled_modules(checkout: Path = _CHECKOUT) -> list[str]:
     """Sources edited after their compiled module was built, as paths relative to ``checkout``."""
     stale = []
-    for package in (checkout / name for name in _COMPILED_PACKAGES):
-        for ending in importlib.machinery.EXTENSION_SUFFIXES:
-            for extension in package.glob(f"*{ending}"):
-                source = extension.with_name(extension.name.removesuffix(ending) + ".py")
-                if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
-                    stale.append(str(source.relative_to(checkout)))
+    for ending in importlib.machinery.EXTENSION_SUFFIXES:
+        for extension in (checkout / "webhook").rglob(f"*{ending}"):
+            source = extension.with_name(extension.name.removesuffix(ending) + ".py")
+            if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
+                stale.append(str(source.relative_to(checkout)))
     return sorted(set(stale))

@@ -12,7 +12,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     stale = stale_compiled_modules()
     if stale:
         pytest.exit(
-            f"{', '.join(stale)} changed after it was compiled, so the tests would run the old code: "
+            f"{', '.join(stale)} changed since the last compile, so the tests would run the old code: "
             "run `make install` (or `pip install -e .`) to compile it again",
             returncode=2,
         )

@@ -866,7 +866,7 @@ class QuotaEngine:
                     self._wake_sleeper(tree, sleeper[1])
             best: tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None = None
             if fair:
-                best = self._fair_best(queues)
+                best = self._fair_best(tree, queues)
             else:
                 found = self._best_head(tree)
                 if found is not None:
@@ -917,11 +917,12 @@ class QuotaEngine:
             heapq.heappop(heads)
         return None
 
-    def _fair_best(self, queues: list[_Queue]) -> tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None:
+    def _fair_best(
+        self, tree: _Tree, queues: list[_Queue]
+    ) -> tuple[tuple[int, SortKey], _Queue, _Group, _Record] | None:
         """The head Kueue's fair-sharing tournament picks: every queue's head enters with its shares along its
         path; each cohort keeps the child (with the head it nominates) of lowest share, then best order."""
         entries: dict[QuotaNode, _FairEntry] = {}
-        tops: list[QuotaNode] = []
         for queue in queues:
             if queue.blocked is not None or queue.assigner is None or queue.stopped:
                 continue
@@ -932,13 +933,7 @@ class QuotaEngine:
             node = self.tree.cluster_queues[queue.model.name]
             assignment = queue.assigner.assign(head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets))
             entries[node] = _FairEntry(path_shares(self.tree, node, assignment.usage), queue, group, head)
-            if node.upward[-1] not in tops:
-                tops.append(node.upward[-1])
-        best: _FairEntry | None = None
-        for top in tops:
-            found = _tournament(top, entries)
-            if found is not None and (best is None or found.head.sort_key < best.head.sort_key):
-                best = found
+        best = _tournament(tree.root, entries)
         if best is None:
             return None
         return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
@@ -1421,7 +1416,7 @@ class QuotaEngine:
             return ((),)
         return tuple(
             tuple(tuple(((name, r), requests[r] * pod_set.count) for r in resources) for name, _, _ in flavors)
-            for resources, flavors in steps
+            for resources, flavors, _ in steps
         )
 
     def _bound(self, tree: _Tree, fr: FlavorResource) -> int:

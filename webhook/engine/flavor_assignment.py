@@ -122,9 +122,11 @@ def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet, label_keys: frozens
     return None
 
 
+# Per resource group used: its requested resources, its flavors (name, flavor or None if missing, whether it has
+# no labels or taints to check) and the label keys its flavors use (all that nodeSelector and affinity consult).
 _Plan = tuple[
     tuple[str, ...],
-    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...]], ...],
+    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...], frozenset[str]], ...],
 ]
 
 
@@ -158,8 +160,7 @@ class FlavorAssigner:
         self.group_of: dict[str, ResourceGroup] = {
             resource: group for group in cluster_queue.resource_groups for resource in group.covered_resources
         }
-        # Per tuple of requested resource names: the uncovered ones, and per resource group used, its
-        # requested resources and its flavors (None: does not exist; True: no labels or taints to check).
+        # Per tuple of requested resource names: the uncovered ones, and per resource group used (see _Plan).
         self._plans: dict[tuple[str, ...], _Plan] = {}
         # Per tuple of requested resource names: when the plan is a single resource group covering them all
         # with a single flavor that has no labels or taints (the common case, assigned without the general
@@ -187,7 +188,8 @@ class FlavorAssigner:
                 flavor = self.flavors.get(flavor_quotas.name)
                 plain = flavor is not None and not flavor.node_labels and not flavor.node_taints
                 flavors.append((flavor_quotas.name, flavor, plain))
-            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors)))
+            label_keys = frozenset(key for _, flavor, _ in flavors if flavor is not None for key in flavor.node_labels)
+            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors), label_keys))
         plan = self._plans[resources] = (tuple(uncovered), tuple(steps))
         return plan
 
@@ -221,11 +223,11 @@ class FlavorAssigner:
             if mode is Mode.NO_FIT and never_fits:
                 continue
             chosen: dict[str, str] = {}
-            for resources, flavors in steps:
+            for resources, flavors, label_keys in steps:
                 # One resource group covering the whole request, in its order: the usage is what it asks for.
                 requested = usage if resources == names else {r: usage[r] for r in resources}
                 flavor, group_mode, group_short, group_reasons, group_never = self._pick(
-                    flavors, pod_set, requested, taken, short_needs
+                    flavors, label_keys, pod_set, requested, taken=taken, short_needs=short_needs
                 )
                 if group_reasons:
                     reasons.extend(group_reasons)
@@ -271,7 +273,7 @@ class FlavorAssigner:
         uncovered, steps = self.plan(names)
         if uncovered or len(steps) != 1:
             return None
-        resources, flavors = steps[0]
+        resources, flavors, _ = steps[0]
         if len(flavors) != 1 or not flavors[0][2]:
             return None
         return flavors[0][0], resources
@@ -297,8 +299,10 @@ class FlavorAssigner:
     def _pick(
         self,
         flavors: tuple[tuple[str, ResourceFlavor | None, bool], ...],
+        label_keys: frozenset[str],
         pod_set: PodSet,
         requested: Mapping[str, int],
+        *,
         taken: Mapping[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
     ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool]:
@@ -306,14 +310,11 @@ class FlavorAssigner:
         reasons: list[Reason] = []
         all_never = True
         fungibility = self.cq.flavor_fungibility
-        label_keys: frozenset[str] | None = None
         for name, flavor, plain in flavors:
             if flavor is None:
                 reasons.append(f"ResourceFlavor {name} does not exist: create it")
                 continue
             if not plain or pod_set.node_selector or pod_set.node_affinity:
-                if label_keys is None:
-                    label_keys = frozenset(key for _, f, _ in flavors if f is not None for key in f.node_labels)
                 mismatch = flavor_mismatch(flavor, pod_set, label_keys)
                 if mismatch is not None:
                     reasons.append(f"pod set {pod_set.name}: {mismatch}")

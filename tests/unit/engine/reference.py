@@ -83,13 +83,9 @@ class ReferenceScheduler:
         tree = self._tree()
         fair = self.configuration.fair_sharing is not None
 
-        def rank(item: tuple[str, Workload]) -> tuple[int, tuple[int, float, str, str]]:
-            name, w = item
-            share = 0
-            if fair:
-                assignment = self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets))
-                share = weighted_share(tree, tree.cluster_queues[name], assignment.usage)
-            return share, (-w.priority, w.created, w.uid, w.key)
+        def order(item: tuple[str, Workload]) -> tuple[int, float, str, str]:
+            w = item[1]
+            return -w.priority, w.created, w.uid, w.key
 
         def tournament(heads: list[tuple[str, Workload]]) -> tuple[str, Workload]:
             # Kueue's fair-sharing tournament, from the root down: each cohort keeps, among the children on its
@@ -108,16 +104,13 @@ class ReferenceScheduler:
                 for item in group:
                     children.setdefault(paths[item[0]][depth + 1][0], []).append(item)
                 winners = [nominee(below, depth + 1) for below in children.values()]
-                return min(winners, key=lambda item: (paths[item[0]][depth + 1][1], rank(item)[1]))
+                return min(winners, key=lambda item: (paths[item[0]][depth + 1][1], order(item)))
 
-            roots: dict[int, list[tuple[str, Workload]]] = {}
-            for item in heads:
-                roots.setdefault(paths[item[0]][0][0], []).append(item)
-            return min((nominee(group, 0) for group in roots.values()), key=lambda item: rank(item)[1])
+            return nominee(heads, 0)  # the queues of one step share their root
 
         failed: set[str] = set()
         while heads := self._heads(queues, failed):
-            name, workload = tournament(heads) if fair else min(heads, key=rank)
+            name, workload = tournament(heads) if fair else min(heads, key=order)
             if self._attempt(name, workload, tree, queues, now=now, decisions=decisions):
                 return True
             failed.add(workload.key)

@@ -196,7 +196,7 @@ class _Checker:
                 continue
             assert isinstance(d, Admission)
             assert d.workload not in self.running, f"{d.workload} admitted twice"
-            taken = _taken(d)
+            taken = wanted[d.workload]
             self.tree.add_usage(d.cluster_queue, taken, 1)
             self.running[d.workload] = (d.cluster_queue, taken, self.workloads[d.workload])
             for name, node in self.tree.cluster_queues.items():
