@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from setuptools import setup
@@ -32,6 +33,8 @@ COMPILED_MODULES = [
 class BuildExtOrPurePython(build_ext):
     """A failed compile leaves the pure-Python modules in place instead of failing the install."""
 
+    failed = False
+
     def run(self) -> None:
         try:
             super().run()
@@ -39,15 +42,24 @@ class BuildExtOrPurePython(build_ext):
             self._fall_back(error)
 
     def build_extension(self, ext: Any) -> None:
+        if self.failed:
+            return
         try:
             super().build_extension(ext)
         except Exception as error:
             self._fall_back(error)
 
     def _fall_back(self, error: Exception) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        # A compiled module without the rest of its group would fail to import: keep none of them.
+        for ext in self.extensions:
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
         self.extensions = []
+        reason = str(error).rsplit("]", 1)[-1].strip(" '.") or type(error).__name__
         print(
-            f"kuota: the mypyc-compiled engine could not be built ({error}); installing pure Python, which decides "
+            f"kuota: the mypyc-compiled engine could not be built ({reason}); installing pure Python, which decides "
             "1.6 to 1.9 times slower. Install a C compiler and the Python headers (Debian: gcc python3-dev) to "
             "compile it.",
             file=sys.stderr,
