@@ -26,8 +26,9 @@ control-plane:
 lint:
 	@$(PHASE) "ruff" $(BIN)/ruff check .
 	@$(PHASE) "ruff format" $(BIN)/ruff format --check .
-	@$(PHASE) "generated gRPC code is current" $(BIN)/python -m exporter.podresources.generate --check
+	@$(PHASE) "generated gRPC code is current" $(BIN)/python -m kuota.exporter.podresources.generate --check
 	@$(PHASE) "mypy --strict" $(BIN)/mypy
+	@$(PHASE) "import-linter (the walls between planes)" $(BIN)/lint-imports
 
 pytest:
 	@$(PHASE) "pytest" $(BIN)/pytest -p no:cacheprovider -q -ra --durations=15

@@ -17,16 +17,19 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED_MODULES = [
-    "webhook/engine/engine.py",
-    "webhook/engine/fair_share.py",
-    "webhook/engine/flavor_assignment.py",
-    "webhook/engine/model.py",
-    "webhook/engine/preemption.py",
-    "webhook/engine/quantities.py",
-    "webhook/engine/quota_tree.py",
-    "webhook/simulator/inputs.py",
-    "webhook/simulator/replay.py",
-    "webhook/workloads/synthetic.py",
+    "kuota/engine/decisions.py",
+    "kuota/engine/engine.py",
+    "kuota/engine/fair_share.py",
+    "kuota/engine/flavor_assignment.py",
+    "kuota/engine/model.py",
+    "kuota/engine/preemption.py",
+    "kuota/engine/quantities.py",
+    "kuota/engine/queue_manager.py",
+    "kuota/engine/queues.py",
+    "kuota/engine/quota_tree.py",
+    "kuota/engine/scheduler.py",
+    "kuota/simulator/inputs.py",
+    "kuota/simulator/replay.py",
 ]
 
 
@@ -71,7 +74,8 @@ def _extensions() -> list[Any]:
         return []
     from mypyc.build import mypycify
 
-    return list(mypycify(COMPILED_MODULES, opt_level="3"))
+    # Named inside kuota, the modules' shared runtime library installs as kuota/engine__mypyc, not as a top-level name.
+    return list(mypycify(COMPILED_MODULES, opt_level="3", group_name="kuota.engine"))
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExtOrPurePython})

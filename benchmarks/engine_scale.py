@@ -1,7 +1,7 @@
 """Benchmark: the engine on synthetic streams of 10k, 100k and 1M workloads over 1,000 ClusterQueues.
 
 Run: ``.venv/bin/python benchmarks/engine_scale.py [--sizes 10000,100000,1000000]``. Each size runs in its own
-process (so peak memory is that size's), replaying ``webhook.workloads.synthetic`` through the simulator with
+process (so peak memory is that size's), replaying ``benchmarks.workloads.synthetic`` through the simulator with
 no per-workload history (``keep_history=False``: a finished workload is forgotten, so memory is the engine's
 and the pending and running workloads').
 
@@ -30,6 +30,10 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+# Run as a script: the generators live in benchmarks/workloads, beside this file, not in the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET_1M_SECONDS = 120
 TARGET_1M_BYTES = 2 * 1024**3
@@ -40,9 +44,9 @@ def _one(size: int, pure_python: bool) -> dict[str, float | str]:
 
     if pure_python:
         prefer_pure_python()
-    from webhook.simulator.inputs import config_from_dicts, convert_lines, priority_values
-    from webhook.simulator.replay import replay
-    from webhook.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
+    from benchmarks.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
+    from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from kuota.simulator.replay import replay
 
     spec = SyntheticSpec(workloads=size)
     objects = config_from_dicts(synthetic_config(spec).objects)
@@ -88,7 +92,7 @@ def main() -> None:
     for row in rows:  # the smallest size of each build
         base.setdefault(row["build"], row["seconds"] / row["decisions"])
     pure_seconds = {row["size"]: row["seconds"] for row in rows if row["build"] == "pure Python"}
-    print("synthetic streams, 1,000 ClusterQueues in 100 cohorts (webhook.workloads.synthetic)")
+    print("synthetic streams, 1,000 ClusterQueues in 100 cohorts (benchmarks.workloads.synthetic)")
     print(
         f"{'workloads':>10} {'engine':17} {'sim days':>8} {'cpu s':>8} {'admissions':>10} {'evictions':>9} "
         f"{'decisions/s':>11} "
@@ -103,7 +107,7 @@ def main() -> None:
             f"{row['evictions']:>9,} {row['decisions'] / row['seconds']:11,.0f} {per * 1e6:11.1f} "
             f"{per / base[row['build']]:10.2f}x {versus} {row['peak_rss'] / 2**20:7.0f}MB"
         )
-    from webhook.workloads.synthetic import MEAN_BURST, SyntheticSpec
+    from benchmarks.workloads.synthetic import MEAN_BURST, SyntheticSpec
 
     offered = SyntheticSpec(workloads=0)
     print(

@@ -178,9 +178,9 @@ def _rss_mib(pid: int) -> float:
 
 def _child(argv: list[str]) -> int:
     """The exporter itself, with the pod directory a pod watch would have filled."""
-    from exporter.commands import EXPORTER
-    from exporter.pod_directory import PodInfo
-    from exporter.service import ExporterService, ServiceSettings
+    from kuota.exporter.commands import EXPORTER
+    from kuota.exporter.pod_directory import PodInfo
+    from kuota.exporter.service import ExporterService, ServiceSettings
 
     pods_file, rest = argv[0], argv[1:]
     parser = argparse.ArgumentParser()

@@ -2,19 +2,24 @@
 
 Run: ``.venv/bin/python benchmarks/kueue_harness_sim.py``. The workload is Kueue's (5 cohorts x 6
 ClusterQueues, 20 cpu nominal, borrowingLimit 100, reclaimWithinCohort Any, withinClusterQueue
-LowerPriority; per queue 350 small, 100 medium, 50 large workloads: ``webhook.workloads.kueue_harness``).
+LowerPriority; per queue 350 small, 100 medium, 50 large workloads: ``benchmarks.workloads.kueue_harness``).
 Decisions take no time here, so the figures are the floor a live controller can reach; they are compared
 with the thresholds Kueue's harness enforces on a live cluster.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
-from webhook.simulator.inputs import config_from_dicts, convert_lines, priority_values
-from webhook.simulator.replay import replay
-from webhook.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
+# Run as a script: the generators live in benchmarks/workloads, beside this file, not in the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
+from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+from kuota.simulator.replay import replay
 
 # Kueue test/performance/scheduler baseline thresholds (mean time to admission per class, seconds).
 KUEUE_THRESHOLDS = {"large": 23.0, "medium": 90.0, "small": 260.0}

@@ -34,8 +34,8 @@ from benchmarks.side_by_side.floor import floor_timelines
 from benchmarks.side_by_side.measures import RunFigures, summarize
 from benchmarks.side_by_side.session import CONTROLLERS, LiveResult, run_load
 from benchmarks.side_by_side.table import SystemResult, comparison_rows, render
+from benchmarks.workloads.kueue_harness import HarnessSpec
 from tests.cluster.binaries import KUEUE_VERSION, ensure_kueue
-from webhook.workloads.kueue_harness import HarnessSpec
 
 # Kueue's published figures for the full baseline: the issue's, and test/performance/scheduler/configs/
 # baseline/rangespec.yaml of v0.17.0 where it is stricter (large 11 s, usage 55 %).

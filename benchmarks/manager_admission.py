@@ -28,12 +28,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kuota.kube_api import KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.reflector import Event, EventType, Reflector, ResourceType
+from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import async_wait_until, wait_until
-from webhook.crds import crd_manifests
-from webhook.reflector import Event, EventType, Reflector, ResourceType
 
 TEAMS = ("research", "applied-ml", "inference")
 FITS_PER_TEAM = 500  # nominal quota in cores; each Job asks for one

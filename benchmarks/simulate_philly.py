@@ -1,7 +1,7 @@
 """Benchmark: the Philly 15k-job trace through ``kuota simulate``'s engine on the 14-team config.
 
 Run: ``.venv/bin/python benchmarks/simulate_philly.py [--trace PATH]``. Users are hashed onto the 14 teams
-(``webhook.workloads.queue_mapping``), which is uneven, as real teams are. Two runs of the same demand: the
+(``kuota.simulator.queue_mapping``), which is uneven, as real teams are. Two runs of the same demand: the
 config as shipped (one cohort, borrowing and preemption on) and the baseline with each team on its own
 quota (no cohort), so the table shows both the engine's speed (target: under 2 s on one core) and what
 borrowing does to the waits. Each runs twice, in a process of its own: with the engine as installed (mypyc-
@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# Run as a script: the generators live in benchmarks/workloads, beside this file, not in the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 if TYPE_CHECKING:
-    from webhook.simulator.inputs import SimulatedWorkload
-    from webhook.simulator.replay import ReplayResult
+    from kuota.simulator.inputs import SimulatedWorkload
+    from kuota.simulator.replay import ReplayResult
 
 DEFAULT_TRACE = Path("/work/shared/traces/philly-15k.csv")
 TARGET_SECONDS = 2.0
@@ -41,8 +44,8 @@ def _without_cohort(objects: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]
 
 
 def _run(objects: list[dict[str, Any]], workloads: list[SimulatedWorkload]) -> tuple[float, ReplayResult]:
-    from webhook.simulator.inputs import config_from_dicts
-    from webhook.simulator.replay import replay
+    from kuota.simulator.inputs import config_from_dicts
+    from kuota.simulator.replay import replay
 
     parsed = config_from_dicts(objects)
     started = time.process_time()
@@ -56,10 +59,10 @@ def _measure(trace: Path, pure_python: bool) -> dict[str, Any]:
 
     if pure_python:
         prefer_pure_python()
-    from webhook.simulator.inputs import config_from_dicts, convert_lines, priority_values
-    from webhook.simulator.report import percentile
-    from webhook.workloads.philly_teams import philly_teams_config
-    from webhook.workloads.traces import read_trace, trace_workloads
+    from benchmarks.workloads.philly_teams import philly_teams_config
+    from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from kuota.simulator.summary import percentile
+    from kuota.simulator.traces import read_trace, trace_workloads
 
     config = philly_teams_config()
     lines = list(trace_workloads(read_trace(trace), config.queues))

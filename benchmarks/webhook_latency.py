@@ -27,13 +27,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from certs.authority import ServingIdentity, issue_bundle
-from certs.serving_context import ReloadableServerContext
+from kuota.certs.authority import ServingIdentity, issue_bundle
+from kuota.certs.serving_context import ReloadableServerContext
+from kuota.engine.model import LabelSelector
+from kuota.webhook.admission.endpoints import kuota_rules
+from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
+from kuota.webhook.admission.server import AdmissionRoutes, AdmissionServer, build_app
 from tests.cluster.binaries import ensure_vegeta
-from webhook.admission.endpoints import kuota_rules
-from webhook.admission.job_policy import JobPolicy, KuotaIdentity
-from webhook.admission.server import AdmissionRoutes, AdmissionServer, build_app
-from webhook.engine.model import LabelSelector
 
 CONNECTIONS = 8
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.errors import CertificateMaterialError
+from kuota.certs.errors import CertificateMaterialError
 
 CA_VALIDITY = timedelta(days=3650)
 SERVING_VALIDITY = timedelta(days=365)

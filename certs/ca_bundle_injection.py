@@ -12,11 +12,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from certs.errors import CaBundleInjectionError
-from kuota.errors import ApiResponseError, ApiUnreachableError
-from kuota.kube_api import ApiResponse, KubeApi
+from kuota.certs.errors import CaBundleInjectionError
+from kuota.kube.client import ApiResponse, KubeApi
+from kuota.kube.errors import ApiResponseError, ApiUnreachableError, ConflictError
 
-CONFLICT = 409
 _API = "/apis/admissionregistration.k8s.io/v1"
 
 
@@ -72,7 +71,7 @@ class _Target:
             replaced = await self._send("PUT", request_timeout, configuration)
             if replaced.ok:
                 return 1
-            if replaced.status != CONFLICT:
+            if not isinstance(replaced.error(), ConflictError):
                 raise CaBundleInjectionError(
                     f"cannot update caBundle of {self.what}: HTTP {replaced.status}: {replaced.message()}"
                 )

@@ -37,8 +37,8 @@ class _Certs:
         from datetime import UTC, datetime, timedelta
         from pathlib import Path
 
-        from certs.authority import ServingIdentity, issue_bundle
-        from certs.errors import CertsError
+        from kuota.certs.authority import ServingIdentity, issue_bundle
+        from kuota.certs.errors import CertsError
 
         if args.days < 1:
             print("kuota certs: --days must be at least 1", file=sys.stderr)

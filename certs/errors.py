@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+from kuota.errors import KuotaError
 
-class CertsError(Exception):
+
+class CertsError(KuotaError):
     """Base of every error raised by :mod:`certs`."""
 
 

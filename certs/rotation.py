@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from certs.authority import (
+from kuota.certs.authority import (
     CertificateBundle,
     Renewal,
     ServingIdentity,
@@ -24,11 +24,11 @@ from certs.authority import (
     renew_serving,
     renewal_due,
 )
-from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
-from certs.errors import CertificateMaterialError, CertsError
-from certs.secret_store import SecretLocation, StoredBundle, load_or_create, replace_bundle
-from certs.serving_context import ReloadableServerContext
-from kuota.kube_api import KubeApi
+from kuota.certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
+from kuota.certs.errors import CertificateMaterialError, CertsError
+from kuota.certs.secret_store import SecretLocation, StoredBundle, load_or_create, replace_bundle
+from kuota.certs.serving_context import ReloadableServerContext
+from kuota.kube.client import KubeApi
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from certs.authority import CertificateBundle
-from certs.errors import CertificateStoreError
-from kuota.errors import ApiResponseError, ApiUnreachableError
-from kuota.kube_api import ApiResponse, KubeApi
-
-CONFLICT = 409
-NOT_FOUND = 404
-ALREADY_EXISTS = 409
+from kuota.certs.authority import CertificateBundle
+from kuota.certs.errors import CertificateStoreError
+from kuota.kube.client import ApiResponse, KubeApi
+from kuota.kube.errors import AlreadyExistsError, ApiResponseError, ApiUnreachableError, ConflictError, NotFoundError
 
 _KEYS = {"ca.crt": "ca_cert_pem", "ca.key": "ca_key_pem", "tls.crt": "cert_pem", "tls.key": "key_pem"}
 
@@ -109,6 +105,11 @@ def _secret(location: SecretLocation, response: ApiResponse) -> dict[str, Any]:
         raise CertificateStoreError(f"cannot {_DOING[response.method]} {location}: {error}") from error
 
 
+def _refusal(response: ApiResponse) -> ApiResponseError | None:
+    """The typed error of a refused request, None for a success."""
+    return None if response.ok else response.error()
+
+
 def _failure(location: SecretLocation, response: ApiResponse) -> CertificateStoreError:
     return CertificateStoreError(
         f"cannot {_DOING[response.method]} {location}: HTTP {response.status}: {response.message()}"
@@ -118,7 +119,7 @@ def _failure(location: SecretLocation, response: ApiResponse) -> CertificateStor
 async def read_bundle(api: KubeApi, location: SecretLocation, request_timeout: float) -> StoredBundle | None:
     """The stored bundle, or None when the Secret does not exist."""
     response = await _send(api, location, "GET", request_timeout=request_timeout)
-    if response.status == NOT_FOUND:
+    if isinstance(_refusal(response), NotFoundError):
         return None
     if not response.ok:
         raise _failure(location, response)
@@ -135,7 +136,7 @@ async def load_or_create(
     bundle = make_bundle()
     body = _secret_body(location, bundle, None)
     response = await _send(api, location, "POST", request_timeout=request_timeout, body=body)
-    if response.status == ALREADY_EXISTS:
+    if isinstance(_refusal(response), AlreadyExistsError):
         winner = await read_bundle(api, location, request_timeout)
         if winner is None:
             raise CertificateStoreError(
@@ -157,7 +158,7 @@ async def replace_bundle(
     """Store ``renewed`` over ``current``; if another replica renewed first, adopt its bundle instead."""
     body = _secret_body(location, renewed, current.resource_version)
     response = await _send(api, location, "PUT", request_timeout=request_timeout, body=body)
-    if response.status == CONFLICT:
+    if isinstance(_refusal(response), ConflictError):
         winner = await read_bundle(api, location, request_timeout)
         if winner is not None:
             return winner

@@ -11,8 +11,8 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from certs.authority import verify_serving_pair
-from certs.errors import CertificateMaterialError
+from kuota.certs.authority import verify_serving_pair
+from kuota.certs.errors import CertificateMaterialError
 
 
 class ReloadableServerContext:

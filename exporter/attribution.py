@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from exporter.allocation import DeviceAllocation, Holder
-from exporter.cgroup_pod_uid import ContainerRef
-from exporter.pod_directory import PodInfo
-from exporter.readings import GpuProcess
+from kuota.exporter.allocation import DeviceAllocation, Holder
+from kuota.exporter.cgroup_pod_uid import ContainerRef
+from kuota.exporter.pod_directory import PodInfo
+from kuota.exporter.readings import GpuProcess
 
 
 @dataclass(frozen=True)

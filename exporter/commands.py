@@ -71,21 +71,21 @@ class ExporterCommand:
         import asyncio
         import logging
 
-        from exporter.errors import ConfigurationError
-        from exporter.service import ExporterService, ServiceSettings
+        from kuota.exporter.errors import ExporterConfigurationError
+        from kuota.exporter.service import ExporterService, ServiceSettings
 
         logging.basicConfig(
             level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
         )
         try:
             settings = ServiceSettings.from_args(args)
-        except ConfigurationError as problem:
+        except ExporterConfigurationError as problem:
             print(f"kuota exporter: {problem}", file=sys.stderr)
             return 2
         problems: list[BaseException] = []
         try:
             asyncio.run(ExporterService(settings).run())
-        except* ConfigurationError as group:  # e.g. no kubeconfig outside a pod: say so, exit, no traceback
+        except* ExporterConfigurationError as group:  # e.g. no kubeconfig outside a pod: say so, exit, no traceback
             problems.extend(group.exceptions)
         except* KeyboardInterrupt:
             pass

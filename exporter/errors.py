@@ -1,27 +1,27 @@
 """The exporter's exceptions. Catch :class:`ExporterError` for all of them::
 
     ExporterError
-    ├── ConfigurationError            a flag or environment variable is wrong; the message names it
+    ├── ExporterConfigurationError    a flag or environment variable is wrong; the message names it
     ├── NvmlUnavailableError          no usable NVML: library missing, driver not loaded, bindings newer than
     │                                 the driver; the exporter keeps serving and reports not-ready
     ├── NvmlReinitRequiredError       NVML answered "uninitialized" (driver reloaded): open it again
     ├── PodResourcesUnavailableError  the kubelet's PodResources socket did not answer
     └── PodWatchError                 the API server answered a pod list or watch with an error (re-listed)
 
-:class:`ConfigurationError` extends :class:`kuota.errors.ConfigurationError`, which a bad kubeconfig raises:
-catch that for both.
+:class:`ExporterConfigurationError` extends :class:`kuota.errors.ConfigurationError`, which a bad kubeconfig
+raises too: catch that for both. The whole tree is drawn in :mod:`kuota.errors`.
 """
 
 from __future__ import annotations
 
-import kuota.errors
+from kuota.errors import ConfigurationError, KuotaError
 
 
-class ExporterError(Exception):
+class ExporterError(KuotaError):
     """Base of every error the exporter raises on purpose."""
 
 
-class ConfigurationError(ExporterError, kuota.errors.ConfigurationError):
+class ExporterConfigurationError(ExporterError, ConfigurationError):
     """A setting is invalid (a kubeconfig problem is kuota's ConfigurationError, which this extends)."""
 
 

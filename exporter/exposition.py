@@ -1,4 +1,4 @@
-"""Prometheus exposition: metric families built from the latest :class:`~exporter.snapshot.Snapshot` and
+"""Prometheus exposition: metric families built from the latest :class:`~kuota.exporter.snapshot.Snapshot` and
 written as Prometheus text (format 0.0.4) directly.
 
 Why not prometheus_client's registry: at 8 GPUs shared by 64 pods (~700 series, ten labels each) its
@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from exporter.allocation import Holder
-from exporter.readings import DeviceReading, Gpu
-from exporter.snapshot import SOURCES, Snapshot
+from kuota.exporter.allocation import Holder
+from kuota.exporter.readings import DeviceReading, Gpu
+from kuota.exporter.snapshot import SOURCES, Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DCGM_LABELS = (

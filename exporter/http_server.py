@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from exporter.exposition import CONTENT_TYPE, ScrapeRenderer
-from exporter.snapshot import Snapshot
+from kuota.exporter.exposition import CONTENT_TYPE, ScrapeRenderer
+from kuota.exporter.snapshot import Snapshot
 
 
 def build_app(snapshot: Callable[[], Snapshot]) -> web.Application:
@@ -38,11 +38,3 @@ def build_app(snapshot: Callable[[], Snapshot]) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``:9400`` -> ("0.0.0.0", 9400); ``127.0.0.1:9400`` -> ("127.0.0.1", 9400); ``[::1]:9400`` works too."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--listen {listen!r} is not HOST:PORT or :PORT (e.g. :9400)")
-    return host.strip("[]") or "0.0.0.0", int(port)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar
 
-from exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
-from exporter.readings import DeviceReading, DeviceSample, Gpu, GpuProcess, GpuStatus, ProcessSample
+from kuota.exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
+from kuota.exporter.readings import DeviceReading, DeviceSample, Gpu, GpuProcess, GpuStatus, ProcessSample
 
 T = TypeVar("T")
 XID_GPU_FALLEN_OFF_BUS = 79

@@ -1,7 +1,7 @@
 """The pods on this node, by UID: names, namespaces and container ids, kept current from a pod watch.
 
 Pure: :func:`pod_info` parses one Pod object, :func:`apply_event` folds a watch event into a directory
-mapping. The watching itself lives in :mod:`exporter.pod_watch`.
+mapping. The watching itself lives in :mod:`kuota.exporter.pod_watch`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Keeps a :mod:`exporter.pod_directory` of this node's pods current: list, then watch, then list again.
+"""Keeps a :mod:`kuota.exporter.pod_directory` of this node's pods current: list, then watch, then list again.
 
 Scoped to ``spec.nodeName`` so a node's exporter only ever holds its own pods (dozens, not the cluster's
 thousands). Every request has a timeout; a failed list or watch is counted and retried with a capped backoff.
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import aiohttp
 
-import kuota.errors
-from exporter.errors import ConfigurationError, PodWatchError
-from exporter.pod_directory import PodInfo, apply_event, pod_info
-from kuota.kube_api import KubeApi
+from kuota.exporter.errors import ExporterConfigurationError, PodWatchError
+from kuota.exporter.pod_directory import PodInfo, apply_event, pod_info
+from kuota.kube.client import KubeApi
+from kuota.kube.errors import ApiResponseError, KubeApiError, KubeconfigError
+from kuota.kube.listing import list_all
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class PodWatch:
                     version = await self._list(api)
                     backoff = 1.0
                     await self._watch(api, version)
-                except (kuota.errors.KubeApiError, PodWatchError, ValueError) as error:
+                except (KubeApiError, PodWatchError, ValueError) as error:
                     log.warning("pod watch on node %s failed: %s; retrying in %.0fs", self._node_name, error, backoff)
                     self._on_error(error)
                     await asyncio.sleep(backoff)
@@ -59,23 +60,23 @@ class PodWatch:
         if self._kubeconfig is not None:
             try:
                 return KubeApi.from_kubeconfig(self._kubeconfig)
-            except kuota.errors.ConfigurationError as error:
-                raise ConfigurationError(str(error)) from error
+            except KubeconfigError as error:
+                raise ExporterConfigurationError(str(error)) from error
         try:
             return KubeApi.in_cluster()
-        except kuota.errors.ConfigurationError as error:
-            raise ConfigurationError(f"{error}, or --no-pod-watch") from error
+        except KubeconfigError as error:
+            raise ExporterConfigurationError(f"{error}, or --no-pod-watch") from error
 
     async def _list(self, api: KubeApi) -> str:
-        query = {"fieldSelector": f"spec.nodeName={self._node_name}"}
-        response = await api.request("GET", PODS, query=query, client_timeout=REQUEST_TIMEOUT)
-        if response.status != 200:
-            raise PodWatchError(f"listing pods on node {self._node_name}: HTTP {response.status}: {response.message()}")
-        body = response.object()
-        pods = [pod_info(item) for item in body.get("items", [])]
+        query = [("fieldSelector", f"spec.nodeName={self._node_name}")]
+        try:
+            listing = await list_all(api, PODS, query=query, client_timeout=REQUEST_TIMEOUT)
+        except ApiResponseError as error:
+            raise PodWatchError(f"listing pods on node {self._node_name}: {error}") from error
+        pods = [pod_info(item) for item in listing.items]
         self._pods = {info.uid: info for info in pods if info.uid}
         self._on_change(dict(self._pods))
-        return str(body["metadata"]["resourceVersion"])
+        return listing.resource_version
 
     async def _watch(self, api: KubeApi, version: str) -> None:
         """Follow changes until the server ends the watch; an error event (e.g. 410 Gone) raises to re-list."""

@@ -1,5 +1,5 @@
 """The imperative shell: samples NVML, /proc, the kubelet and the API server on their own intervals and
-publishes a fresh :class:`~exporter.snapshot.Snapshot` after every change.
+publishes a fresh :class:`~kuota.exporter.snapshot.Snapshot` after every change.
 
 NVML calls and /proc reads run on one dedicated worker thread (NVML handles are not shared across
 threads, and none of it may block the event loop). A scrape never waits on any of this: it reads the last
@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from exporter.allocation import DeviceAllocation
-from exporter.attribution import attribute
-from exporter.cgroup_pod_uid import ContainerRef, read_container
-from exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError, PodResourcesUnavailableError
-from exporter.nvml_reader import NvmlReader
-from exporter.pod_directory import PodInfo
-from exporter.readings import DeviceSample, ProcessSample
-from exporter.snapshot import NVML_DEVICES, NVML_PROCESSES, PODRESOURCES, PODS, PROC, Snapshot
-from exporter.utilization_window import UtilizationWindow
+from kuota.exporter.allocation import DeviceAllocation
+from kuota.exporter.attribution import attribute
+from kuota.exporter.cgroup_pod_uid import ContainerRef, read_container
+from kuota.exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError, PodResourcesUnavailableError
+from kuota.exporter.nvml_reader import NvmlReader
+from kuota.exporter.pod_directory import PodInfo
+from kuota.exporter.readings import DeviceSample, ProcessSample
+from kuota.exporter.snapshot import NVML_DEVICES, NVML_PROCESSES, PODRESOURCES, PODS, PROC, Snapshot
+from kuota.exporter.utilization_window import UtilizationWindow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -186,7 +186,7 @@ class NodeSampler:
         return found, failures
 
     async def _pod_resources_loop(self) -> None:
-        from exporter.podresources.client import PodResourcesClient
+        from kuota.exporter.podresources.client import PodResourcesClient
 
         interval = self.settings.pod_resources_interval
         socket, timeout = self.settings.pod_resources_socket, self.settings.pod_resources_timeout

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from exporter.errors import ConfigurationError
-from exporter.http_server import build_app, parse_listen
-from exporter.pod_watch import PodWatch
-from exporter.sampling import NodeSampler, SamplerSettings
-from exporter.snapshot import PODS
+from kuota.addresses import parse_host_port
+from kuota.exporter.errors import ExporterConfigurationError
+from kuota.exporter.http_server import build_app
+from kuota.exporter.pod_watch import PodWatch
+from kuota.exporter.sampling import NodeSampler, SamplerSettings
+from kuota.exporter.snapshot import PODS
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,11 @@ class ServiceSettings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServiceSettings:
         try:
-            host, port = parse_listen(args.listen)
+            host, port = parse_host_port(args.listen)
         except ValueError as problem:
-            raise ConfigurationError(str(problem)) from problem
+            raise ExporterConfigurationError(f"--listen {problem}") from problem
         if not args.node_name:
-            raise ConfigurationError("--node-name is empty: pass the node's name (env NODE_NAME)")
+            raise ExporterConfigurationError("--node-name is empty: pass the node's name (env NODE_NAME)")
         return cls(
             sampler=SamplerSettings(
                 node_name=args.node_name,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.attribution import Attribution
-from exporter.readings import DeviceSample
+from kuota.exporter.attribution import Attribution
+from kuota.exporter.readings import DeviceSample
 
 # Sources named in kuota_exporter_errors_total{source} and kuota_exporter_sample_age_seconds{source}.
 NVML_DEVICES = "nvml_devices"

@@ -1,5 +1,10 @@
-"""kuota: fair GPU sharing for Kubernetes. This package holds the ``kuota`` command's front door and what the
-manager, the exporter and the report share: the Kubernetes API client (:mod:`kuota.kube_api`) and its errors."""
+"""kuota: fair GPU sharing for Kubernetes, one import root over its planes (``docs/architecture.md``).
+
+:mod:`kuota.webhook` (admission plane), :mod:`kuota.engine` (pure quota engine), :mod:`kuota.simulator` (its
+offline shell), :mod:`kuota.exporter` (node plane), :mod:`kuota.report`, :mod:`kuota.certs` and
+:mod:`kuota.kube` (Kubernetes access); here: the ``kuota`` command (:mod:`kuota.cli`), the root of the
+exception tree (:mod:`kuota.errors`) and the small parsers every plane shares (:mod:`kuota.durations`,
+:mod:`kuota.addresses`)."""
 
 from importlib.metadata import PackageNotFoundError, version
 

@@ -29,11 +29,11 @@ class Subcommand(Protocol):
 
 
 def _subcommands() -> list[Subcommand]:
-    from certs.commands import CERTS
-    from exporter.commands import EXPORTER
-    from exporter.report.commands import REPORT
-    from webhook.commands import MANAGER
-    from webhook.simulator.commands import SIMULATE
+    from kuota.certs.commands import CERTS
+    from kuota.exporter.commands import EXPORTER
+    from kuota.report.commands import REPORT
+    from kuota.simulator.commands import SIMULATE
+    from kuota.webhook.commands import MANAGER
 
     return [MANAGER, SIMULATE, EXPORTER, REPORT, CERTS, _Version()]
 

@@ -1,46 +1,38 @@
-"""Exceptions raised by :mod:`kuota`'s shared modules. Catch :class:`KuotaError` for all of them::
+"""The root of every error kuota raises, and the whole tree, so a caller knows exactly what to catch.
+
+Each package has one module that defines its part of the tree (named below); every class derives from
+:class:`KuotaError`, and every message names the object or field at fault and says what to do::
 
     KuotaError
-    ├── ConfigurationError       a kubeconfig or the pod's service account cannot be used; the message names the
-    │                            file and the entry, and says what to fix
-    └── KubeApiError             a request to the API server failed
-        ├── ApiUnreachableError  no answer: connection refused or reset, TLS failure, timeout
-        └── ApiResponseError     an answer that is not what was asked for: a non-2xx status, or a body that is
-                                 not JSON; ``status`` is the HTTP status
+    ├── kuota.durations.DurationError      a text is not a duration (also a ValueError)
+    ├── kuota.addresses.AddressError       a text is not HOST:PORT (also a ValueError)
+    ├── ConfigurationError                 a setting (flag, file, kubeconfig) is unusable
+    │   ├── kuota.kube.errors.KubeconfigError
+    │   └── kuota.exporter.errors.ExporterConfigurationError
+    ├── kuota.kube.errors.KubeError        Kubernetes access
+    │   ├── KubeconfigError
+    │   └── KubeApiError                   ApiUnreachableError, and ApiResponseError typed by status:
+    │                                      NotFound, Conflict (AlreadyExists), Gone, Forbidden, Unauthorized,
+    │                                      Unavailable, BadRequest, MalformedResponse
+    ├── kuota.engine.errors.EngineError    InvalidObjectError (API-server wording), UnknownObjectError
+    ├── kuota.simulator.errors.SimulateError   ConfigFileError, WorkloadFileError, TraceFormatError, SourceSpecError
+    ├── kuota.webhook.admission.errors.AdmissionError   MalformedReviewError, MalformedObjectError
+    ├── kuota.webhook.controller.errors.ControllerError   ApiWriteError (StaleObjectError), JobConflictError
+    ├── kuota.webhook.manager.ManagerError
+    ├── kuota.webhook.controller.leader_election.LostLeadershipError
+    ├── kuota.exporter.errors.ExporterError   NVML, PodResources and pod-watch failures
+    ├── kuota.report.errors.ReportError    ReportInputError, PrometheusError, WhatIfError, KubernetesError
+    └── kuota.certs.errors.CertsError      CertificateMaterialError, CertificateStoreError, CaBundleInjectionError
 
-The other packages' own configuration errors (e.g. the exporter's, for its flags) derive from
-:class:`ConfigurationError`, so one ``except`` covers a bad flag and a bad kubeconfig alike.
+``tests/unit/test_errors.py`` checks that no package raises an exception class outside this tree.
 """
 
 from __future__ import annotations
 
 
 class KuotaError(Exception):
-    """Base of every error raised by :mod:`kuota`."""
+    """Base of every error raised by kuota."""
 
 
 class ConfigurationError(KuotaError):
     """A setting is unusable; the message names it and says what to do."""
-
-
-class KubeApiError(KuotaError):
-    """A request to the Kubernetes API server failed."""
-
-
-class ApiUnreachableError(KubeApiError):
-    """The API server did not answer: the message names the request, the server and the transport failure.
-
-    ``reason`` is the failure alone ("timed out", "ClientConnectorError: ..."), for callers that word their own.
-    """
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class ApiResponseError(KubeApiError):
-    """The API server answered, but not with what was asked for."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status

@@ -8,7 +8,11 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class _Manager:
@@ -71,16 +75,18 @@ class _Manager:
     def run(self, args: argparse.Namespace) -> int:
         import asyncio
 
-        from webhook.engine.errors import EngineError
-        from webhook.manager import ManagerError, ManagerOptions, parse_duration, run_manager, split_host_port
+        from kuota.addresses import parse_host_port
+        from kuota.durations import parse_duration
+        from kuota.engine.errors import EngineError
+        from kuota.webhook.manager import ManagerError, ManagerOptions, run_manager
 
         logging.basicConfig(
             level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
         )
         try:
-            webhook_host, webhook_port = split_host_port(args.webhook_listen, "--webhook-listen")
-            metrics_host, metrics_port = split_host_port(args.metrics_listen, "--metrics-listen")
-            health_host, health_port = split_host_port(args.health_listen, "--health-listen")
+            webhook_host, webhook_port = _flag("--webhook-listen", parse_host_port, args.webhook_listen)
+            metrics_host, metrics_port = _flag("--metrics-listen", parse_host_port, args.metrics_listen)
+            health_host, health_port = _flag("--health-listen", parse_host_port, args.health_listen)
             options = ManagerOptions(
                 kubeconfig=args.kubeconfig,
                 config=args.config,
@@ -104,13 +110,23 @@ class _Manager:
                 webhook_ips=tuple(args.webhook_ip),
                 failure_policy=args.failure_policy,
                 job_namespace_selector=json.loads(args.job_namespace_selector) if args.job_namespace_selector else None,
-                workload_retention=parse_duration(args.workload_retention, "--workload-retention"),
+                workload_retention=_flag("--workload-retention", parse_duration, args.workload_retention),
             )
             asyncio.run(run_manager(options))
         except (ManagerError, EngineError, json.JSONDecodeError) as error:
             print(f"kuota manager: {error}", file=sys.stderr)
             return 2
         return 0
+
+
+def _flag(flag: str, parse: Callable[[str], T], value: str) -> T:
+    """``parse(value)``; its ValueError becomes a ManagerError naming the flag."""
+    from kuota.webhook.manager import ManagerError
+
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise ManagerError(f"{flag} {error}") from error
 
 
 MANAGER = _Manager()

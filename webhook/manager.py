@@ -19,31 +19,32 @@ import yaml
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from certs.authority import ServingIdentity
-from certs.ca_bundle_injection import WebhookConfigurations
-from certs.rotation import DirectoryCertificates, SecretBackedCertificates
-from certs.secret_store import SecretLocation, read_bundle
-from certs.serving_context import ReloadableServerContext
-from kuota.errors import ConfigurationError, KubeApiError
-from kuota.heap import release_free_pages_periodically
-from kuota.kube_api import KubeApi
-from webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
-from webhook.admission.job_policy import JobPolicy, KuotaIdentity
-from webhook.admission.reflected_cluster import ReflectedClusterFacts
-from webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
-from webhook.controller.api_writes import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, ApiWriter
-from webhook.controller.controller import QuotaController
-from webhook.controller.leader_election import LeaderElector
-from webhook.controller.metrics import ControllerMetrics
-from webhook.engine.model import Configuration, LabelSelector, Requirement
-from webhook.engine.validation import parse_configuration
+from kuota.certs.authority import ServingIdentity
+from kuota.certs.ca_bundle_injection import WebhookConfigurations
+from kuota.certs.rotation import DirectoryCertificates, SecretBackedCertificates
+from kuota.certs.secret_store import SecretLocation, read_bundle
+from kuota.certs.serving_context import ReloadableServerContext
+from kuota.engine.decoding import parse_configuration
+from kuota.engine.model import Configuration, LabelSelector, Requirement
+from kuota.errors import ConfigurationError, KuotaError
+from kuota.kube.client import KubeApi
+from kuota.kube.errors import KubeApiError
+from kuota.webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
+from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
+from kuota.webhook.admission.reflected_cluster import ReflectedClusterFacts
+from kuota.webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
+from kuota.webhook.controller.api_writes import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, ApiWriter
+from kuota.webhook.controller.controller import QuotaController
+from kuota.webhook.controller.leader_election import LeaderElector
+from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.malloc_trim import release_free_pages_periodically
 
 log = logging.getLogger("kuota.manager")
 
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
-class ManagerError(Exception):
+class ManagerError(KuotaError):
     """The manager cannot start as configured; the message says which flag or file to fix."""
 
 
@@ -249,28 +250,6 @@ class Manager:
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         return runner
-
-
-def split_host_port(value: str, flag: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not port.isdigit():
-        raise ManagerError(f"{flag} {value!r}: expected HOST:PORT, e.g. 0.0.0.0:9443 or :9443")
-    return host or "0.0.0.0", int(port)
-
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: str, flag: str) -> float:
-    """``90s``, ``30m``, ``192h``, ``8d``: a duration in seconds."""
-    number, unit = value[:-1], value[-1:]
-    try:
-        amount = float(number)
-    except ValueError:
-        amount = -1.0
-    if unit not in _DURATION_UNITS or amount < 0:
-        raise ManagerError(f"{flag} {value!r}: expected a number and a unit s, m, h or d, e.g. 192h")
-    return amount * _DURATION_UNITS[unit]
 
 
 async def run_manager(options: ManagerOptions) -> None:

@@ -28,10 +28,7 @@ from pathlib import Path
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.live_run import LiveRun, PlannedObject
 from benchmarks.side_by_side.session import api_for, controller_on_fresh_cluster, measured
-from webhook.simulator.inputs import config_from_dicts, convert_lines
-from webhook.simulator.replay import Outcome, replay
-from webhook.workloads.lines import WorkloadLine
-from webhook.workloads.manifests import (
+from benchmarks.workloads.manifests import (
     Manifest,
     ResourceQuota,
     cluster_queue,
@@ -41,7 +38,10 @@ from webhook.workloads.manifests import (
     workload_manifest,
     workload_priority_class,
 )
-from webhook.workloads.queue_mapping import QueueTarget
+from kuota.simulator.inputs import config_from_dicts, convert_lines
+from kuota.simulator.lines import WorkloadLine
+from kuota.simulator.queue_mapping import QueueTarget
+from kuota.simulator.replay import Outcome, replay
 
 QUEUES = ("a", "b", "c")
 COHORT = "agree"

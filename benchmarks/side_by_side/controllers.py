@@ -23,13 +23,13 @@ import yaml
 
 from benchmarks.side_by_side.errors import ControllerError
 from benchmarks.side_by_side.process_usage import MANAGER_GROUP, manager_identity_objects
-from certs.authority import ServingIdentity, issue_bundle
+from kuota.certs.authority import ServingIdentity, issue_bundle
+from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.cluster.binaries import KUEUE_VERSION, ensure_kueue, kueue_module_dir
 from tests.cluster.controlplane import free_port
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import wait_until
-from webhook.crds import crd_manifests
 
 # Kueue reads its metrics serving pair from this fixed path when internal certificate management is off.
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.measures import WorkloadTimeline
 from benchmarks.side_by_side.plans import priority_values
-from webhook.simulator.inputs import config_from_dicts, convert_lines
-from webhook.simulator.replay import ReplayResult, WorkloadHistory, replay
-from webhook.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
+from benchmarks.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
+from kuota.simulator.inputs import config_from_dicts, convert_lines
+from kuota.simulator.replay import ReplayResult, WorkloadHistory, replay
 
 
 def simulate(spec: HarnessSpec, until: float | None = None) -> ReplayResult:

@@ -1,4 +1,4 @@
-"""The loads, built from Kueue's harness generator (webhook.workloads.kueue_harness): the queue objects, the
+"""The loads, built from Kueue's harness generator (benchmarks.workloads.kueue_harness): the queue objects, the
 objects to create and when, and the same arrivals as the floor replays them. Pure."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.live_run import PlannedObject
+from benchmarks.workloads.kueue_harness import HarnessArrival, HarnessSpec, harness_arrivals, harness_config
+from benchmarks.workloads.manifests import Manifest, workload_manifest
 from tests.cluster import GPU_RESOURCE, RUN_SECONDS_ANNOTATION
-from webhook.workloads.kueue_harness import HarnessArrival, HarnessSpec, harness_arrivals, harness_config
-from webhook.workloads.manifests import Manifest, workload_manifest
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -10,9 +10,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from exporter.allocation import DeviceAllocation, Holder, is_gpu_device_id, parse_device_id
-from exporter.errors import PodResourcesUnavailableError
-from exporter.podresources import api_pb2
+from kuota.exporter.allocation import DeviceAllocation, Holder, is_gpu_device_id, parse_device_id
+from kuota.exporter.errors import PodResourcesUnavailableError
+from kuota.exporter.podresources import api_pb2
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
@@ -46,7 +46,7 @@ class PodResourcesClient:
     async def __aenter__(self) -> PodResourcesClient:
         import grpc
 
-        from exporter.podresources import api_pb2_grpc
+        from kuota.exporter.podresources import api_pb2_grpc
 
         self._channel = grpc.aio.insecure_channel(f"unix://{self._socket_path}")
         # The generated stub is untyped; its one method is wrapped, typed, in list_allocations.

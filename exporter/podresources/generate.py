@@ -1,6 +1,6 @@
 """Generate ``api_pb2.py`` (+ ``.pyi`` for mypy) and ``api_pb2_grpc.py`` from ``api.proto`` with grpcio-tools.
 
-``python -m exporter.podresources.generate`` rewrites them in place; ``--check`` only compares and exits 1
+``python -m kuota.exporter.podresources.generate`` rewrites them in place; ``--check`` only compares and exits 1
 when the committed files are stale (the unit tests run the same comparison).
 """
 
@@ -27,7 +27,7 @@ def generate(out_dir: Path) -> dict[str, str]:
     texts = {name: (out_dir / name).read_text() for name in GENERATED}
     # protoc writes "import api_pb2", which only works with the folder on sys.path.
     texts["api_pb2_grpc.py"] = texts["api_pb2_grpc.py"].replace(
-        "import api_pb2 as api__pb2", "from exporter.podresources import api_pb2 as api__pb2"
+        "import api_pb2 as api__pb2", "from kuota.exporter.podresources import api_pb2 as api__pb2"
     )
     return texts
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = [name for name, text in texts.items() if (HERE / name).read_text() != text] if args.check else []
     if args.check:
         for name in stale:
-            print(f"{HERE / name} is stale: run python -m exporter.podresources.generate", file=sys.stderr)
+            print(f"{HERE / name} is stale: run python -m kuota.exporter.podresources.generate", file=sys.stderr)
         return 1 if stale else 0
     for name, text in texts.items():
         (HERE / name).write_text(text)

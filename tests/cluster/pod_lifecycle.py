@@ -20,8 +20,8 @@ from typing import Any
 
 import aiohttp
 
-from kuota.errors import ApiUnreachableError, KubeApiError
-from kuota.kube_api import KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.errors import ApiUnreachableError, KubeApiError
 from tests.cluster.nodes import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 
 log = logging.getLogger("pod-lifecycle")

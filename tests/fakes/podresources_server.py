@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from exporter.podresources import api_pb2, api_pb2_grpc
+from kuota.exporter.podresources import api_pb2, api_pb2_grpc
 
 
 @dataclass(frozen=True)

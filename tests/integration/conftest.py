@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from kuota.kube_api import KubeApi
+from kuota.kube.client import KubeApi
+from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.waiting import wait_until
-from webhook.crds import crd_manifests
 
 
 @pytest.fixture(scope="session")

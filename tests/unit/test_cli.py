@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
@@ -11,7 +10,6 @@ import pytest
 from kuota import __version__
 from kuota.cli import build_parser, main
 from kuota.engine_build import engine_build
-from kuota.pending import PendingSubcommand
 
 SUBCOMMANDS = ("manager", "simulate", "exporter", "report", "certs", "version")
 
@@ -39,14 +37,6 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out == f"kuota {__version__} (quota engine: {engine_build()})\n"
 
 
-def test_a_pending_subcommand_says_so_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    pending = PendingSubcommand(name="future", summary="s", example="kuota future", arrives_with="issue #99")
-    assert pending.run(argparse.Namespace()) == 3
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err == "kuota future is not available yet: it arrives with issue #99.\n"
-
-
 def test_no_subcommand_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args([])
@@ -58,7 +48,7 @@ def test_building_the_command_line_imports_no_nvml_grpc_http_or_kubernetes_clien
         "import sys\n"
         "from kuota.cli import build_parser\n"
         "build_parser()\n"
-        "heavy = [m for m in ('pynvml', 'grpc', 'aiohttp', 'kuota.kube_api', 'matplotlib') if m in sys.modules]\n"
+        "heavy = [m for m in ('pynvml', 'grpc', 'aiohttp', 'kuota.kube.client', 'matplotlib') if m in sys.modules]\n"
         "print('heavy=' + ','.join(heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60)

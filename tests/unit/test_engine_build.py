@@ -18,6 +18,16 @@ def test_the_engine_is_compiled_unless_pure_python_was_asked_for() -> None:
     assert engine_build() == wanted
 
 
+def test_the_compiled_modules_runtime_library_installs_inside_kuota() -> None:
+    """mypyc's shared library of the group is named in setup.py; left to mypyc it would be a top-level name."""
+    checkout = Path(__file__).resolve().parents[2]
+    if engine_build() == "pure Python":
+        assert not list(checkout.glob(f"*__mypyc{EXTENSION}"))
+        return
+    assert list((checkout / "kuota").glob(f"engine__mypyc{EXTENSION}"))
+    assert not list(checkout.glob(f"*__mypyc{EXTENSION}"))
+
+
 def _module(folder: Path, name: str, source_mtime: float, compiled_mtime: float) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     source, compiled = folder / f"{name}.py", folder / f"{name}{EXTENSION}"
@@ -28,17 +38,17 @@ def _module(folder: Path, name: str, source_mtime: float, compiled_mtime: float)
 
 
 def test_a_source_newer_than_its_compiled_module_is_stale(tmp_path: Path) -> None:
-    _module(tmp_path / "webhook" / "engine", "engine", source_mtime=2000, compiled_mtime=1000)
-    _module(tmp_path / "webhook" / "engine", "model", source_mtime=1000, compiled_mtime=2000)
-    _module(tmp_path / "webhook" / "simulator", "replay", source_mtime=3000, compiled_mtime=1000)
-    (tmp_path / "webhook" / "engine" / "validation.py").write_text("")  # never compiled: not stale
+    _module(tmp_path / "kuota" / "engine", "engine", source_mtime=2000, compiled_mtime=1000)
+    _module(tmp_path / "kuota" / "engine", "model", source_mtime=1000, compiled_mtime=2000)
+    _module(tmp_path / "kuota" / "simulator", "replay", source_mtime=3000, compiled_mtime=1000)
+    (tmp_path / "kuota" / "engine" / "decoding.py").write_text("")  # never compiled: not stale
 
-    assert stale_compiled_modules(tmp_path) == ["webhook/engine/engine.py", "webhook/simulator/replay.py"]
+    assert stale_compiled_modules(tmp_path) == ["kuota/engine/engine.py", "kuota/simulator/replay.py"]
 
 
 def test_a_pure_python_checkout_has_nothing_stale(tmp_path: Path) -> None:
-    (tmp_path / "webhook" / "engine").mkdir(parents=True)
-    (tmp_path / "webhook" / "engine" / "engine.py").write_text("")
+    (tmp_path / "kuota" / "engine").mkdir(parents=True)
+    (tmp_path / "kuota" / "engine" / "engine.py").write_text("")
     assert stale_compiled_modules(tmp_path) == []
 
 
@@ -46,8 +56,8 @@ def test_the_pure_python_baseline_loads_every_engine_module_from_source() -> Non
     script = (
         "from kuota.engine_build import engine_build, prefer_pure_python\n"
         "prefer_pure_python()\n"
-        "import webhook.simulator.replay, webhook.engine.quota_tree\n"
-        "print(engine_build(), webhook.simulator.replay.__file__, webhook.engine.quota_tree.__file__, sep='|')\n"
+        "import kuota.simulator.replay, kuota.engine.quota_tree\n"
+        "print(engine_build(), kuota.simulator.replay.__file__, kuota.engine.quota_tree.__file__, sep='|')\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     build, *files = done.stdout.strip().split("|")

@@ -2,19 +2,19 @@
 
 Layers, lowest first (a module imports only from the ones above it in this list):
 
-- :mod:`~webhook.admission.errors` — the exception tree.
-- :mod:`~webhook.admission.reviews` — parse an ``admission.k8s.io/v1`` AdmissionReview into a typed request;
+- :mod:`~kuota.webhook.admission.errors` — the exception tree.
+- :mod:`~kuota.webhook.admission.reviews` — parse an ``admission.k8s.io/v1`` AdmissionReview into a typed request;
   build the response. Pure.
-- :mod:`~webhook.admission.json_patch` — RFC 6901 pointers and RFC 6902 operations. Pure.
-- :mod:`~webhook.admission.cluster_facts` — the read-only cluster facts the Job rules need (a protocol).
-- :mod:`~webhook.admission.job_policy` — the Job rules (queue-name/priority-class defaulting, suspension,
+- :mod:`~kuota.webhook.admission.json_patch` — RFC 6901 pointers and RFC 6902 operations. Pure.
+- :mod:`~kuota.webhook.admission.cluster_facts` — the read-only cluster facts the Job rules need (a protocol).
+- :mod:`~kuota.webhook.admission.job_policy` — the Job rules (queue-name/priority-class defaulting, suspension,
   immutability while admitted, who may unsuspend). Pure: it reads cluster state only through
-  :class:`~webhook.admission.cluster_facts.ClusterFacts`.
-- :mod:`~webhook.admission.queue_validation` — ClusterQueue/LocalQueue/ResourceFlavor/Cohort validation,
+  :class:`~kuota.webhook.admission.cluster_facts.ClusterFacts`.
+- :mod:`~kuota.webhook.admission.queue_validation` — ClusterQueue/LocalQueue/ResourceFlavor/Cohort validation,
   delegated to the quota engine's validators so that there is one code path.
-- :mod:`~webhook.admission.server` — the aiohttp application: TLS 1.2+, body cap, /healthz, /readyz.
-- :mod:`~webhook.admission.endpoints` — kuota's paths, their rules, and the webhook configurations.
-- :mod:`~webhook.admission.reflected_cluster` — ``ClusterFacts`` over :mod:`webhook.reflector` caches.
+- :mod:`~kuota.webhook.admission.server` — the aiohttp application: TLS 1.2+, body cap, /healthz, /readyz.
+- :mod:`~kuota.webhook.admission.endpoints` — kuota's paths, their rules, and the webhook configurations.
+- :mod:`~kuota.webhook.admission.reflected_cluster` — ``ClusterFacts`` over :mod:`kuota.kube.reflector` caches.
 
 Whatever arrives, the server answers with a well-formed AdmissionReview or an HTTP 4xx with a precise
 message; it never answers 500 and never lets one request take the process down.

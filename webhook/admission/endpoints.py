@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from webhook.admission.cluster_facts import ClusterFacts
-from webhook.admission.job_policy import JobPolicy, default_job, validate_job
-from webhook.admission.queue_validation import QUEUE_OBJECT_KINDS, review_queue_object
-from webhook.admission.server import Rule
+from kuota.webhook.admission.cluster_facts import ClusterFacts
+from kuota.webhook.admission.job_policy import JobPolicy, default_job, validate_job
+from kuota.webhook.admission.queue_validation import QUEUE_OBJECT_KINDS, review_queue_object
+from kuota.webhook.admission.server import Rule
 
 MUTATE_JOB_PATH = "/mutate-batch-v1-job"
 VALIDATE_JOB_PATH = "/validate-batch-v1-job"

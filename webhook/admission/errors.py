@@ -1,4 +1,4 @@
-"""Exceptions raised by :mod:`webhook.admission`.
+"""Exceptions raised by :mod:`kuota.webhook.admission`.
 
 ::
 
@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+from kuota.errors import KuotaError
 
-class AdmissionError(Exception):
+
+class AdmissionError(KuotaError):
     """Base of the admission server's exceptions."""
 
 

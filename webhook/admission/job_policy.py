@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.admission import json_patch
-from webhook.admission.cluster_facts import ClusterFacts
-from webhook.admission.errors import MalformedObjectError
-from webhook.admission.reviews import AdmissionRequest, GroupVersionKind, UserInfo, Verdict
-from webhook.engine.model import LabelSelector
+from kuota.engine.model import LabelSelector
+from kuota.webhook.admission import json_patch
+from kuota.webhook.admission.cluster_facts import ClusterFacts
+from kuota.webhook.admission.errors import MalformedObjectError
+from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, UserInfo, Verdict
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from webhook.admission.errors import MalformedObjectError
-from webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Verdict
-from webhook.engine.errors import FieldError
-from webhook.engine.validation import (
+from kuota.engine.decoding import (
     validate_cluster_queue,
     validate_cohort,
     validate_local_queue,
     validate_resource_flavor,
 )
+from kuota.engine.errors import FieldError
+from kuota.webhook.admission.errors import MalformedObjectError
+from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Verdict
 
 Validator = Callable[[object], Sequence[FieldError]]
 

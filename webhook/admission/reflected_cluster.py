@@ -1,4 +1,4 @@
-""":class:`~webhook.admission.cluster_facts.ClusterFacts` answered from list+watch caches.
+""":class:`~kuota.webhook.admission.cluster_facts.ClusterFacts` answered from list+watch caches.
 
 Each cache keeps only the few fields the webhook reads, so 10,000 Workloads cost little memory; the
 controller may hand in reflectors it already runs (the parse functions are public for that).
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.kube_api import KubeApi
-from webhook.reflector import Event, EventType, Reflector, ReflectorSet, ResourceType
+from kuota.kube.client import KubeApi
+from kuota.kube.reflector import Event, EventType, Reflector, ReflectorSet, ResourceType
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypedDict
 
-from webhook.admission.errors import MalformedReviewError
-from webhook.admission.json_patch import PatchOperation, encode
+from kuota.webhook.admission.errors import MalformedReviewError
+from kuota.webhook.admission.json_patch import PatchOperation, encode
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from webhook.admission.errors import MalformedReviewError
-from webhook.admission.reviews import AdmissionRequest, Verdict, decode_json, parse_review, response
+from kuota.webhook.admission.errors import MalformedReviewError
+from kuota.webhook.admission.reviews import AdmissionRequest, Verdict, decode_json, parse_review, response
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,9 @@
-"""Writes to the API server: bounded in number, retried on 429/5xx/transport errors with backoff, never on 409.
+"""Writes to the API server: bounded in number, retried with backoff when the server is unavailable (429, 5xx)
+or unreachable, never on 409.
 
 A 409 (or 404) means the object changed under a decision; the caller must re-read and decide again, so it
-surfaces as :class:`ConflictError`. Every write is timed into ``kuota_api_write_duration_seconds``.
+surfaces as :class:`StaleObjectError`. Every failure is raised from the typed :mod:`kuota.kube.errors` error
+that says why. Every write is timed into ``kuota_api_write_duration_seconds``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ from typing import Any
 
 import aiohttp
 
-from kuota.errors import ApiUnreachableError
-from kuota.kube_api import ApiResponse, KubeApi
-from webhook.controller.errors import ApiWriteError, ConflictError
-from webhook.controller.metrics import ControllerMetrics
+from kuota.kube.client import ApiResponse, KubeApi
+from kuota.kube.errors import ApiUnreachableError, ConflictError, KubeApiError, NotFoundError, UnavailableError
+from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
-
-_RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class ApiWriter:
     async def request(
         self, method: str, resource: Resource, path: str, body: Any = None, content_type: str = "application/json"
     ) -> dict[str, Any]:
+        failure: KubeApiError
         for attempt in range(self._attempts):
             started = time.perf_counter()
             response: ApiResponse | None = None
@@ -81,23 +82,23 @@ class ApiWriter:
                         method, path, body=body, content_type=content_type, client_timeout=self._timeout
                     )
             except ApiUnreachableError as error:
-                message = str(error)
+                failure, message = error, str(error)
             finally:
                 status = response.status if response is not None else 0
                 self._metrics.observe_write(method, resource.plural, status, time.perf_counter() - started)
             if response is not None:
                 if response.ok:
                     return response.object() if response.body else {}
-                message = response.message()
-            if status in (404, 409):
-                raise ConflictError(f"{method} {path}: HTTP {status}: {message}", status)
-            if status and status not in _RETRYABLE:
-                raise ApiWriteError(f"{method} {path}: HTTP {status}: {message}", status)
+                failure, message = response.error(), response.message()
+            if isinstance(failure, NotFoundError | ConflictError):
+                raise StaleObjectError(str(failure)) from failure
+            if not isinstance(failure, UnavailableError | ApiUnreachableError):
+                raise ApiWriteError(str(failure)) from failure
             if attempt + 1 < self._attempts:
                 delay = min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0)
                 log.info("%s %s: %s (HTTP %s); retrying in %.2fs", method, path, message, status, delay)
                 await asyncio.sleep(delay)
-        raise ApiWriteError(f"{method} {path}: gave up after {self._attempts} attempts: {message}", status)
+        raise ApiWriteError(f"{method} {path}: gave up after {self._attempts} attempts: {message}") from failure
 
     async def merge_patch(
         self,
@@ -125,7 +126,7 @@ class ApiWriter:
         """A fresh read (after a conflict); None when the object is gone."""
         try:
             return await self.request("GET", resource, resource.path(namespace, name))
-        except ConflictError as error:
-            if error.status == 404:
+        except StaleObjectError as error:
+            if isinstance(error.__cause__, NotFoundError):
                 return None
             raise

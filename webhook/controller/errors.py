@@ -1,28 +1,29 @@
 """The controller's exceptions.
 
 ControllerError
-├── ApiWriteError          a write the API server refused or never answered (after retries)
-│   └── ConflictError      409: the object changed since the decision was made (resync, never retry blindly)
+├── ApiWriteError          a write the API server refused or never answered (after retries), raised from the
+│   │                      typed :mod:`kuota.kube.errors` error that says why
+│   └── StaleObjectError   404 or 409: the object changed since the decision was made, or is gone (re-read and
+│                          decide again, never retry blindly)
 └── JobConflictError       a Job's own spec contradicts its admission (permanent; told to the user)
 """
 
 from __future__ import annotations
 
+from kuota.errors import KuotaError
 
-class ControllerError(Exception):
+
+class ControllerError(KuotaError):
     """Base of the controller's exceptions."""
 
 
 class ApiWriteError(ControllerError):
-    """A write failed; ``status`` is the HTTP status (0 when the API server could not be reached)."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+    """A write failed; its ``__cause__`` is the :mod:`kuota.kube.errors` error of the last attempt."""
 
 
-class ConflictError(ApiWriteError):
-    """The API server refused a write made from an out-of-date resourceVersion, or the object is gone."""
+class StaleObjectError(ApiWriteError):
+    """The API server refused a write made from an out-of-date resourceVersion, or the object is gone: its
+    ``__cause__`` is a :class:`kuota.kube.errors.ConflictError` or :class:`kuota.kube.errors.NotFoundError`."""
 
 
 class JobConflictError(ControllerError):

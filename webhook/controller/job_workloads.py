@@ -1,6 +1,6 @@
 """What a batch/v1 Job means to the queue, as pure functions over the Job's JSON.
 
-One Workload per managed Job (DESIGN.md "A Job's life"): its name is Kueue's (``job-<name>-<hash>``) so
+One Workload per managed Job (docs/architecture.md, "A Job's life"): its name is Kueue's (``job-<name>-<hash>``) so
 tools that look a Workload up by its Job keep working; its single pod set ``main`` carries the Job's pod
 template *as submitted*, which is also what an eviction restores.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.errors import JobConflictError
+from kuota.webhook.controller.errors import JobConflictError
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

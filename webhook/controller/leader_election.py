@@ -16,13 +16,13 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.api_writes import LEASES, ApiWriter
-from webhook.controller.errors import ApiWriteError, ConflictError
+from kuota.webhook.controller.api_writes import LEASES, ApiWriter
+from kuota.webhook.controller.errors import ApiWriteError, ControllerError, StaleObjectError
 
 log = logging.getLogger(__name__)
 
 
-class LostLeadershipError(Exception):
+class LostLeadershipError(ControllerError):
     """The Lease could not be renewed in time; the leader's work was stopped."""
 
 
@@ -110,7 +110,7 @@ class LeaderElector:
             self._observed = (self.identity, written_spec.get("renewTime"), written_spec.get("leaseDurationSeconds"))
             self._observed_at = time.monotonic()
             return True
-        except ConflictError:
+        except StaleObjectError:
             return False  # another replica wrote first
         except ApiWriteError as error:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, error)

@@ -11,9 +11,9 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from webhook.engine import quantities
-from webhook.engine.engine import Admission, Eviction
-from webhook.engine.flavor_assignment import PodSetAssignment
+from kuota.engine import quantities
+from kuota.engine.engine import Admission, Eviction
+from kuota.engine.flavor_assignment import PodSetAssignment
 
 Condition = dict[str, Any]
 
@@ -187,3 +187,11 @@ def quota_reserved_at(workload: Mapping[str, Any]) -> float | None:
     if found is None or found.get("status") != "True":
         return None
     return parse_time(found.get("lastTransitionTime"))
+
+
+def queued_since(workload: Mapping[str, Any]) -> float:
+    """When a Workload joined its queue: its last requeue, else its creation."""
+    requeued = condition(workload.get("status", {}).get("conditions") or [], "Requeued")
+    if requeued is not None and requeued.get("status") == "True":
+        return parse_time(requeued.get("lastTransitionTime")) or 0.0
+    return parse_time(workload["metadata"].get("creationTimestamp")) or 0.0

@@ -1,8 +1,8 @@
 """The ``kueue.x-k8s.io/v1beta2`` CRDs kuota serves: one Python source of truth, rendered on demand.
 
 ``crd_manifests()`` returns the CustomResourceDefinition objects (tests install them; the Helm chart is
-rendered from ``python -m webhook.crds --out DIR``). :mod:`webhook.crds.definitions` holds the kinds,
-:mod:`webhook.crds.schemas` the schema building blocks.
+rendered from ``python -m kuota.webhook.crds --out DIR``). :mod:`kuota.webhook.crds.definitions` holds the kinds,
+:mod:`kuota.webhook.crds.schemas` the schema building blocks.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.crds.definitions import DEFINITIONS
+from kuota.webhook.crds.definitions import DEFINITIONS
 
 
 def crd_manifests() -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""``python -m webhook.crds --out DIR``: write one YAML file per CRD (or all of them to stdout)."""
+"""``python -m kuota.webhook.crds --out DIR``: write one YAML file per CRD (or all of them to stdout)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from webhook.crds import crd_manifests
+from kuota.webhook.crds import crd_manifests
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webhook.crds", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kuota.webhook.crds", description=__doc__)
     parser.add_argument("--out", type=Path, help="directory for <plural>.kueue.x-k8s.io.yaml files")
     args = parser.parse_args(argv)
     manifests = crd_manifests()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.crds.schemas import (
+from kuota.webhook.crds.schemas import (
     DNS_LABEL,
     INT32_MAX,
     Schema,

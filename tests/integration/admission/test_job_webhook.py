@@ -18,20 +18,20 @@ import aiohttp
 import pytest
 import yaml
 
-from certs.authority import ServingIdentity
-from certs.ca_bundle_injection import WebhookConfigurations
-from certs.rotation import SecretBackedCertificates
-from certs.secret_store import SecretLocation
-from certs.serving_context import ReloadableServerContext
-from kuota.kube_api import KubeApi
+from kuota.certs.authority import ServingIdentity
+from kuota.certs.ca_bundle_injection import WebhookConfigurations
+from kuota.certs.rotation import SecretBackedCertificates
+from kuota.certs.secret_store import SecretLocation
+from kuota.certs.serving_context import ReloadableServerContext
+from kuota.engine.model import LabelSelector
+from kuota.kube.client import KubeApi
+from kuota.webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
+from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
+from kuota.webhook.admission.reflected_cluster import ReflectedClusterFacts
+from kuota.webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
 from tests.cluster import Cluster
 from tests.paths import GUIDE
 from tests.waiting import async_wait_until, wait_until
-from webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
-from webhook.admission.job_policy import JobPolicy, KuotaIdentity
-from webhook.admission.reflected_cluster import ReflectedClusterFacts
-from webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
-from webhook.engine.model import LabelSelector
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from kuota.kube_api import KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.errors import GoneError
+from kuota.kube.reflector import Event, EventType, Reflector, ResourceType
 from tests.waiting import async_wait_until
-from webhook.reflector import Event, EventType, Reflector, ResourceExpiredError, ResourceType
 
 pytestmark = pytest.mark.integration
 
@@ -125,5 +126,5 @@ async def test_watching_from_a_too_old_version_raises_resource_expired(
     resource = ResourceType("kueue.x-k8s.io", "v1beta2", "localqueues", namespaced=True, namespace=namespace)
     reflector = Reflector(api_client, resource, _cluster_queue_of)
     reflector.resource_version = TOO_OLD
-    with pytest.raises(ResourceExpiredError, match="too old resource version"):
+    with pytest.raises(GoneError, match="too old resource version"):
         await reflector._watch()

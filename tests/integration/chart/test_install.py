@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from certs.authority import ServingIdentity, issue_bundle
-from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
-from certs.secret_store import SecretLocation, load_or_create
-from kuota.kube_api import KubeApi, from_kubeconfig
+from kuota.certs.authority import ServingIdentity, issue_bundle
+from kuota.certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
+from kuota.certs.secret_store import SecretLocation, load_or_create
+from kuota.kube.client import KubeApi, from_kubeconfig
 from tests.cluster import Cluster
 from tests.integration.chart.conftest import install, job, kuota_webhook_configurations, uninstall
 from tests.integration.manager.conftest import ensure_namespace

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.integration.chart.conftest import helm, install, job, kuota_webhook_configurations, uninstall
 from tests.unit.chart.rendering import CHART, NAMESPACE, RELEASE
-from webhook.crds import crd_manifests
 
 pytestmark = pytest.mark.integration
 

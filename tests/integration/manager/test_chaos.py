@@ -13,15 +13,15 @@ import threading
 import time
 from typing import Any
 
-from kuota.kube_api import KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.reflector import Reflector
+from kuota.webhook.admission.reflected_cluster import WORKLOADS
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
 from tests.integration.manager.conftest import apply, get_json
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job, team_queues
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import async_wait_until
-from webhook.admission.reflected_cluster import WORKLOADS
-from webhook.reflector import Reflector
 
 JOBS = 500
 SEED = 20261130

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kuota.engine.model import LabelSelector
+from kuota.webhook.admission.endpoints import kuota_rules
+from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
+from kuota.webhook.admission.server import AdmissionRoutes, ReadinessCheck, build_app
 from tests.unit.admission.static_facts import StaticClusterFacts
-from webhook.admission.endpoints import kuota_rules
-from webhook.admission.job_policy import JobPolicy, KuotaIdentity
-from webhook.admission.server import AdmissionRoutes, ReadinessCheck, build_app
-from webhook.engine.model import LabelSelector
 
 KUOTA_USER = "system:serviceaccount:kuota-system:kuota-manager"
 POLICY = JobPolicy(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.admission.json_patch import PatchOperation
+from kuota.webhook.admission.json_patch import PatchOperation
 
 
 @dataclass

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit.admission.static_facts import StaticClusterFacts, apply_patch
-from webhook.admission.errors import MalformedObjectError
-from webhook.admission.job_policy import (
+from kuota.engine.model import LabelSelector, Requirement
+from kuota.webhook.admission.errors import MalformedObjectError
+from kuota.webhook.admission.job_policy import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     JobPolicy,
@@ -17,8 +17,8 @@ from webhook.admission.job_policy import (
     default_job,
     validate_job,
 )
-from webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Operation, UserInfo
-from webhook.engine.model import LabelSelector, Requirement
+from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Operation, UserInfo
+from tests.unit.admission.static_facts import StaticClusterFacts, apply_patch
 
 KUOTA = "system:serviceaccount:kuota-system:kuota-manager"
 POLICY = JobPolicy(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from webhook.admission.json_patch import add, encode, pointer
+from kuota.webhook.admission.json_patch import add, encode, pointer
 
 
 def test_slash_in_a_label_key_is_escaped_as_tilde_one() -> None:

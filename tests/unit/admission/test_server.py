@@ -10,11 +10,11 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient
 
+from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
+from kuota.webhook.admission.server import ReadinessCheck
 from tests.paths import GUIDE
 from tests.unit.admission.conftest import job_request, make_app, review
 from tests.unit.admission.static_facts import StaticClusterFacts
-from webhook.admission.reviews import AdmissionRequest, Verdict
-from webhook.admission.server import ReadinessCheck
 
 AiohttpClient = Any
 

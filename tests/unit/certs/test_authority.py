@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography import x509
 
-from certs.authority import (
+from kuota.certs.authority import (
     CertificateBundle,
     Renewal,
     ServingIdentity,
@@ -17,7 +17,7 @@ from certs.authority import (
     renew_serving,
     renewal_due,
 )
-from certs.errors import CertificateMaterialError
+from kuota.certs.errors import CertificateMaterialError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 IDENTITY = ServingIdentity.for_service("kuota-webhook", "kuota-system", ("127.0.0.1",))

@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
-from certs.errors import CaBundleInjectionError
-from kuota.kube_api import ApiServerAccess, KubeApi
+from kuota.certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
+from kuota.certs.errors import CaBundleInjectionError
+from kuota.kube.client import ApiServerAccess, KubeApi
 
 PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kuota"
 

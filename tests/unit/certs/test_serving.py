@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from certs.authority import CertificateBundle, ServingIdentity, issue_bundle
-from certs.commands import CERTS
-from certs.errors import CertificateMaterialError
-from certs.rotation import DirectoryCertificates
-from certs.serving_context import ReloadableServerContext
+from kuota.certs.authority import CertificateBundle, ServingIdentity, issue_bundle
+from kuota.certs.commands import CERTS
+from kuota.certs.errors import CertificateMaterialError
+from kuota.certs.rotation import DirectoryCertificates
+from kuota.certs.serving_context import ReloadableServerContext
 from kuota.cli import build_parser
 
 IDENTITY = ServingIdentity(dns_names=("localhost",), ip_addresses=("127.0.0.1",))

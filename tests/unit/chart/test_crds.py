@@ -1,4 +1,4 @@
-"""The chart's CRDs are the generator's (``python -m webhook.crds``), installed upgradable and kept on uninstall."""
+"""The chart's CRDs are the generator's (``python -m kuota.webhook.crds``), upgradable and kept on uninstall."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import yaml
 
+from kuota.webhook.crds import crd_manifests
 from tests.unit.chart.rendering import CHART, render
-from webhook.crds import crd_manifests
 
 CRD_FILES = CHART / "files" / "crds"
-REGENERATE = "regenerate with: python -m webhook.crds --out charts/kuota/files/crds"
+REGENERATE = "regenerate with: python -m kuota.webhook.crds --out charts/kuota/files/crds"
 
 
 def test_committed_crd_files_are_exactly_the_generator_output() -> None:

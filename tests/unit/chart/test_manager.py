@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from kuota.cli import build_parser
+from kuota.engine.decoding import validate_configuration
+from kuota.webhook.admission.endpoints import WebhookEndpoint, webhook_configurations
+from kuota.webhook.crds import crd_manifests
 from tests.unit.chart.rendering import NAMESPACE, VALUES_SETS, Rendered, pod_spec, render
-from webhook.admission.endpoints import WebhookEndpoint, webhook_configurations
-from webhook.crds import crd_manifests
-from webhook.engine.validation import validate_configuration
 
 EXCLUDED = {
     "matchExpressions": [
@@ -49,7 +49,7 @@ def test_webhook_configurations_match_the_admission_plane_registration() -> None
         got = rendered.one(want["kind"], want["metadata"]["name"])
         for webhook in want["webhooks"]:
             del webhook["clientConfig"]["caBundle"]  # injected at run time, never rendered
-        assert got["webhooks"] == want["webhooks"], f"{want['kind']} drifted from webhook.admission.endpoints"
+        assert got["webhooks"] == want["webhooks"], f"{want['kind']} drifted from kuota.webhook.admission.endpoints"
 
 
 def test_webhooks_take_failure_policy_timeout_and_extra_excluded_namespaces_from_values() -> None:

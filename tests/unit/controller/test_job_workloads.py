@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from webhook.controller.errors import JobConflictError
-from webhook.controller.job_workloads import (
+from kuota.webhook.controller.errors import JobConflictError
+from kuota.webhook.controller.job_workloads import (
     FlavorPlacement,
     admitted_template_patch,
     finished_condition,

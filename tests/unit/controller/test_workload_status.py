@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.controller.workload_status import (
+from kuota.engine.engine import Admission, Eviction, EvictionReason
+from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.preemption import PreemptionReason
+from kuota.webhook.controller.workload_status import (
     admission_patch,
     admitted_pod_sets,
     eviction_patch,
     pending_patch,
     set_conditions,
 )
-from webhook.engine.engine import Admission, Eviction, EvictionReason
-from webhook.engine.flavor_assignment import PodSetAssignment
-from webhook.engine.preemption import PreemptionReason
 
 T0 = 1_800_000_000.0
 POD_SET = PodSetAssignment(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.engine import Admission, Decision, Eviction, QuotaEngine
-from webhook.engine.model import Configuration, PodSet, Toleration, Workload
-from webhook.engine.quantities import parse_quantity
-from webhook.engine.validation import parse_object
+from kuota.engine.decoding import parse_object
+from kuota.engine.engine import Admission, Decision, Eviction, QuotaEngine
+from kuota.engine.model import Configuration, PodSet, Toleration, Workload
+from kuota.engine.quantities import parse_quantity
 
 API = "kueue.x-k8s.io/v1beta2"
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webhook.engine.engine import Admission, Decision, Eviction, EvictionReason
-from webhook.engine.fair_share import path_shares, weighted_share
-from webhook.engine.flavor_assignment import Assignment, FlavorAssigner, Mode
-from webhook.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
-from webhook.engine.preemption import (
+from kuota.engine.engine import Admission, Decision, Eviction, EvictionReason
+from kuota.engine.fair_share import path_shares, weighted_share
+from kuota.engine.flavor_assignment import Assignment, FlavorAssigner, Mode
+from kuota.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
+from kuota.engine.preemption import (
     AdmittedWorkload,
     Target,
     classic_candidates,
     fair_sharing_victims,
     minimal_victims,
 )
-from webhook.engine.quota_tree import QuotaTree
+from kuota.engine.quota_tree import QuotaTree
 
 
 @dataclass

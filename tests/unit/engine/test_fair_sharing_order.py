@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook.engine.model import Configuration, FairSharing
+from kuota.engine.model import Configuration, FairSharing
 
 from .builders import admitted, engine_with, gpu_queue, workload
 

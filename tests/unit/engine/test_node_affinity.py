@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from webhook.engine.engine import Admission, QuotaEngine
-from webhook.engine.errors import InvalidObjectError
-from webhook.engine.model import PodSet, Requirement
-from webhook.engine.validation import parse_workload
+from kuota.engine.decoding import parse_workload
+from kuota.engine.engine import Admission, QuotaEngine
+from kuota.engine.errors import InvalidObjectError
+from kuota.engine.model import PodSet, Requirement
 
 from .builders import cluster_queue, engine_with, flavor, quota, workload
 

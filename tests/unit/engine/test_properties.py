@@ -17,8 +17,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.engine.engine import Admission, Decision, Eviction, QuotaEngine
-from webhook.engine.model import (
+from kuota.engine.decoding import parse_object
+from kuota.engine.engine import Admission, Decision, Eviction, QuotaEngine
+from kuota.engine.model import (
     ClusterQueue,
     Cohort,
     Configuration,
@@ -29,8 +30,7 @@ from webhook.engine.model import (
     WithinClusterQueuePolicy,
     Workload,
 )
-from webhook.engine.quota_tree import QuotaTree
-from webhook.engine.validation import parse_object
+from kuota.engine.quota_tree import QuotaTree
 
 from .builders import API, cluster_queue, flavor, local_queue, quota
 from .reference import ReferenceScheduler

@@ -2,7 +2,8 @@ from fractions import Fraction
 
 import pytest
 
-from webhook.engine.quantities import QuantityError, format_quantity, parse_amount, parse_quantity
+from kuota.engine.errors import QuantityError
+from kuota.engine.quantities import format_quantity, parse_amount, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -6,18 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.engine.errors import InvalidObjectError
-from webhook.engine.model import (
-    ClusterQueue,
-    Configuration,
-    QueueingStrategy,
-    ReclaimPolicy,
-    StopPolicy,
-    WhenCanBorrow,
-    WhenCanPreempt,
-    WithinClusterQueuePolicy,
-)
-from webhook.engine.validation import (
+from kuota.engine.decoding import (
     parse_cluster_queue,
     parse_configuration,
     parse_namespace,
@@ -29,10 +18,21 @@ from webhook.engine.validation import (
     validate_resource_flavor,
     validate_workload,
 )
+from kuota.engine.errors import InvalidObjectError
+from kuota.engine.model import (
+    ClusterQueue,
+    Configuration,
+    QueueingStrategy,
+    ReclaimPolicy,
+    StopPolicy,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
 
 from .builders import cluster_queue, flavor, gpu_queue, quota
 
-SEED = Path(__file__).resolve().parents[3] / "webhook" / "simulator" / "seed"
+SEED = Path(__file__).resolve().parents[3] / "examples" / "seed"
 # The guide's manager configuration, verbatim.
 GUIDE_CONFIGURATION = """\
 apiVersion: config.kueue.x-k8s.io/v1beta2

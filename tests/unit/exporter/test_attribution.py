@@ -1,11 +1,11 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.allocation import DeviceAllocation, Holder
-from exporter.attribution import attribute
-from exporter.cgroup_pod_uid import ContainerRef
-from exporter.pod_directory import PodInfo
-from exporter.readings import GpuProcess
+from kuota.exporter.allocation import DeviceAllocation, Holder
+from kuota.exporter.attribution import attribute
+from kuota.exporter.cgroup_pod_uid import ContainerRef
+from kuota.exporter.pod_directory import PodInfo
+from kuota.exporter.readings import GpuProcess
 
 GPU = "GPU-aaaa"
 MIG = "MIG-bbbb"

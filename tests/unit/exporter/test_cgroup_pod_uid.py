@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cgroup_pod_uid import ContainerRef, container_of, read_container
+from kuota.exporter.cgroup_pod_uid import ContainerRef, container_of, read_container
 from tests.fakes import proc_tree
 from tests.fakes.proc_tree import CID
 

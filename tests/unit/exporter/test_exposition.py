@@ -7,11 +7,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.allocation import Holder
-from exporter.attribution import Attribution, PodGpuFigures
-from exporter.exposition import ScrapeRenderer
-from exporter.readings import DeviceReading, DeviceSample, Gpu, GpuStatus
-from exporter.snapshot import Snapshot
+from kuota.exporter.allocation import Holder
+from kuota.exporter.attribution import Attribution, PodGpuFigures
+from kuota.exporter.exposition import ScrapeRenderer
+from kuota.exporter.readings import DeviceReading, DeviceSample, Gpu, GpuStatus
+from kuota.exporter.snapshot import Snapshot
 
 README = Path(__file__).parents[3] / "exporter" / "README.md"
 SHARED = Gpu(index=0, uuid="GPU-0", parent_uuid="GPU-0", minor=0, model="NVIDIA H100 80GB HBM3")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
-from exporter.nvml_reader import NvmlReader
+from kuota.exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
+from kuota.exporter.nvml_reader import NvmlReader
 from tests.fakes.nvml.scenario import A100, L4, MIB, Busy, Gpu, MigDevice, Process, Scenario, Xid, gpu_uuid
 from tests.waiting import wait_until
 

@@ -1,4 +1,4 @@
-from exporter.pod_directory import apply_event, pod_info
+from kuota.exporter.pod_directory import apply_event, pod_info
 
 POD = {
     "metadata": {"uid": "u-1", "namespace": "research", "name": "trainer-0"},

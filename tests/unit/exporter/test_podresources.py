@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from exporter.allocation import Holder, parse_device_id
-from exporter.errors import PodResourcesUnavailableError
-from exporter.podresources import generate
-from exporter.podresources.client import PodResourcesClient
+from kuota.exporter.allocation import Holder, parse_device_id
+from kuota.exporter.errors import PodResourcesUnavailableError
+from kuota.exporter.podresources import generate
+from kuota.exporter.podresources.client import PodResourcesClient
 from tests.fakes.podresources_server import Assigned, FakeKubelet
 
 

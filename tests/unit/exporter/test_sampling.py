@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from exporter.allocation import Holder
-from exporter.attribution import PodGpuFigures
-from exporter.pod_directory import PodInfo
-from exporter.sampling import NodeSampler, SamplerSettings
-from exporter.snapshot import PODRESOURCES, Snapshot
+from kuota.exporter.allocation import Holder
+from kuota.exporter.attribution import PodGpuFigures
+from kuota.exporter.pod_directory import PodInfo
+from kuota.exporter.sampling import NodeSampler, SamplerSettings
+from kuota.exporter.snapshot import PODRESOURCES, Snapshot
 from tests.fakes import proc_tree
 from tests.fakes.nvml.scenario import Busy, Process, Scenario, h100s
 from tests.fakes.podresources_server import Assigned, FakeKubelet

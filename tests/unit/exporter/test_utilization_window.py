@@ -1,6 +1,6 @@
 import pytest
 
-from exporter.utilization_window import UtilizationWindow
+from kuota.exporter.utilization_window import UtilizationWindow
 
 
 def test_a_burst_between_scrapes_shows_in_the_window_mean() -> None:

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-import kuota.kube_api
+import kuota.kube.client
 from kuota import __version__
-from kuota.errors import ApiResponseError, ApiUnreachableError
-from kuota.kube_api import ApiServerAccess, KubeApi, from_kubeconfig
+from kuota.kube.client import ApiServerAccess, KubeApi, from_kubeconfig
+from kuota.kube.errors import ApiResponseError, ApiUnreachableError
 from tests.cluster.pki import ControlPlanePki, write_pki
 from tests.unit.kube_api.conftest import ServerFactory, b64, server_context, write_kubeconfig
 
@@ -195,7 +195,7 @@ async def test_a_token_file_is_read_again_once_its_refresh_period_passes(
         assert (await api.request("GET", "/whoami")).object() == {"authorization": "Bearer first"}
         token.write_text("rotated")
         assert (await api.request("GET", "/whoami")).object() == {"authorization": "Bearer first"}
-        monkeypatch.setattr(kuota.kube_api, "TOKEN_REFRESH_SECONDS", 0.0)
+        monkeypatch.setattr(kuota.kube.client, "TOKEN_REFRESH_SECONDS", 0.0)
         assert (await api.request("GET", "/whoami")).object() == {"authorization": "Bearer rotated"}
         token.unlink()  # mid-rotation: the previous token is kept, the request still goes out
         assert (await api.request("GET", "/whoami")).object() == {"authorization": "Bearer rotated"}

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kuota.errors import ConfigurationError
-from kuota.kube_api import from_kubeconfig, in_cluster
+from kuota.kube.client import from_kubeconfig, in_cluster
 from tests.cluster.pki import ControlPlanePki
 from tests.unit.kube_api.conftest import b64, write_kubeconfig
 

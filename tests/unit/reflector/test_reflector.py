@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kuota.kube_api import ApiServerAccess, KubeApi
+from kuota.kube.client import ApiServerAccess, KubeApi
+from kuota.kube.reflector import Backoff, Event, EventType, Reflector, ResourceType
 from tests.waiting import async_wait_until
-from webhook.reflector import Backoff, Event, EventType, Reflector, ResourceType
 
 CONFIG_MAPS = ResourceType("", "v1", "configmaps", namespaced=True, namespace="a")
 

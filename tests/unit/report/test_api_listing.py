@@ -21,12 +21,12 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from exporter.report.api_listing import ApiSource, api_source, read_cluster
-from exporter.report.errors import KubernetesRequestError, KubernetesUnreachableError, ReportInputError
-from exporter.report.queue_config import namespace_queues
 from kuota.cli import main
-from kuota.kube_api import ApiServerAccess
-from webhook.engine.validation import parse_object
+from kuota.engine.decoding import parse_object
+from kuota.kube.client import ApiServerAccess
+from kuota.report.api_listing import ApiSource, api_source, read_cluster
+from kuota.report.errors import KubernetesRequestError, KubernetesUnreachableError, ReportInputError
+from kuota.report.queue_config import namespace_queues
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

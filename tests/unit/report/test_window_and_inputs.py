@@ -5,19 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from exporter.report.errors import ReportInputError
-from exporter.report.prices import parse_price
-from exporter.report.queue_config import namespace_queues
-from exporter.report.window import HourClass, Window, WorkHours, parse_duration, parse_end
+from kuota.report.errors import ReportInputError
+from kuota.report.prices import parse_price
+from kuota.report.queue_config import namespace_queues
+from kuota.report.window import HourClass, Window, WorkHours, parse_end, whole_seconds
 
 MONDAY = int(datetime(2026, 9, 28, tzinfo=UTC).timestamp())
 
 
 def test_durations_and_their_errors() -> None:
-    assert parse_duration("7d", "--window") == 604800
-    assert parse_duration("1m", "--resolution") == 60
+    assert whole_seconds("7d", "--window") == 604800
+    assert whole_seconds("1m", "--resolution") == 60
     with pytest.raises(ReportInputError, match="--window '7 days' is not a duration"):
-        parse_duration("7 days", "--window")
+        whole_seconds("7 days", "--window")
 
 
 def test_end_is_floored_to_the_resolution_and_needs_a_zone() -> None:

@@ -1,5 +1,5 @@
 """The loads and the floor: the scaled harness, the Job form of a harness workload, the simulate replay as
-timelines, and the agreement scenario's expected decisions (worked out by hand from the rules in DESIGN.md)."""
+timelines, and the agreement scenario's expected decisions (by hand, from docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from benchmarks.side_by_side import agreement
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.floor import floor_timelines, history_timeline
 from benchmarks.side_by_side.plans import job_plan, scaled_spec, total_quota_cpu, workload_plan
+from kuota.simulator.replay import AdmissionRecord, EvictionRecord, WorkloadHistory
 from tests.cluster import RUN_SECONDS_ANNOTATION
-from webhook.simulator.replay import AdmissionRecord, EvictionRecord, WorkloadHistory
 
 
 def test_scaling_multiplies_every_class_count_and_keeps_at_least_one() -> None:

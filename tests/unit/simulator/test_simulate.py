@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from kuota.cli import main
-from webhook.engine.model import Requirement
-from webhook.engine.validation import parse_object
-from webhook.simulator.errors import ConfigFileError, WorkloadFileError
-from webhook.simulator.inputs import SimulatedWorkload, convert_lines, load_config, read_workloads, seed_directory
-from webhook.simulator.replay import replay
-from webhook.simulator.report import output_document
+from kuota.engine.decoding import parse_object
+from kuota.engine.model import Requirement
+from kuota.simulator.errors import ConfigFileError, WorkloadFileError
+from kuota.simulator.inputs import SimulatedWorkload, convert_lines, load_config, read_workloads, seed_directory
+from kuota.simulator.replay import replay
+from kuota.simulator.summary import output_document
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,4 @@
-"""A strict check of the simulate contract's workload record (DESIGN.md), for the tests only.
+"""A strict check of the simulate contract's workload record (docs/simulate.md), for the tests only.
 
 It says what is wrong with a record instead of parsing it, so a failing test names the field.
 """

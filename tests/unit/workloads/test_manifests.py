@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from webhook.workloads import WorkloadLine, workload_manifest
-from webhook.workloads.manifests import ResourceQuota, cluster_queue
+from benchmarks.workloads.manifests import ResourceQuota, cluster_queue, workload_manifest
+from kuota.simulator.lines import WorkloadLine
 
 
 def finetune() -> WorkloadLine:

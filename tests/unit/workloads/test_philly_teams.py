@@ -4,10 +4,11 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.workloads.philly_teams import philly_teams_config
+from kuota.simulator.traces import convert_trace
 from tests.unit.workloads.simulate_contract import reference_problems
-from webhook.workloads import convert_trace, philly_teams_config
 
-PHILLY = Path(__file__).parent / "data" / "philly-head.csv"
+PHILLY = Path(__file__).parents[2] / "data" / "traces" / "philly-head.csv"
 
 
 def test_fourteen_teams_share_one_cohort_with_borrowing_and_reclaim_on() -> None:

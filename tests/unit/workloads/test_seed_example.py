@@ -7,10 +7,20 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.workloads.seed_week import (
+    DAY,
+    FINETUNE_AT,
+    HOUR,
+    MONDAY,
+    SWEEP_AT,
+    TUESDAY,
+    WEEK,
+    render_week_jsonl,
+    week_workloads,
+)
+from kuota.simulator.lines import WorkloadLine
 from tests.paths import GUIDE
 from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
-from webhook.workloads import WorkloadLine, render_week_jsonl, week_workloads
-from webhook.workloads.seed_week import DAY, FINETUNE_AT, HOUR, MONDAY, SWEEP_AT, TUESDAY, WEEK
 
 SEED = Path(__file__).parents[3] / "examples" / "seed"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.workloads.seed_week import FINETUNE_AT, SWEEP_AT
 from kuota.cli import main
-from webhook.workloads.seed_week import FINETUNE_AT, SWEEP_AT
 
 SEED = Path(__file__).parents[3] / "examples" / "seed"
 

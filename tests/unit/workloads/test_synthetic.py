@@ -7,9 +7,17 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.workloads.synthetic import (
+    MAX_QUEUE_DEMAND,
+    MEAN_BURST,
+    SyntheticSpec,
+    queue_shares,
+    synthetic_config,
+    synthetic_workloads,
+)
+from kuota.simulator.errors import SourceSpecError
+from kuota.simulator.lines import WorkloadLine
 from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
-from webhook.workloads import SourceSpecError, SyntheticSpec, WorkloadLine, synthetic_config, synthetic_workloads
-from webhook.workloads.synthetic import MAX_QUEUE_DEMAND, MEAN_BURST, queue_shares
 
 SMALL = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=11)
 

@@ -1,0 +1,379 @@
+"""Choosing a ResourceFlavor for every resource of every pod set, Kueue's way, with a reason when none fits.
+
+Per pod set and resource group, the ClusterQueue's flavors are walked in order. A flavor is skipped when its
+taints are not tolerated, or when its nodeLabels do not satisfy the pod set's nodeSelector or required node
+affinity, both cut down to the label keys the group's flavors use. Otherwise each requested
+resource gets a mode: FIT (fits what is available now), PREEMPT (could fit if workloads were preempted) or
+NO_FIT; the flavor's mode is the worst of its resources. The walk stops at the first FIT flavor, unless it
+needs borrowing and ``whenCanBorrow: TryNextFlavor``; a PREEMPT flavor stops it only with
+``whenCanPreempt: MayStopSearch``. Among the flavors seen, FIT beats PREEMPT and not borrowing beats borrowing;
+ties go to the earlier flavor. Pod sets are assigned in order, each seeing the usage the earlier ones take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import NamedTuple
+
+from kuota.engine.model import (
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    PodSet,
+    ResourceFlavor,
+    ResourceGroup,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
+)
+from kuota.engine.quantities import format_quantity
+from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+
+
+class Mode(IntEnum):
+    NO_FIT = 0
+    PREEMPT = 1
+    FIT = 2
+
+
+@dataclass(frozen=True)
+class PodSetAssignment:
+    """The flavor chosen for each resource of one pod set, and the pod count admitted."""
+
+    name: str
+    flavors: Mapping[str, str]
+    count: int
+    usage: Mapping[str, int]  # resource -> total for all pods
+
+
+class Shortfall(NamedTuple):
+    """A flavor lacks what a pod set needs. Most are never read (the workload fits soon after), so the
+    message is written only when ``str()`` asks for it (and a tuple is the cheapest record to build)."""
+
+    cluster_queue: str
+    flavor: str
+    resource: str
+    need: int
+    potential: int  # the most the queue can ever use
+    available: int
+
+    def __str__(self) -> str:
+        resource = self.resource
+        shown = format_quantity(resource, self.need)
+        if self.need > self.potential:
+            return (
+                f"needs {shown} {resource} in flavor {self.flavor}, more than ClusterQueue {self.cluster_queue} "
+                f"can ever use ({format_quantity(resource, self.potential)}): lower the request or raise the quota"
+            )
+        in_use = format_quantity(resource, self.potential - max(self.available, 0))
+        return (
+            f"needs {shown} {resource} in flavor {self.flavor}, the most {self.cluster_queue} can ever use is "
+            f"{format_quantity(resource, self.potential)} and {in_use} are in use"
+        )
+
+
+Reason = str | Shortfall
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The outcome for a whole workload: admitted only when ``mode`` is FIT (or PREEMPT with victims)."""
+
+    pod_sets: tuple[PodSetAssignment, ...]
+    mode: Mode
+    borrowing: bool
+    usage: Mapping[FlavorResource, int]
+    reasons: tuple[Reason, ...] = ()
+    # Resources whose request exceeds what is available now: what preemption has to free.
+    short: frozenset[FlavorResource] = field(default_factory=frozenset)
+    # True when no amount of waiting or preemption can admit it as configured.
+    never_fits: bool = False
+    # Every flavor and resource it was short of, with the amount it needs there: until one of these is
+    # available, waiting cannot admit it.
+    short_needs: Mapping[FlavorResource, int] = field(default_factory=dict)
+
+
+def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet, label_keys: frozenset[str]) -> str | None:
+    """Why ``pod_set`` cannot run on ``flavor``'s nodes, or None. As Kueue does, only the keys that some flavor
+    of the resource group labels (``label_keys``) count in the pod set's nodeSelector and required affinity."""
+    labels = flavor.node_labels
+    for key, wanted in pod_set.node_selector.items():
+        if key in label_keys and labels.get(key) != wanted:
+            have = labels.get(key)
+            if have is None:
+                return f"its nodeSelector {key}={wanted} selects nodes flavor {flavor.name} does not label with {key}"
+            return f"its nodeSelector {key}={wanted} contradicts flavor {flavor.name}'s node label {key}={have}"
+    if pod_set.node_affinity:
+        terms = [tuple(r for r in term if r.key in label_keys) for term in pod_set.node_affinity]
+        # A term left with no expression matches every node, so then the affinity decides nothing here.
+        if all(terms) and not any(all(r.matches(labels) for r in term) for term in terms):
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+            return f"its required node affinity matches no node of flavor {flavor.name} (node labels: {shown})"
+    tolerations = pod_set.tolerations + flavor.tolerations
+    for taint in flavor.node_taints:
+        if taint.effect.value == "PreferNoSchedule":
+            continue
+        if not any(toleration.tolerates(taint) for toleration in tolerations):
+            return (
+                f"flavor {flavor.name} has taint {taint.key}={taint.value}:{taint.effect.value} that the pod "
+                "set does not tolerate: add a toleration to the pod set or to the ResourceFlavor"
+            )
+    return None
+
+
+# Per resource group used: its requested resources, its flavors (name, flavor or None if missing, whether it has
+# no labels or taints to check) and the label keys its flavors use (all that nodeSelector and affinity consult).
+_Plan = tuple[
+    tuple[str, ...],
+    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...], frozenset[str]], ...],
+]
+
+
+# For one flavor and resource of a queue: its nominal quota (subtree), the root's subtree quota and live
+# usage, per node below the root down to the queue its live usage, guaranteed part and borrowing cap, and the
+# most the queue can ever use.
+_Limits = tuple[int, int, dict[FlavorResource, int], tuple[tuple[dict[FlavorResource, int], int, int | None], ...], int]
+
+
+class FlavorAssigner:
+    """Assigns flavors for one ClusterQueue against the tree's current usage (read-only)."""
+
+    def __init__(
+        self,
+        cluster_queue: ClusterQueue,
+        tree: QuotaTree,
+        flavors: Mapping[str, ResourceFlavor],
+        fair_sharing: bool,
+    ) -> None:
+        self.cq = cluster_queue
+        self.tree = tree
+        self.node: QuotaNode = tree.cluster_queues[cluster_queue.name]
+        self.flavors = flavors
+        preemption = cluster_queue.preemption
+        # Preempting can only help past nominal quota if the queue may evict its own or preempt while borrowing.
+        self.may_preempt_past_nominal = (
+            fair_sharing
+            or preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+            or preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
+        )
+        self.group_of: dict[str, ResourceGroup] = {
+            resource: group for group in cluster_queue.resource_groups for resource in group.covered_resources
+        }
+        # Per tuple of requested resource names: the uncovered ones, and per resource group used (see _Plan).
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+        # Per tuple of requested resource names: when the plan is a single resource group covering them all
+        # with a single flavor that has no labels or taints (the common case, assigned without the general
+        # walk), that flavor and the resources in the group's order; else None.
+        self._single: dict[tuple[str, ...], tuple[str, tuple[str, ...]] | None] = {}
+        # Per flavor and resource, what only the quotas fix (see _Limits).
+        self._limits: dict[FlavorResource, _Limits] = {}
+
+    def plan(self, resources: tuple[str, ...]) -> _Plan:
+        plan = self._plans.get(resources)
+        if plan is not None:
+            return plan
+        uncovered: list[str] = []
+        groups: list[ResourceGroup] = []
+        for resource in resources:
+            group = self.group_of.get(resource)
+            if group is None:
+                uncovered.append(resource)
+            elif group not in groups:
+                groups.append(group)
+        steps = []
+        for group in groups:
+            flavors = []
+            for flavor_quotas in group.flavors:
+                flavor = self.flavors.get(flavor_quotas.name)
+                plain = flavor is not None and not flavor.node_labels and not flavor.node_taints
+                flavors.append((flavor_quotas.name, flavor, plain))
+            label_keys = frozenset(key for _, flavor, _ in flavors if flavor is not None for key in flavor.node_labels)
+            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors), label_keys))
+        plan = self._plans[resources] = (tuple(uncovered), tuple(steps))
+        return plan
+
+    def assign(self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> Assignment:
+        if len(pod_sets) == 1:
+            names = tuple(pod_sets[0].requests)
+            if names in self._single:
+                single = self._single[names]
+            else:
+                single = self._single[names] = self._single_flavor(names)
+            if single is not None:
+                return self._assign_single(pod_sets[0], counts[0], names, *single)
+        taken: dict[FlavorResource, int] = {}
+        results: list[PodSetAssignment] = []
+        reasons: list[Reason] = []
+        short: set[FlavorResource] = set()
+        short_needs: dict[FlavorResource, int] = {}
+        mode = Mode.FIT
+        never_fits = False
+        for pod_set, count in zip(pod_sets, counts, strict=True):
+            requests = pod_set.requests
+            names = tuple(requests)
+            uncovered, steps = self.plan(names)
+            usage = {resource: amount * count for resource, amount in requests.items()}
+            for resource in uncovered:
+                reasons.append(
+                    f"ClusterQueue {self.cq.name} does not cover resource {resource}: add it to "
+                    "a resourceGroup's coveredResources or drop the request"
+                )
+                mode, never_fits = Mode.NO_FIT, True
+            if mode is Mode.NO_FIT and never_fits:
+                continue
+            chosen: dict[str, str] = {}
+            for resources, flavors, label_keys in steps:
+                # One resource group covering the whole request, in its order: the usage is what it asks for.
+                requested = usage if resources == names else {r: usage[r] for r in resources}
+                flavor, group_mode, group_short, group_reasons, group_never = self._pick(
+                    flavors, label_keys, pod_set, requested, taken=taken, short_needs=short_needs
+                )
+                if group_reasons:
+                    reasons.extend(group_reasons)
+                if flavor is None:
+                    mode = Mode.NO_FIT
+                    never_fits = never_fits or group_never
+                    continue
+                mode = min(mode, group_mode)
+                if group_short:
+                    short |= group_short
+                for resource, amount in requested.items():
+                    chosen[resource] = flavor
+                    fr = (flavor, resource)
+                    taken[fr] = taken[fr] + amount if fr in taken else amount
+            results.append(PodSetAssignment(pod_set.name, chosen, count, usage))
+        node_usage = self.node.usage
+        subtree = self.node.subtree
+        borrowing = False
+        for fr, amount in taken.items():
+            if node_usage.get(fr, 0) + amount > subtree.get(fr, 0):
+                borrowing = True
+                break
+        if mode is not Mode.FIT:
+            short = short or set(taken)
+        return Assignment(
+            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs
+        )
+
+    def _limits_of(self, fr: FlavorResource) -> _Limits:
+        node = self.node
+        root = node.lineage[0]
+        below = tuple((n.usage, n.floors.get(fr, 0), n.borrow_caps.get(fr)) for n in node.descent)
+        limits = self._limits[fr] = (
+            node.subtree.get(fr, 0),
+            root.subtree.get(fr, 0),
+            root.usage,
+            below,
+            self.tree.potential_available(node, fr),
+        )
+        return limits
+
+    def _single_flavor(self, names: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+        uncovered, steps = self.plan(names)
+        if uncovered or len(steps) != 1:
+            return None
+        resources, flavors, _ = steps[0]
+        if len(flavors) != 1 or not flavors[0][2]:
+            return None
+        return flavors[0][0], resources
+
+    def _assign_single(
+        self, pod_set: PodSet, count: int, names: tuple[str, ...], flavor: str, resources: tuple[str, ...]
+    ) -> Assignment:
+        """``assign`` for one pod set whose resources one plain flavor covers: what the general walk gives."""
+        usage = {resource: amount * count for resource, amount in pod_set.requests.items()}
+        requested = usage if resources == names else {r: usage[r] for r in resources}
+        reasons: list[Reason] = []
+        short_needs: dict[FlavorResource, int] = {}
+        mode, borrow, short, never = self._flavor_mode(flavor, requested, {}, reasons, short_needs)
+        if mode is Mode.NO_FIT:
+            result = PodSetAssignment(pod_set.name, {}, count, usage)
+            return Assignment((result,), mode, False, {}, tuple(reasons), frozenset(), never, short_needs)
+        result = PodSetAssignment(pod_set.name, dict.fromkeys(requested, flavor), count, usage)
+        taken = {(flavor, resource): amount for resource, amount in requested.items()}
+        if mode is Mode.FIT:
+            return Assignment((result,), mode, borrow, taken, (), frozenset(short), never, short_needs)
+        return Assignment((result,), mode, borrow, taken, tuple(reasons), frozenset(short or taken), never, short_needs)
+
+    def _pick(
+        self,
+        flavors: tuple[tuple[str, ResourceFlavor | None, bool], ...],
+        label_keys: frozenset[str],
+        pod_set: PodSet,
+        requested: Mapping[str, int],
+        *,
+        taken: Mapping[FlavorResource, int],
+        short_needs: dict[FlavorResource, int],
+    ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool]:
+        best: tuple[Mode, bool, str, set[FlavorResource]] | None = None
+        reasons: list[Reason] = []
+        all_never = True
+        fungibility = self.cq.flavor_fungibility
+        for name, flavor, plain in flavors:
+            if flavor is None:
+                reasons.append(f"ResourceFlavor {name} does not exist: create it")
+                continue
+            if not plain or pod_set.node_selector or pod_set.node_affinity:
+                mismatch = flavor_mismatch(flavor, pod_set, label_keys)
+                if mismatch is not None:
+                    reasons.append(f"pod set {pod_set.name}: {mismatch}")
+                    continue
+            mode, borrow, short, never = self._flavor_mode(name, requested, taken, reasons, short_needs)
+            all_never = all_never and never
+            if mode is Mode.NO_FIT:
+                continue
+            if best is None or (mode, not borrow) > (best[0], not best[1]):
+                best = (mode, borrow, name, short)
+            if mode is Mode.FIT and (not borrow or fungibility.when_can_borrow is WhenCanBorrow.MAY_STOP_SEARCH):
+                break
+            if mode is Mode.PREEMPT and fungibility.when_can_preempt is WhenCanPreempt.MAY_STOP_SEARCH:
+                break
+        if best is None:
+            return None, Mode.NO_FIT, set(), reasons, all_never
+        return best[2], best[0], best[3], ([] if best[0] is Mode.FIT else reasons), False
+
+    def _flavor_mode(
+        self,
+        flavor: str,
+        requested: Mapping[str, int],
+        taken: Mapping[FlavorResource, int],
+        reasons: list[Reason],
+        short_needs: dict[FlavorResource, int],
+    ) -> tuple[Mode, bool, set[FlavorResource], bool]:
+        mode = Mode.FIT
+        borrow = False
+        short: set[FlavorResource] = set()
+        never = False
+        node_usage = self.node.usage
+        limits = self._limits
+        for resource, amount in requested.items():
+            fr = (flavor, resource)
+            need = amount + taken[fr] if fr in taken else amount
+            nominal, total, root_usage, below_root, potential = limits.get(fr) or self._limits_of(fr)
+            if node_usage.get(fr, 0) + need > nominal:
+                borrow = True
+            # QuotaTree.available, inlined over the fixed limits: this is the engine's innermost loop.
+            available = total - root_usage.get(fr, 0)
+            for usage_of, floor, cap in below_root:
+                usage = usage_of.get(fr, 0)
+                if cap is not None:
+                    available = min(available, cap - (usage - floor if usage > floor else 0))
+                if usage < floor:
+                    available += floor - usage
+            if need <= available:
+                continue
+            short.add(fr)
+            most = short_needs.get(fr)
+            if most is None or need > most:
+                short_needs[fr] = need
+            reasons.append(Shortfall(self.cq.name, flavor, resource, need, potential, available))
+            if need > potential:
+                mode, never = Mode.NO_FIT, True
+                continue
+            # Past nominal quota, preemption helps only if the queue may evict its own or preempt while borrowing.
+            if need > nominal and not self.may_preempt_past_nominal:
+                mode = Mode.NO_FIT
+            elif mode is Mode.FIT:
+                mode = Mode.PREEMPT
+        return mode, borrow, short, never

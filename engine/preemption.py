@@ -1,0 +1,383 @@
+"""Classic preemption: which admitted workloads a pending one may evict, and the fewest that make it fit.
+
+Candidates (only workloads using a resource the preemptor is short of):
+- in its own ClusterQueue, per ``withinClusterQueue``: lower priority (``LowerPriority``), or also equal
+  priority but created later (``LowerOrNewerEqualPriority``);
+- in other ClusterQueues of the same cohort tree that are borrowing that resource: per
+  ``reclaimWithinCohort`` (``Any``: any priority, ``LowerPriority``: lower) when the preemptor fits its own
+  nominal quota; otherwise, only with ``borrowWithinCohort: LowerPriority``, those of lower priority and at
+  most ``maxPriorityThreshold``.
+Victim order: other queues before the own one, lower priority first, most recently admitted first. Victims
+are taken in that order until the preemptor fits (skipping a queue that stopped borrowing along the way), then
+every victim not needed is given back, newest decision first. The quota tree is restored before returning.
+
+These rules cannot cycle: a victim of an in-queue preemption has strictly lower priority (or equal and is
+newer) than its preemptor, and a reclaim leaves the preemptor's queue within its nominal quota, so the victim
+cannot take the quota back while that holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kuota.engine.flavor_assignment import Assignment
+from kuota.engine.model import (
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    FairSharingStrategy,
+    ReclaimPolicy,
+    WithinClusterQueuePolicy,
+    Workload,
+)
+from kuota.engine.quota_tree import FlavorResource, QuotaTree
+
+
+class PreemptionReason(StrEnum):
+    IN_CLUSTER_QUEUE = "InClusterQueue"
+    IN_COHORT_RECLAMATION = "InCohortReclamation"
+    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+
+
+@dataclass(frozen=True)
+class AdmittedWorkload:
+    workload: Workload
+    cluster_queue: str
+    assignment: Assignment
+    admitted_at: float
+    # Orders admissions made at the same instant: a later decision counts as more recently admitted.
+    sequence: int = 0
+
+    def uses_any(self, frs: Iterable[FlavorResource]) -> bool:
+        return any(fr in self.assignment.usage for fr in frs)
+
+
+@dataclass(frozen=True)
+class Target:
+    victim: AdmittedWorkload
+    reason: PreemptionReason
+
+
+def victim_order(target: Target, preemptor_queue: str) -> tuple[bool, int, float, int, str]:
+    victim = target.victim
+    return (
+        victim.cluster_queue == preemptor_queue,
+        victim.workload.priority,
+        -victim.admitted_at,
+        -victim.sequence,
+        victim.workload.key,
+    )
+
+
+def fits(tree: QuotaTree, cluster_queue: str, usage: Mapping[FlavorResource, int]) -> bool:
+    node = tree.cluster_queues[cluster_queue]
+    return all(amount <= tree.available(node, fr) for fr, amount in usage.items())
+
+
+def classic_candidates(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    assignment: Assignment,
+    *,
+    tree: QuotaTree,
+    admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
+    cohort_queues: Iterable[str],
+    fair_sharing: bool = False,
+) -> list[Target]:
+    """Everything ``preemptor`` may evict; with fair sharing, borrowers per ``reclaimWithinCohort`` alone."""
+    node = tree.cluster_queues[cq.name]
+    short = assignment.short
+    priority = preemptor.priority
+    candidates: list[Target] = []
+    within = cq.preemption.within_cluster_queue
+    if within is not WithinClusterQueuePolicy.NEVER:
+        newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+        for victim in admitted.get(cq.name, {}).values():
+            other = victim.workload
+            lower = other.priority < priority
+            newer_equal = (
+                within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                and other.priority == priority
+                and (other.created, other.uid, other.key) > newer_than
+            )
+            if (lower or newer_equal) and victim.uses_any(short):
+                candidates.append(Target(victim, PreemptionReason.IN_CLUSTER_QUEUE))
+    if node.parent is None:
+        return candidates
+    within_nominal = all(node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in short)
+    reclaim = cq.preemption.reclaim_within_cohort
+    borrow_policy = cq.preemption.borrow_within_cohort
+    threshold = cq.preemption.max_priority_threshold
+    for other_queue in cohort_queues:
+        if other_queue == cq.name or not tree.is_borrowing(other_queue, short):
+            continue
+        for victim in admitted.get(other_queue, {}).values():
+            if not victim.uses_any(short):
+                continue
+            other_priority = victim.workload.priority
+            if (within_nominal or fair_sharing) and reclaim is not ReclaimPolicy.NEVER:
+                if reclaim is ReclaimPolicy.ANY or other_priority < priority:
+                    candidates.append(Target(victim, PreemptionReason.IN_COHORT_RECLAMATION))
+            elif (
+                borrow_policy is BorrowWithinCohortPolicy.LOWER_PRIORITY
+                and other_priority < priority
+                and (threshold is None or other_priority <= threshold)
+            ):
+                candidates.append(Target(victim, PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING))
+    return candidates
+
+
+class AdmittedByPriority:
+    """One ClusterQueue's admitted workloads by priority, each priority's newest first (the victim order).
+
+    Admissions normally arrive in that order already, so a bucket is re-sorted only after an admission older
+    than the newest one (a restored admission).
+    """
+
+    __slots__ = ("_buckets", "_unsorted", "_usage")
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[str, AdmittedWorkload]] = {}
+        self._unsorted: set[int] = set()
+        self._usage: dict[int, dict[FlavorResource, int]] = {}  # per priority, what its workloads use
+
+    def add(self, admitted: AdmittedWorkload) -> None:
+        priority = admitted.workload.priority
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            bucket = self._buckets[priority] = {}
+        elif _recency(admitted) < _recency(next(reversed(bucket.values()))):
+            self._unsorted.add(priority)
+        bucket[admitted.workload.key] = admitted
+        usage = self._usage.setdefault(priority, {})
+        for fr, amount in admitted.assignment.usage.items():
+            usage[fr] = usage.get(fr, 0) + amount
+
+    def remove(self, admitted: AdmittedWorkload) -> None:
+        priority = admitted.workload.priority
+        bucket = self._buckets[priority]
+        del bucket[admitted.workload.key]
+        if not bucket:
+            del self._buckets[priority]
+            del self._usage[priority]
+            self._unsorted.discard(priority)
+            return
+        usage = self._usage[priority]
+        for fr, amount in admitted.assignment.usage.items():
+            usage[fr] -= amount
+
+    def usage_up_to(self, priority: int, fr: FlavorResource, *, inclusive: bool) -> int:
+        """What the workloads below ``priority`` (and at it, if ``inclusive``) use of ``fr``."""
+        return sum(
+            usage.get(fr, 0)
+            for level, usage in self._usage.items()
+            if level < priority or (inclusive and level == priority)
+        )
+
+    def lowest(self) -> int | None:
+        return min(self._buckets, default=None)
+
+    def priorities(self) -> list[int]:
+        return sorted(self._buckets)
+
+    def newest_first(self, priority: int) -> Iterator[AdmittedWorkload]:
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            return iter(())
+        if priority in self._unsorted:
+            self._unsorted.discard(priority)
+            ordered = sorted(bucket.values(), key=_recency)
+            bucket.clear()
+            bucket.update((admitted.workload.key, admitted) for admitted in ordered)
+        return reversed(bucket.values())
+
+
+def _recency(admitted: AdmittedWorkload) -> tuple[float, int]:
+    return admitted.admitted_at, admitted.sequence
+
+
+def _newest_first_key(admitted: AdmittedWorkload) -> tuple[float, int]:
+    return -admitted.admitted_at, -admitted.sequence
+
+
+def classic_candidates_in_order(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    assignment: Assignment,
+    *,
+    tree: QuotaTree,
+    admitted: Mapping[str, AdmittedByPriority],
+    cohort_queues: Iterable[str],
+) -> Iterator[Target]:
+    """``classic_candidates`` without fair sharing, lazily and already in victim order."""
+    node = tree.cluster_queues[cq.name]
+    short = assignment.short
+    priority = preemptor.priority
+    if node.parent is not None:
+        within_nominal = all(node.usage.get(fr, 0) + assignment.usage[fr] <= node.subtree.get(fr, 0) for fr in short)
+        reclaim = cq.preemption.reclaim_within_cohort
+        borrow_policy = cq.preemption.borrow_within_cohort
+        threshold = cq.preemption.max_priority_threshold
+        # The queues borrowing something it is short of (QuotaTree.is_borrowing, inlined: every queue of the
+        # cohort is looked at on every search).
+        others: list[AdmittedByPriority] = []
+        for name in cohort_queues:
+            queue = admitted.get(name)
+            if queue is None or name == cq.name:
+                continue
+            borrower = tree.cluster_queues[name]
+            usage, subtree = borrower.usage, borrower.subtree
+            for fr in short:
+                if usage.get(fr, 0) > subtree.get(fr, 0):
+                    others.append(queue)
+                    break
+        for level in sorted({p for queue in others for p in queue.priorities()}):
+            if within_nominal and reclaim is not ReclaimPolicy.NEVER:
+                if not (reclaim is ReclaimPolicy.ANY or level < priority):
+                    continue
+                reason = PreemptionReason.IN_COHORT_RECLAMATION
+            elif (
+                borrow_policy is BorrowWithinCohortPolicy.LOWER_PRIORITY
+                and level < priority
+                and (threshold is None or level <= threshold)
+            ):
+                reason = PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING
+            else:
+                continue
+            streams = [queue.newest_first(level) for queue in others]
+            merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_newest_first_key)
+            for victim in merged:
+                if victim.uses_any(short):
+                    yield Target(victim, reason)
+    within = cq.preemption.within_cluster_queue
+    own = admitted.get(cq.name)
+    if within is WithinClusterQueuePolicy.NEVER or own is None:
+        return
+    newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+    newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+    for level in own.priorities():
+        if level > priority or (level == priority and not newer_equal):
+            break
+        for victim in own.newest_first(level):
+            other = victim.workload
+            if (level < priority or (other.created, other.uid, other.key) > newer_than) and victim.uses_any(short):
+                yield Target(victim, PreemptionReason.IN_CLUSTER_QUEUE)
+
+
+def minimal_victims(
+    cluster_queue: str,
+    usage: Mapping[FlavorResource, int],
+    short: frozenset[FlavorResource],
+    candidates: list[Target],
+    tree: QuotaTree,
+) -> list[Target]:
+    """The fewest candidates, in victim order, whose eviction lets ``usage`` fit; [] when none suffices."""
+    ordered = sorted(candidates, key=lambda target: victim_order(target, cluster_queue))
+    return fewest_victims(cluster_queue, usage, short, ordered, tree)
+
+
+def fewest_victims(
+    cluster_queue: str,
+    usage: Mapping[FlavorResource, int],
+    short: frozenset[FlavorResource],
+    ordered: Iterable[Target],
+    tree: QuotaTree,
+) -> list[Target]:
+    """``minimal_victims`` over candidates already in victim order, taken only as far as needed."""
+    removed: list[Target] = []
+    fitted = False
+    for target in ordered:
+        victim = target.victim
+        if victim.cluster_queue != cluster_queue and not tree.is_borrowing(victim.cluster_queue, short):
+            continue
+        tree.add_usage(victim.cluster_queue, victim.assignment.usage, -1)
+        removed.append(target)
+        if fits(tree, cluster_queue, usage):
+            fitted = True
+            break
+    if not fitted:
+        for target in removed:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        return []
+    needed = list(removed)
+    for target in reversed(removed[:-1]):
+        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        if fits(tree, cluster_queue, usage):
+            needed.remove(target)
+        else:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+    for target in needed:
+        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+    return needed
+
+
+def fair_sharing_victims(
+    cq: ClusterQueue,
+    assignment: Assignment,
+    candidates: list[Target],
+    *,
+    tree: QuotaTree,
+    share: Callable[[str, Mapping[FlavorResource, int] | None], int],
+    strategies: tuple[FairSharingStrategy, ...],
+) -> list[Target]:
+    """Fair-sharing preemption: take victims from the queue with the highest share while the strategy allows.
+
+    Own-queue candidates need no share test, and neither do others' while the preemptor stays within its
+    nominal quota; a queue that stopped borrowing along the way is no target any more. Otherwise a victim in
+    queue T is taken only if the preemptor's share with the new workload is <= T's share after losing it
+    (LessThanOrEqualToFinalShare) or < T's share before (LessThanInitialShare).
+    Each strategy is tried in turn; the first that makes the workload fit wins.
+    """
+    node = tree.cluster_queues[cq.name]
+    usage = assignment.usage
+    by_queue: dict[str, list[Target]] = {}
+    for target in sorted(candidates, key=lambda t: victim_order(t, cq.name)):
+        by_queue.setdefault(target.victim.cluster_queue, []).append(target)
+    for strategy in strategies:
+        removed: list[Target] = []
+        pools = {queue: list(targets) for queue, targets in by_queue.items()}
+        fitted = False
+        while pools and not fitted:
+            queue = max(pools, key=lambda q: (q == cq.name, share(q, None), q))
+            target = pools[queue].pop(0)
+            if not pools[queue]:
+                del pools[queue]
+            within_nominal = all(
+                node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) for fr, amount in usage.items()
+            )
+            if queue != cq.name and not tree.is_borrowing(queue, assignment.short):
+                continue  # it stopped borrowing: what it has left is its own
+            if queue != cq.name and not within_nominal:
+                victim_usage = target.victim.assignment.usage
+                before = share(queue, None)
+                tree.add_usage(queue, victim_usage, -1)
+                after = share(queue, None)
+                tree.add_usage(queue, victim_usage, 1)
+                mine = share(cq.name, usage)
+                allowed = (
+                    mine <= after
+                    if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
+                    else mine < before
+                )
+                if not allowed:
+                    pools.pop(queue, None)
+                    continue
+            tree.add_usage(queue, target.victim.assignment.usage, -1)
+            removed.append(target)
+            fitted = fits(tree, cq.name, usage)
+        for target in removed:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        if fitted:
+            return [
+                Target(
+                    t.victim,
+                    PreemptionReason.IN_CLUSTER_QUEUE
+                    if t.victim.cluster_queue == cq.name
+                    else PreemptionReason.IN_COHORT_FAIR_SHARING,
+                )
+                for t in removed
+            ]
+    return []

@@ -1,0 +1,678 @@
+"""Where every workload is and when a set-aside head is tried again: the engine's queue manager.
+
+Kueue splits this from the scheduler as ``pkg/queue`` and ``pkg/cache``; here it keeps the structures of
+``queues`` up to date as workloads come and go (routing a pending workload to its ClusterQueue's group of its
+shape, or holding it with the reason it cannot go), rebuilds them when the configuration changes, and owns the
+rules by which a head the scheduler set aside waits and wakes. It decides no admission: ``scheduler`` does,
+and tells it what happened (``set_aside``, ``wake_on_free``, ``wake_preemptors``).
+
+A set-aside group is tried again only when something could make its head admissible:
+
+- one that needs preemption (victims exist but do not suffice): any quota freed in its cohort tree;
+- one that only waits for quota: it sleeps in an index of its tree by what it needs, and the scheduling loop
+  wakes it when that is available to its queue (every flavor's requests, a request that kept it from
+  preempting, or, where it may preempt, all it waited for in one flavor: what else it requests may have been
+  taken meanwhile, by borrowers it could reclaim from), in order with the other heads, so freed quota wakes
+  only what can use it; one that would not get that even with the rest of the tree idle (its own usage and
+  borrowingLimit keep it out: ``QuotaTree.ceiling``) is held until its own queue frees quota;
+- one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
+- one that could preempt a newly admitted workload (by priority and policy): that admission.
+- one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
+  later flavor is tried (``whenCanPreempt: MayStopSearch``): any admission in its tree.
+
+A set-aside group's reason is the one from its head's last attempt; as heads are tried only when they may
+succeed, the amounts "in use" it quotes can be older than the current ones. With fair sharing, a set-aside
+head is tried again at every instant so that it ranks its queue.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from collections.abc import Callable, Mapping
+
+from kuota.engine.decisions import EvictionReason, WorkloadState, WorkloadStatus
+from kuota.engine.flavor_assignment import FlavorAssigner
+from kuota.engine.model import (
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    LocalQueue,
+    Namespace,
+    PodSet,
+    QueueingStrategy,
+    ReclaimPolicy,
+    ResourceFlavor,
+    StopPolicy,
+    WithinClusterQueuePolicy,
+    Workload,
+)
+from kuota.engine.preemption import AdmittedWorkload
+from kuota.engine.queues import (
+    COMPACT_FLOOR,
+    FitOptions,
+    Group,
+    Help,
+    NeedIndex,
+    Queue,
+    Record,
+    SortKey,
+    Tree,
+    lent_under,
+)
+from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+
+
+def may_preempt(cq: ClusterQueue, fair_sharing: bool) -> bool:
+    """Whether ``cq``'s policy lets its workloads preempt at all."""
+    preemption = cq.preemption
+    return (
+        fair_sharing
+        or preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+        or (cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER)
+    )
+
+
+def may_reclaim(cq: ClusterQueue) -> bool:
+    return cq.cohort is not None and cq.preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
+
+
+def reason_of(record: Record) -> str | None:
+    """Why a workload is not admitted (None when it is, or when nothing has been said yet)."""
+    if record.state is WorkloadState.ADMITTED:
+        return None
+    if record.state is WorkloadState.BACKOFF:
+        return f"requeued after a PodsReady timeout; backing off until {record.requeue_at}"
+    if record.reason is not None:
+        return str(record.reason)
+    queue = record.queue
+    if queue is None:
+        return None
+    if queue.inactive is not None:
+        return queue.inactive
+    if queue.stopped:
+        return f"ClusterQueue {queue.model.name} is stopped (stopPolicy {queue.model.stop_policy.value})"
+    group = record.group
+    if group is not None and group.parked:
+        return None if group.reason is None else str(group.reason)
+    if queue.blocked is not None:
+        return f"waiting in StrictFIFO ClusterQueue {queue.model.name} behind a head that does not fit: {queue.blocked}"
+    return f"waiting for its turn in ClusterQueue {queue.model.name}"
+
+
+def workload_status(record: Record, reason: str | None) -> WorkloadStatus:
+    queue = record.queue.model.name if record.queue is not None else None
+    if record.state is WorkloadState.ADMITTED and record.admitted is not None:
+        queue = record.admitted.cluster_queue
+    # A set-aside group's members share its head's verdict, as they share its reason.
+    group = record.group
+    inadmissible = record.inadmissible or (group is not None and group.parked and group.inadmissible)
+    return WorkloadStatus(record.state, queue, reason, inadmissible)
+
+
+class QueueManager:
+    """Every workload the engine knows and where it is: pending in a group of its ClusterQueue, held, admitted,
+    backing off or deactivated; the queues and cohort trees built from the configuration; the set-aside
+    indexes. ``rebuild`` makes it agree with a changed configuration."""
+
+    def __init__(self) -> None:
+        # The configuration objects the state was last built from (the engine's own mappings).
+        self.configuration = Configuration()
+        self.flavors: Mapping[str, ResourceFlavor] = {}
+        self.cluster_queues: Mapping[str, ClusterQueue] = {}
+        self.cohorts: Mapping[str, Cohort] = {}
+        self.local_queues: Mapping[tuple[str, str], LocalQueue] = {}
+        self.namespaces: Mapping[str, Namespace] = {}
+        self.records: dict[str, Record] = {}
+        self.queues: dict[str, Queue] = {}
+        self.trees: dict[str, Tree] = {}
+        self.dirty: set[str] = set()  # roots of the trees where something changed since they were scheduled
+        self._held: dict[str, Record] = {}  # pending, but no queue can take them as configured
+        # _routing_problem's answer per (namespace, LocalQueue name): it depends on the configuration alone.
+        self._routes: dict[tuple[str, str], tuple[str, bool] | None] = {}
+        # One sequence for every tiebreak the engine hands out (heap entries, admission order).
+        self.sequence = itertools.count()
+        # Admitted workloads whose (Cluster or Local) queue has stopPolicy HoldAndDrain: due for eviction.
+        self.drains: list[tuple[str, EvictionReason]] = []
+        self._last_now: float | None = None
+        # Heads set aside only because they were preempted at this instant: tried again at the next one.
+        self.guarded: list[Group] = []
+        # Groups of workloads preempted at this instant: at the next one they join their shape's usual group.
+        self._preempted_groups: list[Group] = []
+        self.tree = QuotaTree({}, {})
+
+    def rebuild(
+        self,
+        configuration: Configuration,
+        *,
+        flavors: Mapping[str, ResourceFlavor],
+        cluster_queues: Mapping[str, ClusterQueue],
+        cohorts: Mapping[str, Cohort],
+        local_queues: Mapping[tuple[str, str], LocalQueue],
+        namespaces: Mapping[str, Namespace],
+    ) -> None:
+        """Build the queues and trees afresh from the configuration, then put every workload back."""
+        self.configuration = configuration
+        self.flavors = flavors
+        self.cluster_queues = cluster_queues
+        self.cohorts = cohorts
+        self.local_queues = local_queues
+        self.namespaces = namespaces
+        self.tree = QuotaTree(self.cluster_queues, self.cohorts)
+        fair = self.configuration.fair_sharing is not None
+        self.queues = {}
+        self.trees = {}
+        for name in sorted(self.cluster_queues):
+            cq = self.cluster_queues[name]
+            root = "cohort/" + self.tree.cluster_queues[name].root().name if cq.cohort else "queue/" + name
+            inactive = self._inactive_reason(cq)
+            assigner = None if inactive else FlavorAssigner(cq, self.tree, self.flavors, fair)
+            self.queues[name] = Queue(cq, assigner, root, inactive)
+            tree = self.trees.get(root)
+            if tree is None:
+                top = self.tree.cluster_queues[name].root()
+                tree = self.trees[root] = Tree(top, lent_under(top))
+            tree.queues.append(name)
+            self.queues[name].heads = tree.heads
+        self.dirty = set(self.trees)
+        self._held = {}
+        self._routes = {}
+        self._preempted_groups = []
+        for record in self.records.values():
+            record.queue = None
+            record.group = None
+            if record.state is WorkloadState.ADMITTED and record.admitted is not None:
+                queue = self.queues.get(record.admitted.cluster_queue)
+                if queue is not None:
+                    queue.admitted[record.workload.key] = record.admitted
+                    queue.by_priority.add(record.admitted)
+                    self.tree.add_usage(queue.model.name, record.admitted.assignment.usage, 1)
+                    record.queue = queue
+                    if queue.model.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+                        self.drains.append((record.workload.key, EvictionReason.CLUSTER_QUEUE_STOPPED))
+                    local = self.local_queues.get((record.workload.namespace, record.workload.queue_name))
+                    if local is not None and local.stop_policy is StopPolicy.HOLD_AND_DRAIN:
+                        self.drains.append((record.workload.key, EvictionReason.LOCAL_QUEUE_STOPPED))
+        for record in sorted(self.records.values(), key=lambda r: r.sort_key):
+            if record.state is WorkloadState.PENDING:
+                self.route(record)
+
+    def begin_instant(self, now: float) -> None:
+        """Once per instant, before its decisions: what waited for the instant to pass is tried again."""
+        if now != self._last_now:
+            self._last_now = now
+            for group in self._preempted_groups:
+                self._regroup(group)
+            self._preempted_groups.clear()
+            for group in self.guarded:
+                if id(group) in self.trees[group.queue.root].parked:
+                    self._unpark(group)
+            self.guarded.clear()
+            if self.configuration.fair_sharing is not None:
+                # Shares, not age, order the queues: a set-aside head ranks its queue by its own share at every
+                # instant (it is tried and set aside again), or the workload behind it would jump that rank.
+                for root, tree in self.trees.items():
+                    if tree.parked:
+                        self._wake_all(root)
+
+    def _inactive_reason(self, cq: ClusterQueue) -> str | None:
+        missing = [
+            flavor.name for group in cq.resource_groups for flavor in group.flavors if flavor.name not in self.flavors
+        ]
+        if missing:
+            return (
+                f"ClusterQueue {cq.name} is inactive: ResourceFlavor {', '.join(missing)} does not exist "
+                "(FlavorNotFound): create it"
+            )
+        cycle = self.tree.in_cycle(cq.name)
+        if cycle is not None:
+            return f"ClusterQueue {cq.name} is inactive: its Cohort {cycle} is in a parentName cycle: break the cycle"
+        return None
+
+    def route(self, record: Record) -> None:
+        """Put a pending workload into its ClusterQueue's groups, or hold it with the reason it cannot go."""
+        workload = record.workload
+        record.reason = None
+        record.inadmissible = False
+        route = (workload.namespace, workload.queue_name)
+        if route in self._routes:
+            problem = self._routes[route]
+        else:
+            problem = self._routes[route] = self._routing_problem(workload)
+        if problem is not None:
+            record.reason, record.inadmissible = problem
+            self._held[workload.key] = record
+            return
+        local = self.local_queues[(workload.namespace, workload.queue_name)]
+        queue = self.queues[local.cluster_queue]
+        record.queue = queue
+        queue.pending += 1
+        if queue.inactive is not None or queue.stopped:
+            self._held[workload.key] = record
+            return
+        self._place(queue, record)
+
+    def _place(self, queue: Queue, record: Record) -> None:
+        """Put a routed pending workload into the group of its shape."""
+        shape = record.shape(self._last_now)
+        group = queue.groups.get(shape)
+        if group is None or (
+            group.parked and (head := group.head(self.records)) is not None and record.sort_key < head.sort_key
+        ):
+            # A newcomer that sorts before a set-aside head starts its own group: it may do better.
+            elder = group
+            group = Group(queue, shape)
+            group.elder = elder
+            queue.groups[shape] = group
+            if shape[-1] is not None:
+                self._preempted_groups.append(group)
+        record.group = group
+        heapq.heappush(group.members, (record.sort_key, record.workload.key))
+        head = group.head(self.records)
+        if not group.parked and head is record:
+            queue.push(group, record)
+        if queue.blocked is not None:
+            peeked = queue.peek(self.records)
+            if peeked is not None and peeked[1] is record:
+                queue.blocked = None
+        self.dirty.add(queue.root)
+
+    def _routing_problem(self, workload: Workload) -> tuple[str, bool] | None:
+        if not workload.queue_name:
+            return ("the workload names no LocalQueue: set the kueue.x-k8s.io/queue-name label", True)
+        local = self.local_queues.get((workload.namespace, workload.queue_name))
+        if local is None:
+            return (
+                f"LocalQueue {workload.queue_name} does not exist in namespace {workload.namespace}: create it "
+                "or fix the kueue.x-k8s.io/queue-name label",
+                True,
+            )
+        cq = self.cluster_queues.get(local.cluster_queue)
+        if cq is None:
+            return (
+                f"ClusterQueue {local.cluster_queue} (of LocalQueue {workload.namespace}/{local.name}) does "
+                "not exist: create it",
+                True,
+            )
+        namespace = self.namespaces.get(workload.namespace)
+        labels = namespace.labels if namespace else {"kubernetes.io/metadata.name": workload.namespace}
+        if cq.namespace_selector is None or not cq.namespace_selector.matches(labels):
+            return (
+                f"namespace {workload.namespace} is not selected by ClusterQueue {cq.name}: fix its "
+                "namespaceSelector (unset selects no namespace, {} selects all)",
+                True,
+            )
+        if local.stop_policy is not StopPolicy.NONE:
+            return (
+                f"LocalQueue {workload.namespace}/{local.name} is stopped (stopPolicy {local.stop_policy.value})",
+                False,
+            )
+        return None
+
+    def unroute(self, record: Record) -> None:
+        """Take a workload out of wherever it waits (it is admitted, finished, or replaced by a new spec)."""
+        self._held.pop(record.workload.key, None)
+        if record.state is WorkloadState.PENDING and record.queue is not None:
+            record.queue.pending -= 1
+        group = record.group
+        record.group = None
+        record.queue = None
+        if group is not None and not group.parked:
+            head = group.head(self.records)
+            if head is not None:
+                group.queue.push(group, head)
+            elif group.queue.groups.get(group.shape) is group:
+                del group.queue.groups[group.shape]  # empty and not set aside: nothing to remember
+
+    def _regroup(self, group: Group) -> None:
+        """The instant its members were preempted at has passed: they now share their shape's usual group."""
+        queue = group.queue
+        if queue.groups.get(group.shape) is group:
+            del queue.groups[group.shape]
+        members = [
+            record
+            for _, key in group.members
+            if (record := self.records.get(key)) is not None
+            and record.group is group
+            and record.state is WorkloadState.PENDING
+        ]
+        group.members = []
+        if id(group) in self.trees[queue.root].parked:
+            self._unpark(group)
+        for record in members:
+            self._place(queue, record)
+
+    def set_aside(self, tree: Tree, queue: Queue, group: Group, head: Record, help_from: Help) -> None:
+        """``head``, the head of ``group``, could not be admitted: set the group aside (for a StrictFIFO queue,
+        block the queue) until ``help_from`` says something could make it admissible, with the head's reason."""
+        if queue.model.queueing_strategy is not QueueingStrategy.STRICT_FIFO:
+            elder = group.elder
+            group.elder = None
+            if elder is not None and elder.parked:
+                group = self._fold(tree, group, elder)
+        group.help = help_from
+        self._index_set_aside(tree, group)
+        if queue.model.queueing_strategy is QueueingStrategy.STRICT_FIFO:
+            queue.blocked = head.reason
+            head.reason = None
+            group.reason = queue.blocked
+        else:
+            group.parked = True
+            group.reason = head.reason
+            group.inadmissible = head.inadmissible
+            head.reason = None
+
+    def _index_set_aside(self, tree: Tree, group: Group) -> None:
+        group.epoch += 1
+        group.naps += 1
+        tree.parked[id(group)] = group
+        if group.help.own_queue:
+            group.queue.own_waiters[id(group)] = group
+        if group.help.other_queues:
+            tree.reclaimers[id(group)] = group
+        if group.help.any_admission:
+            tree.fragile[id(group)] = group
+        needs = group.help.needs
+        if needs is None:
+            (group.queue.capped if group.help.own_frees_only else tree.any_free)[id(group)] = group
+            return
+        tree.cooling.append((group.naps, group))
+        for fr, limit in group.help.reclaim_limits.items():
+            waiting = group.queue.reclaim_waiting.setdefault(fr, [])
+            heapq.heappush(waiting, (-limit, next(self.sequence), group.epoch, group))
+            # Outdated entries leave only from the top; drop them in bulk now and then (see NeedIndex.add).
+            compact_at = group.queue.reclaim_compact_at
+            if len(waiting) > compact_at.get(fr, COMPACT_FLOOR):
+                waiting[:] = [e for e in waiting if e[2] == e[3].epoch]
+                heapq.heapify(waiting)
+                compact_at[fr] = max(COMPACT_FLOOR, 2 * len(waiting))
+
+    def _fold(self, tree: Tree, young: Group, elder: Group) -> Group:
+        """``young``'s head, which sorts before ``elder``'s, just failed: ``elder``'s members can do no better,
+        so both become one group (``elder``, to be set aside again with ``young``'s verdict)."""
+        for entry in young.members:
+            record = self.records.get(entry[1])
+            if record is not None and record.group is young:
+                record.group = elder
+                heapq.heappush(elder.members, entry)
+        young.members = []
+        queue = young.queue
+        if queue.groups.get(young.shape) is young:
+            queue.groups[young.shape] = elder
+        for index in (tree.parked, tree.any_free, tree.reclaimers, tree.fragile, queue.own_waiters, queue.capped):
+            index.pop(id(elder), None)
+        return elder
+
+    def _sleep(self, tree: Tree, group: Group) -> None:
+        """Index a cooled-down group under what could let it succeed: one resource of each flavor it waits for
+        (all of a flavor's requests must be available to fit there), and each resource that keeps it from
+        preempting (see ``_may_succeed``)."""
+        head = group.head(self.records)
+        if head is None:
+            self._unpark(group)
+            return
+        needs = group.help.needs
+        assert needs is not None
+        keys: dict[FlavorResource, int] = {}
+        flavors: set[str] = set()
+        # Where it may reclaim, any one resource becoming available may leave a shortage it can reclaim.
+        every = may_reclaim(group.queue.model)
+        for fr in sorted(needs):
+            if every or fr[0] not in flavors:
+                flavors.add(fr[0])
+                keys[fr] = needs[fr]
+        blocking = self.prepare(group, head)[1]
+        if blocking:
+            keys.update(blocking)
+        sleeping = tree.sleeping
+        for fr, need in keys.items():
+            index = sleeping.get(fr)
+            if index is None:
+                index = sleeping[fr] = NeedIndex()
+            index.add(need, (head.sort_key, next(self.sequence), group.naps, group))
+
+    def prepare(self, group: Group, head: Record) -> tuple[FitOptions, dict[FlavorResource, int]]:
+        """What ``_may_succeed`` checks for the group's shape: what its (single) pod set would take per
+        resource group and flavor, and what keeps it from trying to preempt. Worked out once per queue and
+        shape (it depends on quotas only)."""
+        if group.prepared is not None:
+            return group.prepared
+        queue = group.queue
+        shape = group.shape[:-1]  # whether preempted at this instant changes neither
+        prepared = queue.prepared.get(shape)
+        if prepared is None:
+            assert queue.assigner is not None
+            options = self._fit_options(queue, head.workload.pod_sets[0])
+            blocking: dict[FlavorResource, int] = {}
+            # Requests past nominal quota make a flavor NO_FIT, for a queue that may not preempt past it: once
+            # such a request is available the mode may become PREEMPT, and a full attempt may find victims.
+            if not queue.assigner.may_preempt_past_nominal:
+                node = self.tree.cluster_queues[queue.model.name]
+                blocking = {
+                    fr: need
+                    for flavors in options
+                    for flavor in flavors
+                    for fr, need in flavor
+                    if node.subtree.get(fr, 0) < need <= self.tree.potential_available(node, fr)
+                }
+            prepared = queue.prepared[shape] = (options, blocking)
+        group.prepared = prepared
+        return prepared
+
+    def _may_succeed(self, group: Group, head: Record, available: Callable[[QuotaNode, FlavorResource], int]) -> bool:
+        """Whether an attempt of ``head`` could succeed with ``available`` quota: every resource group has a
+        flavor with all its requests available (it may fit), or a request that kept it from preempting is
+        available, or (in a queue that may preempt) all it waited for in some flavor is available."""
+        options, blocking = self.prepare(group, head)
+        queue = group.queue
+        node = self.tree.cluster_queues[queue.model.name]
+        for flavors in options:
+            for option in flavors:
+                for fr, amount in option:
+                    if amount > available(node, fr):
+                        break
+                else:
+                    break  # this flavor may fit
+            else:
+                break  # no flavor of this resource group may fit
+        else:
+            return True
+        for fr, need in blocking.items():
+            if need <= available(node, fr):
+                return True
+        if not may_preempt(queue.model, self.configuration.fair_sharing is not None):
+            return False
+        # Its help was worked out when only the resources it waits for were short. If they are available now
+        # and it still does not fit, others were taken since (by a borrower, say): it may preempt for those.
+        # Or a shortage that is left only where it fits its nominal quota, which it may reclaim from borrowers.
+        needs = group.help.needs
+        assert needs is not None
+        reclaims = may_reclaim(queue.model)
+        usage = node.usage
+        subtree = node.subtree
+        waited: dict[str, bool] = {}
+        for fr, need in needs.items():
+            reachable = need <= available(node, fr) or (reclaims and usage.get(fr, 0) + need <= subtree.get(fr, 0))
+            waited[fr[0]] = waited.get(fr[0], True) and reachable
+        return any(waited.values())
+
+    @staticmethod
+    def _fit_options(queue: Queue, pod_set: PodSet) -> FitOptions:
+        """Per resource group the pod set uses: per flavor, what it would take there (a resource no group
+        covers gives a group with no flavor, which never fits)."""
+        assert queue.assigner is not None
+        requests = pod_set.requests
+        uncovered, steps = queue.assigner.plan(tuple(requests))
+        if uncovered:
+            return ((),)
+        return tuple(
+            tuple(tuple(((name, r), requests[r] * pod_set.count) for r in resources) for name, _, _ in flavors)
+            for resources, flavors, _ in steps
+        )
+
+    def _bound(self, tree: Tree, fr: FlavorResource) -> int:
+        """At least what any queue of the tree has available of ``fr`` (exact at the root without lendingLimits)."""
+        if fr in tree.lent:
+            return max(self.tree.available(self.tree.cluster_queues[name], fr) for name in tree.queues)
+        root = tree.root
+        return root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+
+    def best_sleeper(self, tree: Tree) -> tuple[SortKey, Group] | None:
+        """The best-ordered sleeping group whose needs may be available; stale entries are dropped on the way."""
+        best: tuple[SortKey, Group] | None = None
+        lent = tree.lent
+        root = tree.root
+        for fr, index in list(tree.sleeping.items()):
+            amounts = index.amounts
+            bound = self._bound(tree, fr) if fr in lent else root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+            stop = bisect.bisect_right(amounts, bound)
+            position = 0
+            while position < stop:
+                bucket = index.buckets[amounts[position]]
+                top = self._valid_top(bucket)
+                if top is None:
+                    index.drop(position)
+                    stop -= 1
+                    continue
+                if best is None or top[0] < best[0]:
+                    best = top
+                position += 1
+            if not amounts:
+                del tree.sleeping[fr]
+        return best
+
+    def _valid_top(self, bucket: list[tuple[SortKey, int, int, Group]]) -> tuple[SortKey, Group] | None:
+        while bucket:
+            key, _, naps, group = bucket[0]
+            if naps == group.naps:
+                head = group.head(self.records)
+                if head is None:
+                    self._unpark(group)
+                elif head.sort_key == key:
+                    return key, group
+                else:  # its head left: re-sort it under the new one
+                    heapq.heapreplace(bucket, (head.sort_key, next(self.sequence), naps, group))
+                    continue
+            heapq.heappop(bucket)
+        return None
+
+    def wake_sleeper(self, tree: Tree, group: Group) -> None:
+        """Wake a sleeping group if what it needs is available to its queue; else it waits for the next free."""
+        head = group.head(self.records)
+        if head is not None and self._may_succeed(group, head, self.tree.available):
+            self._unpark(group)
+            return
+        group.naps += 1
+        if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+            # Until its own queue frees quota its usage only grows, so no free elsewhere can let it succeed.
+            queue = group.queue
+            held = queue.held_by_own_usage
+            held.append((group.naps, group))
+            # Outdated entries leave at the queue's next free; drop them in bulk if that is long in coming.
+            if len(held) > queue.held_compact_at:
+                held[:] = [entry for entry in held if entry[0] == entry[1].naps]
+                queue.held_compact_at = max(COMPACT_FLOOR, 2 * len(held))
+        else:
+            tree.cooling.append((group.naps, group))
+
+    def _unpark(self, group: Group) -> None:
+        tree = self.trees[group.queue.root]
+        tree.parked.pop(id(group), None)
+        tree.any_free.pop(id(group), None)
+        tree.reclaimers.pop(id(group), None)
+        tree.fragile.pop(id(group), None)
+        group.queue.own_waiters.pop(id(group), None)
+        group.queue.capped.pop(id(group), None)
+        group.epoch += 1
+        group.naps += 1
+        if group.parked:
+            group.parked = False
+            head = group.head(self.records)
+            if head is not None:
+                group.queue.push(group, head)
+        else:  # the head of a blocked StrictFIFO queue
+            queue = group.queue
+            queue.blocked = None
+            peeked = queue.peek(self.records)
+            if peeked is not None:
+                queue.offer(peeked[1])
+        self.dirty.add(group.queue.root)
+
+    def _wake_all(self, root: str) -> None:
+        tree = self.trees[root]
+        for group in list(tree.parked.values()):
+            self._unpark(group)
+        tree.cooling.clear()
+        tree.sleeping.clear()
+        for name in tree.queues:
+            self.queues[name].reclaim_waiting.clear()
+            self.queues[name].reclaim_compact_at.clear()
+            self.queues[name].held_by_own_usage.clear()
+        self.dirty.add(root)
+
+    def wake_on_free(self, queue: Queue, freed: Mapping[FlavorResource, int]) -> None:
+        """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""
+        tree = self.trees[queue.root]
+        for group in (*tree.any_free.values(), *queue.capped.values()):
+            self._unpark(group)
+        if queue.held_by_own_usage:
+            # Those that would still be held (even with nothing else in use) stay so without a detour.
+            held = []
+            for naps, group in queue.held_by_own_usage:
+                if naps != group.naps:
+                    continue
+                head = group.head(self.records)
+                if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+                    held.append((naps, group))
+                else:
+                    tree.cooling.append((naps, group))
+            queue.held_by_own_usage = held
+        if tree.cooling:
+            for naps, group in tree.cooling:
+                if naps == group.naps:
+                    self._sleep(tree, group)
+            tree.cooling.clear()
+        node = self.tree.cluster_queues[queue.model.name]
+        for fr in freed:
+            limited = queue.reclaim_waiting.get(fr)
+            if limited:
+                usage = node.usage.get(fr, 0)
+                while limited and -limited[0][0] >= usage:
+                    _, _, epoch, group = heapq.heappop(limited)
+                    if epoch == group.epoch:
+                        self._unpark(group)
+        self.dirty.add(queue.root)
+
+    def wake_preemptors(self, queue: Queue, admitted: AdmittedWorkload) -> None:
+        """Wake set-aside groups that could preempt the workload just admitted; nothing else can help them."""
+        tree = self.trees[queue.root]
+        if tree.fragile:
+            for group in list(tree.fragile.values()):
+                self._unpark(group)
+        if not (queue.own_waiters or tree.reclaimers):
+            return
+        fair = self.configuration.fair_sharing is not None
+        priority = admitted.workload.priority
+        if queue.own_waiters:
+            newer_equal = (
+                queue.model.preemption.within_cluster_queue is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            )
+            for group in list(queue.own_waiters.values()):
+                head_priority = group.shape[2]
+                assert isinstance(head_priority, int)
+                if fair or priority < head_priority or (newer_equal and priority == head_priority):
+                    self._unpark(group)
+        if not tree.reclaimers:
+            return
+        if not (fair or self.tree.is_borrowing(queue.model.name, admitted.assignment.usage)):
+            return
+        for group in list(tree.reclaimers.values()):
+            owner = group.queue
+            if owner is queue:
+                continue
+            head_priority = group.shape[2]
+            assert isinstance(head_priority, int)
+            any_priority = owner.model.preemption.reclaim_within_cohort is ReclaimPolicy.ANY
+            if fair or any_priority or priority < head_priority:
+                self._unpark(group)

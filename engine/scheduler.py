@@ -1,0 +1,520 @@
+"""The scheduling cycle: which pending heads are admitted, by fitting, by preempting or partially, and what is
+evicted, at each instant the shell asks about.
+
+Kueue's ``pkg/scheduler`` for this engine: it takes the heads ``queue_manager`` offers, assigns flavors
+(``flavor_assignment``), picks victims (``preemption``, ``fair_share``), records every admission and eviction
+in the state at once (a victim's quota is free for its preemptor) and hands a head that fails back to the
+queue manager with what could help it. It also keeps the time-driven decisions: maximum execution time
+deadlines and PodsReady backoffs. The rules are in docs/architecture.md (scheduler rules).
+
+The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
+that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
+head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
+prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
+does. Victims of a preemption free their quota at once and are requeued at once. Each cohort tree is
+scheduled independently and only when something in it changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kuota.engine.decisions import Admission, Decision, Eviction, EvictionReason, WorkloadState
+from kuota.engine.fair_share import path_shares, weighted_share
+from kuota.engine.flavor_assignment import Assignment, Mode
+from kuota.engine.model import (
+    BorrowWithinCohortPolicy,
+    ClusterQueue,
+    ReclaimPolicy,
+    WithinClusterQueuePolicy,
+)
+from kuota.engine.preemption import (
+    AdmittedWorkload,
+    PreemptionReason,
+    Target,
+    classic_candidates,
+    classic_candidates_in_order,
+    fair_sharing_victims,
+    fewest_victims,
+)
+from kuota.engine.queue_manager import QueueManager, may_preempt
+from kuota.engine.queues import Group, Help, Queue, Record, SortKey, Tree, WhyNot
+from kuota.engine.quota_tree import FlavorResource, QuotaNode
+
+
+class Scheduler:
+    """Decides over the state of a ``QueueManager``, which it changes as it decides."""
+
+    def __init__(self, manager: QueueManager) -> None:
+        self.manager = manager
+        self._backoffs: list[tuple[float, str]] = []  # (requeue_at, key): PodsReady backoffs ending
+        self._deadlines: list[tuple[float, int, str]] = []  # (deadline, seq, key): maximum execution time
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time at which ``schedule`` has something time-driven to do (backoff, deadline)."""
+        times: list[float] = []
+        while self._backoffs and self._backoff_stale(self._backoffs[0]):
+            heapq.heappop(self._backoffs)
+        while self._deadlines and self._deadline_stale(self._deadlines[0]):
+            heapq.heappop(self._deadlines)
+        if self._backoffs:
+            times.append(self._backoffs[0][0])
+        if self._deadlines:
+            times.append(self._deadlines[0][0])
+        return min(times) if times else None
+
+    def schedule(self, now: float, limit: int | None = None) -> list[Decision]:
+        """Every decision due at ``now``; with ``limit`` at most that many admissions (the rest stay due)."""
+        decisions: list[Decision] = []
+        self.manager.begin_instant(now)
+        for key, reason in self.manager.drains:
+            record = self.manager.records.get(key)
+            if record is not None and record.state is WorkloadState.ADMITTED:
+                decisions.append(self.evict(record, reason, now))
+        self.manager.drains.clear()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            entry = heapq.heappop(self._deadlines)
+            if not self._deadline_stale(entry):
+                decisions.append(
+                    self.evict(self.manager.records[entry[2]], EvictionReason.DEACTIVATED, now, deactivate=True)
+                )
+        while self._backoffs and self._backoffs[0][0] <= now:
+            backoff = heapq.heappop(self._backoffs)
+            if not self._backoff_stale(backoff):
+                record = self.manager.records[backoff[1]]
+                record.state = WorkloadState.PENDING
+                record.requeue_at = None
+                self.manager.route(record)
+        budget = [limit if limit is not None else -1]
+        for root in sorted(self.manager.dirty):
+            if budget[0] == 0:
+                break
+            if self._run_tree(root, now, decisions, budget):
+                self.manager.dirty.discard(root)
+        return decisions
+
+    def _run_tree(self, root: str, now: float, decisions: list[Decision], budget: list[int]) -> bool:
+        """Admit in ``root``'s tree until nothing more can be; False if the admission budget ran out first."""
+        tree = self.manager.trees[root]
+        fair = self.manager.configuration.fair_sharing is not None
+        queues = [self.manager.queues[name] for name in tree.queues] if fair else []
+        while True:
+            if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
+                while tree.sleeping and (sleeper := self.manager.best_sleeper(tree)) is not None:
+                    self.manager.wake_sleeper(tree, sleeper[1])
+            best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
+            if fair:
+                best = self._fair_best(tree, queues)
+            else:
+                found = self._best_head(tree)
+                if found is not None:
+                    best = ((0, found[2].sort_key), *found)
+            if tree.sleeping and not fair:
+                sleeper = self.manager.best_sleeper(tree)
+                if sleeper is not None and (best is None or sleeper[0] < best[0][1]):
+                    self.manager.wake_sleeper(tree, sleeper[1])
+                    continue
+            if best is None:
+                return True
+            if budget[0] == 0:
+                return False
+            _, queue, group, head = best
+            help_from = self._attempt(queue, head, now, decisions)
+            if help_from is None:
+                budget[0] -= 1
+                continue
+            self.manager.set_aside(tree, queue, group, head, help_from)
+
+    def _best_head(self, tree: Tree) -> tuple[Queue, Group, Record] | None:
+        heads = tree.heads
+        while heads:
+            key, _, queue = heads[0]
+            if queue.blocked is None:
+                peeked = queue.peek(self.manager.records)
+                if peeked is not None:
+                    if peeked[1].sort_key == key:
+                        return queue, peeked[0], peeked[1]
+                    queue.offers += 1
+                    heapq.heapreplace(heads, (peeked[1].sort_key, queue.offers, queue))
+                    continue
+            heapq.heappop(heads)
+        return None
+
+    def _fair_best(self, tree: Tree, queues: list[Queue]) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
+        """The head Kueue's fair-sharing tournament picks: every queue's head enters with its shares along its
+        path; each cohort keeps the child (with the head it nominates) of lowest share, then best order."""
+        entries: dict[QuotaNode, _FairEntry] = {}
+        for queue in queues:
+            if queue.blocked is not None or queue.assigner is None or queue.stopped:
+                continue
+            peeked = queue.peek(self.manager.records)
+            if peeked is None:
+                continue
+            group, head = peeked
+            node = self.manager.tree.cluster_queues[queue.model.name]
+            assignment = queue.assigner.assign(head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets))
+            entries[node] = _FairEntry(path_shares(self.manager.tree, node, assignment.usage), queue, group, head)
+        best = _tournament(tree.root, entries)
+        if best is None:
+            return None
+        return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
+
+    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> Help | None:
+        """Admit ``record`` if it can be now (None); otherwise say what could change that."""
+        assert queue.assigner is not None
+        workload = record.workload
+        fair = self.manager.configuration.fair_sharing is not None
+        assignment = queue.assigner.assign(workload.pod_sets, record.counts)
+        if assignment.mode is Mode.FIT:
+            decisions.append(self.admit(record, queue.model.name, assignment, now))
+            return None
+        victims: list[Target] = []
+        just_preempted = record.preempted_at == now
+        victims_possible = False
+        # Preemption leaves the tree as it found it, so this holds after a failed search too.
+        help_from = self._help_for(queue.model, assignment)
+        if assignment.mode is Mode.PREEMPT and not just_preempted:
+            victims_possible = self._has_candidates(queue, record, help_from)
+            if victims_possible:
+                victims = self._victims(queue, record, assignment)
+        victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
+        if victims:
+            self._preempt_and_admit(queue, record, assignment, victims, now=now, decisions=decisions)
+            return None
+        partial = self._partial(queue, record, now)
+        if partial is not None:
+            self._preempt_and_admit(queue, record, *partial, now=now, decisions=decisions)
+            return None
+        reasons = list(assignment.reasons)
+        may_preempt_smaller = record.partial and may_preempt(queue.model, fair)
+        if just_preempted and (assignment.mode is Mode.PREEMPT or may_preempt_smaller):
+            reasons.append("it was itself preempted at this instant, so it may preempt others only later")
+            if record.group is not None:
+                self.manager.guarded.append(record.group)
+        if assignment.mode is Mode.PREEMPT and may_preempt(queue.model, fair):
+            reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
+        record.reason = WhyNot(tuple(reasons))
+        record.inadmissible = assignment.never_fits
+        # Freed quota can only help once what it needs is available, unless preemption or a partial admission
+        # could use a smaller amount (then any free may help).
+        simple = (
+            not victims_possible
+            and len(workload.pod_sets) == 1
+            and workload.pod_sets[0].min_count is None
+            and assignment.short_needs
+        )
+        if simple:
+            help_from = Help(
+                help_from.own_queue, help_from.other_queues, assignment.short_needs, help_from.reclaim_limits
+            )
+        elif help_from.needs is None and not fair and self._capped(queue, record):
+            help_from = Help(help_from.own_queue, help_from.other_queues, None, help_from.reclaim_limits, False, True)
+        if may_preempt_smaller:
+            # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
+            # new borrower, a share change) and any free may make one possible.
+            help_from = Help(True, True, None, {}, True)
+        elif assignment.mode is Mode.PREEMPT and queue.fragile:
+            help_from = Help(
+                help_from.own_queue,
+                help_from.other_queues,
+                help_from.needs,
+                help_from.reclaim_limits,
+                True,
+                help_from.own_frees_only,
+            )
+        return help_from
+
+    def _capped(self, queue: Queue, record: Record) -> bool:
+        """Whether its queue's borrowingLimit keeps ``record`` from fitting in every flavor of some resource
+        group, even after preempting everything it may in that queue (other queues cannot change that)."""
+        group = record.group
+        pod_sets = record.workload.pod_sets
+        node = self.manager.tree.cluster_queues[queue.model.name]
+        if not node.borrow_caps or group is None or len(pod_sets) != 1 or pod_sets[0].min_count is not None:
+            return False
+        options, _ = self.manager.prepare(group, record)
+        within = queue.model.preemption.within_cluster_queue
+        priority = record.workload.priority
+
+        def most(fr: FlavorResource) -> int | None:
+            cap = node.borrow_caps.get(fr)
+            if cap is None:
+                return None
+            own = (
+                0
+                if within is WithinClusterQueuePolicy.NEVER
+                else queue.by_priority.usage_up_to(
+                    priority, fr, inclusive=within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                )
+            )
+            usage = node.usage.get(fr, 0) - own
+            floor = node.floors.get(fr, 0)
+            return (floor - usage if usage < floor else 0) + cap - (usage - floor if usage > floor else 0)
+
+        def short(fr: FlavorResource, need: int) -> bool:
+            limit = most(fr)
+            return limit is not None and need > limit
+
+        return any(all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options)
+
+    def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> Help:
+        """Which admissions could give a workload that needs preemption something to preempt."""
+        if assignment.mode is not Mode.PREEMPT:
+            return Help(False, False)
+        if self.manager.configuration.fair_sharing is not None:
+            return Help(True, True)
+        preemption = cq.preemption
+        node = self.manager.tree.cluster_queues[cq.name]
+        usage = node.usage
+        subtree = node.subtree
+        wanted = assignment.usage
+        within_nominal = True
+        for fr in assignment.short:
+            if usage.get(fr, 0) + wanted[fr] > subtree.get(fr, 0):
+                within_nominal = False
+                break
+        may_reclaim = cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
+        reclaims = (within_nominal and may_reclaim) or (
+            cq.cohort is not None and preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
+        )
+        limits: dict[FlavorResource, int] = {}
+        if may_reclaim and not within_nominal:
+            for fr in assignment.short:
+                limit = node.subtree.get(fr, 0) - assignment.usage[fr]
+                if 0 <= limit < node.usage.get(fr, 0):
+                    limits[fr] = limit
+        own = preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
+        return Help(own, reclaims, None, limits)
+
+    def _has_candidates(self, queue: Queue, record: Record, help_from: Help) -> bool:
+        """Cheap test: could any admitted workload be a candidate at all (spares scanning them when not)?"""
+        if help_from.other_queues:
+            return True
+        lowest = queue.by_priority.lowest()
+        within = queue.model.preemption.within_cluster_queue
+        newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        priority = record.workload.priority
+        return (
+            help_from.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
+        )
+
+    def _victims(self, queue: Queue, record: Record, assignment: Assignment) -> list[Target]:
+        cq = queue.model
+        fair = self.manager.configuration.fair_sharing
+        cohort_queues = self.manager.trees[queue.root].queues
+        if fair is None:
+            ordered = classic_candidates_in_order(
+                record.workload,
+                cq,
+                assignment,
+                tree=self.manager.tree,
+                admitted={name: self.manager.queues[name].by_priority for name in cohort_queues},
+                cohort_queues=cohort_queues,
+            )
+            return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
+        candidates = classic_candidates(
+            record.workload,
+            cq,
+            assignment,
+            tree=self.manager.tree,
+            admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
+            cohort_queues=cohort_queues,
+            fair_sharing=True,
+        )
+        if not candidates:
+            return []
+
+        def share(name: str, request: Mapping[FlavorResource, int] | None) -> int:
+            return weighted_share(self.manager.tree, self.manager.tree.cluster_queues[name], request)
+
+        return fair_sharing_victims(
+            cq, assignment, candidates, tree=self.manager.tree, share=share, strategies=fair.preemption_strategies
+        )
+
+    def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
+        """The largest admission that can be made now with pod sets cut toward their minCount, as Kueue's
+        reducer searches (binary search): one that fits, or one that fits once victims the policy allows are
+        preempted (a workload preempted at this instant may not preempt)."""
+        assert queue.assigner is not None
+        if not record.partial:
+            return None
+        assigner = queue.assigner
+        pod_sets = record.workload.pod_sets
+        spans = [pod_set.count - (pod_set.min_count or pod_set.count) for pod_set in pod_sets]
+        steps = max(spans)
+        free_to_preempt = record.preempted_at != now
+
+        def counts(step: int) -> tuple[int, ...]:
+            return tuple(p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True))
+
+        def admissible(step: int) -> tuple[Assignment, list[Target]] | None:
+            attempt = assigner.assign(pod_sets, counts(step))
+            if attempt.mode is Mode.FIT:
+                return attempt, []
+            if (
+                attempt.mode is Mode.PREEMPT
+                and free_to_preempt
+                and self._has_candidates(queue, record, self._help_for(queue.model, attempt))
+            ):
+                victims = self._victims(queue, record, attempt)
+                if victims:
+                    return attempt, victims
+            return None
+
+        # Not monotone in general (a smaller count may change flavors, borrowing or the policy that applies), but
+        # Kueue's reducer makes the same binary search, so for one pod set the same probes give the same answer.
+        low, high = 1, steps
+        found: tuple[Assignment, list[Target]] | None = None
+        while low <= high:
+            middle = (low + high) // 2
+            outcome = admissible(middle)
+            if outcome is not None:
+                found, high = outcome, middle - 1
+            else:
+                low = middle + 1
+        return found
+
+    def _preempt_and_admit(
+        self,
+        queue: Queue,
+        record: Record,
+        assignment: Assignment,
+        victims: list[Target],
+        *,
+        now: float,
+        decisions: list[Decision],
+    ) -> None:
+        for target in victims:
+            victim = self.manager.records[target.victim.workload.key]
+            victim.preempted_at = now
+            decisions.append(
+                self.evict(
+                    victim,
+                    EvictionReason.PREEMPTED,
+                    now,
+                    preempted_by=record.workload.key,
+                    preemption_reason=target.reason,
+                )
+            )
+        decisions.append(
+            self.admit(record, queue.model.name, assignment, now, tuple(t.victim.workload.key for t in victims))
+        )
+
+    def admit(
+        self, record: Record, cluster_queue: str, assignment: Assignment, now: float, preempted: tuple[str, ...] = ()
+    ) -> Admission:
+        queue = self.manager.queues[cluster_queue]
+        self.manager.unroute(record)
+        record.state = WorkloadState.ADMITTED
+        record.reason = None
+        record.queue = queue
+        admitted = AdmittedWorkload(record.workload, cluster_queue, assignment, now, next(self.manager.sequence))
+        record.admitted = admitted
+        queue.admitted[record.workload.key] = admitted
+        queue.by_priority.add(admitted)
+        self.manager.tree.add_usage(cluster_queue, assignment.usage, 1)
+        limit = record.workload.max_execution_seconds
+        if limit is not None:
+            record.deadline = now + max(0.0, limit - record.executed)
+            heapq.heappush(self._deadlines, (record.deadline, next(self.manager.sequence), record.workload.key))
+        self.manager.wake_preemptors(queue, admitted)
+        return Admission(record.workload.key, cluster_queue, assignment.pod_sets, assignment.borrowing, now, preempted)
+
+    def release(self, record: Record, now: float | None = None) -> AdmittedWorkload:
+        admitted = record.admitted
+        assert admitted is not None
+        queue = self.manager.queues.get(admitted.cluster_queue)
+        if queue is not None and queue.admitted.pop(record.workload.key, None) is not None:
+            queue.by_priority.remove(admitted)
+            self.manager.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
+            self.manager.wake_on_free(queue, admitted.assignment.usage)
+        if now is not None:
+            record.executed += max(0.0, now - admitted.admitted_at)
+        record.admitted = None
+        record.deadline = None
+        record.queue = None
+        return admitted
+
+    def evict(
+        self,
+        record: Record,
+        reason: EvictionReason,
+        now: float | None,
+        *,
+        preempted_by: str | None = None,
+        preemption_reason: PreemptionReason | None = None,
+        deactivate: bool = False,
+    ) -> Eviction:
+        at = 0.0 if now is None else now
+        admitted = self.release(record, now)
+        requeue_at = None
+        wait = self.manager.configuration.wait_for_pods_ready
+        if reason is EvictionReason.PODS_READY_TIMEOUT and wait is not None:
+            record.requeue_count += 1
+            if wait.backoff_limit_count is not None and record.requeue_count > wait.backoff_limit_count:
+                deactivate = True
+            else:
+                delay = min(wait.backoff_base_seconds * 2 ** (record.requeue_count - 1), wait.backoff_max_seconds)
+                requeue_at = at + delay
+        if deactivate:
+            record.state = WorkloadState.DEACTIVATED
+            record.reason = (
+                "deactivated: it ran past maximumExecutionTimeSeconds"
+                if reason is EvictionReason.DEACTIVATED
+                else f"deactivated after {reason.value}"
+            )
+        elif requeue_at is not None:
+            record.state = WorkloadState.BACKOFF
+            record.requeue_at = requeue_at
+            heapq.heappush(self._backoffs, (requeue_at, record.workload.key))
+        else:
+            record.state = WorkloadState.PENDING
+            self.manager.route(record)
+        return Eviction(
+            record.workload.key,
+            admitted.cluster_queue,
+            reason,
+            at,
+            preempted_by,
+            preemption_reason,
+            requeue_at,
+            deactivate,
+        )
+
+    def _backoff_stale(self, entry: tuple[float, str]) -> bool:
+        record = self.manager.records.get(entry[1])
+        return record is None or record.state is not WorkloadState.BACKOFF or record.requeue_at != entry[0]
+
+    def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
+        record = self.manager.records.get(entry[2])
+        return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
+
+
+@dataclass(slots=True)
+class _FairEntry:
+    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue."""
+
+    shares: list[int]
+    queue: Queue
+    group: Group
+    head: Record
+
+
+def _tournament(node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry]) -> _FairEntry | None:
+    """The entry ``node`` nominates: its own head for a ClusterQueue; for a cohort, the nominee of the child
+    with the lowest share (the child's, head counted in), ties to the best-ordered head, as in Kueue."""
+    if node.is_cluster_queue:
+        return entries.get(node)
+    best: _FairEntry | None = None
+    best_rank: tuple[int, SortKey] | None = None
+    for child in node.children:
+        found = _tournament(child, entries)
+        if found is None:
+            continue
+        # The child's place in the head's path: the cohort's own path is its tail.
+        rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = found, rank
+    return best

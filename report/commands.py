@@ -1,0 +1,183 @@
+"""The ``kuota report`` subcommand (argparse only at import time; the report's modules load inside run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class _ReportCommand:
+    name = "report"
+    summary = "Write the weekly buy-versus-tune report from Prometheus and the job history."
+    example = (
+        "kuota report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --window 7d "
+        "--price p5.48xlarge --out report/"
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        source = parser.add_argument_group("sources")
+        source.add_argument(
+            "--prometheus",
+            required=True,
+            metavar="URL",
+            help="Prometheus base URL (the one scraping the exporters and the manager)",
+        )
+        cluster = source.add_mutually_exclusive_group()
+        cluster.add_argument(
+            "--kubeconfig",
+            metavar="PATH",
+            help="read the retained Workloads and the current queue objects from this "
+            "kubeconfig's cluster (its current context; client certificate or token)",
+        )
+        cluster.add_argument(
+            "--in-cluster",
+            action="store_true",
+            help="as --kubeconfig, with the pod's service account (the chart's CronJob)",
+        )
+        source.add_argument(
+            "--config",
+            metavar="PATH",
+            help="queue config as for 'kuota simulate' (YAML file or folder); its LocalQueues "
+            "map namespaces to ClusterQueues, and it is what the what-if replays "
+            "(default with --kubeconfig or --in-cluster: the cluster's queue objects)",
+        )
+        source.add_argument(
+            "--history", metavar="FILE", help="the window's jobs as JSON Lines in simulate's format, for the what-if"
+        )
+        source.add_argument(
+            "--workloads",
+            metavar="FILE",
+            help="retained Workloads, as 'kubectl get workloads.kueue.x-k8s.io -A -o json' "
+            "writes them (instead of --kubeconfig or --in-cluster): GPU-hours of failed "
+            "or cancelled jobs, and the what-if's history when --history is not given",
+        )
+        source.add_argument(
+            "--more-gpus",
+            type=int,
+            default=8,
+            metavar="N",
+            help="GPUs added in the what-if's buy scenario (default 8, one node)",
+        )
+        source.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="SECONDS",
+            help="timeout of each Prometheus query (default 120)",
+        )
+        window = parser.add_argument_group("window")
+        window.add_argument("--window", default="7d", help="length, a whole number of hours (default 7d)")
+        window.add_argument("--end", help="end of the window, RFC 3339 or Unix seconds (default now)")
+        window.add_argument(
+            "--resolution", default="1m", help="step of time-weighted sums; at least the scrape interval (default 1m)"
+        )
+        window.add_argument("--timezone", default="UTC", help="for nights and weekends (default UTC)")
+        window.add_argument("--work-hours", default="9-19", help="Mon-Fri working hours (default 9-19)")
+        rules = parser.add_argument_group("thresholds and prices")
+        rules.add_argument(
+            "--price",
+            default="p5.48xlarge",
+            help="dollars per GPU-hour, or a preset: p5.48xlarge (8xH100, $55.04/h), "
+            "p4d.24xlarge (8xA100, $21.96/h) (default p5.48xlarge)",
+        )
+        rules.add_argument(
+            "--low-utilization",
+            type=float,
+            default=50.0,
+            metavar="PERCENT",
+            help="average utilization under this is low (default 50)",
+        )
+        rules.add_argument(
+            "--long-wait", default="30m", help="p95 admission wait over this is a long queue (default 30m)"
+        )
+        rules.add_argument(
+            "--idle-percent", type=float, default=5.0, help="an hour under this mean utilization is idle (default 5)"
+        )
+        rules.add_argument(
+            "--idle-holder-hours",
+            type=float,
+            default=2.0,
+            help="list pods with at least this many idle GPU-hours (default 2)",
+        )
+        rules.add_argument(
+            "--idle-elsewhere-gpus",
+            type=int,
+            default=8,
+            help="'idle elsewhere' means at least this many GPUs of other queues' quota unused (default 8, one node)",
+        )
+        parser.add_argument(
+            "--out",
+            default="kuota-report",
+            metavar="DIR",
+            help="folder for report.md, report.html, report.json (default ./kuota-report)",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        import asyncio
+        from datetime import UTC, datetime
+        from pathlib import Path
+
+        from kuota.report.api_listing import api_source
+        from kuota.report.errors import ReportError, ReportInputError
+        from kuota.report.pipeline import ReportRequest, measure, write
+        from kuota.report.prices import parse_price
+        from kuota.report.queue_config import load_objects
+        from kuota.report.verdicts import Thresholds
+        from kuota.report.window import Window, WorkHours, parse_end, whole_seconds
+
+        def progress(line: str) -> None:
+            print(f"kuota report: {line}", file=sys.stderr, flush=True)
+
+        try:
+            resolution = whole_seconds(args.resolution, "--resolution")
+            window = Window.build(
+                whole_seconds(args.window, "--window"),
+                parse_end(args.end, resolution, datetime.now(UTC)),
+                resolution,
+                WorkHours.parse(args.work_hours, args.timezone),
+            )
+            if args.idle_elsewhere_gpus < 1:
+                raise ReportInputError("--idle-elsewhere-gpus must be at least 1")
+            thresholds = Thresholds(
+                low_utilization_percent=args.low_utilization,
+                long_wait_s=whole_seconds(args.long_wait, "--long-wait"),
+                idle_percent=args.idle_percent,
+                idle_holder_hours=args.idle_holder_hours,
+                idle_elsewhere_gpus=args.idle_elsewhere_gpus,
+            )
+            live = args.kubeconfig is not None or args.in_cluster
+            if live and args.workloads:
+                raise ReportInputError(
+                    "--workloads and --kubeconfig/--in-cluster both give the retained Workloads: pass one"
+                )
+            objects = load_objects(Path(args.config)) if args.config else None
+            if args.history and objects is None and not live:
+                raise ReportInputError(
+                    "--history needs the queues to replay it against: pass --config, --kubeconfig or --in-cluster"
+                )
+            if args.more_gpus < 1:
+                raise ReportInputError("--more-gpus must be at least 1")
+            request = ReportRequest(
+                args.prometheus,
+                window,
+                thresholds,
+                parse_price(args.price),
+                args.timeout,
+                config_objects=objects,
+                history=Path(args.history) if args.history else None,
+                more_gpus=args.more_gpus,
+                workloads=Path(args.workloads) if args.workloads else None,
+                api=api_source(Path(args.kubeconfig) if args.kubeconfig else None) if live else None,
+            )
+            report = asyncio.run(measure(request, progress))
+            written = write(report, Path(args.out), progress)
+        except ReportError as error:
+            print(f"kuota report: error: {error}", file=sys.stderr)
+            return error.exit_code
+        if report.empty:
+            progress("the window is empty: no GPU or queue series have samples in it (said so in the report)")
+        progress(f"cluster verdict: {report.cluster.verdict.quadrant.value}; wrote {', '.join(map(str, written))}")
+        return 0
+
+
+REPORT = _ReportCommand()

@@ -1,0 +1,56 @@
+"""The report's exceptions: one small tree, so ``kuota report`` can turn each into a clear message and exit code.
+
+::
+
+    ReportError                 anything that stops the report; the message says what to do
+    ├── ReportInputError        a flag, file or config the user gave is unusable (exit 2)
+    ├── PrometheusError         Prometheus could not answer (exit 3)
+    │   ├── PrometheusUnreachableError   no HTTP answer (connection refused, DNS, timeout)
+    │   └── PrometheusQueryError   an HTTP or PromQL error for one query (the query is named)
+    ├── WhatIfError             ``kuota simulate`` could not replay the window's demand (exit 4)
+    └── KubernetesError         the API server could not give the Workloads or queue objects (exit 5)
+        ├── KubernetesUnreachableError   no HTTP answer (connection refused, TLS, timeout)
+        └── KubernetesRequestError       an HTTP error for one list (401, 403, 404...; the resource is named)
+"""
+
+from __future__ import annotations
+
+from kuota.errors import KuotaError
+
+
+class ReportError(KuotaError):
+    """Base of every error the report raises on purpose."""
+
+    exit_code = 1
+
+
+class ReportInputError(ReportError):
+    exit_code = 2
+
+
+class PrometheusError(ReportError):
+    exit_code = 3
+
+
+class PrometheusUnreachableError(PrometheusError):
+    pass
+
+
+class PrometheusQueryError(PrometheusError):
+    pass
+
+
+class WhatIfError(ReportError):
+    exit_code = 4
+
+
+class KubernetesError(ReportError):
+    exit_code = 5
+
+
+class KubernetesUnreachableError(KubernetesError):
+    pass
+
+
+class KubernetesRequestError(KubernetesError):
+    pass

@@ -1,0 +1,197 @@
+"""``report.md``: the report for people, as Markdown tables (missing data spelled out, never 0)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kuota.report.team_report import IdleCost, Queueing, Report, TeamReport
+
+MISSING = "missing data"
+
+
+def hours_text(seconds: float | None) -> str:
+    if seconds is None:
+        return MISSING
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def number(value: float | None, digits: int = 1, unit: str = "") -> str:
+    return MISSING if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def percent(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.1f}%"
+
+
+def share(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.1%}"
+
+
+def money(value: float | None) -> str:
+    return MISSING if value is None else f"${value:,.0f}"
+
+
+def _table(header: Sequence[str], rows: Iterable[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _cost(cost: IdleCost | None, hour_class: str) -> str:
+    if cost is None:
+        return MISSING
+    return f"{cost.gpu_hours[hour_class]:,.1f} GPU-h = {money(cost.dollars[hour_class])}"
+
+
+TEAM_COLUMNS = (
+    "team",
+    "namespaces",
+    "util avg",
+    "util p95",
+    "allocated GPU-h",
+    "used GPU-h",
+    "wait p50",
+    "wait p95",
+    "pending avg",
+    "verdict",
+)
+
+
+def team_row(team: TeamReport) -> list[str]:
+    """One team's cells, in ``TEAM_COLUMNS`` order (both report formats)."""
+    util = team.utilization
+    queue: Queueing | None = team.queueing
+    return [
+        team.name,
+        ", ".join(team.namespaces) or "-",
+        percent(util.average_percent if util else None),
+        percent(util.p95_percent if util else None),
+        number(util.allocated_gpu_hours if util else None),
+        number(util.used_gpu_hours if util else None),
+        hours_text(queue.wait_p50_s if queue else None),
+        hours_text(queue.wait_p95_s if queue else None),
+        number(queue.pending_average if queue else None),
+        team.verdict.quadrant.value,
+    ]
+
+
+def render(report: Report) -> str:
+    t = report.thresholds
+    c = report.cluster
+    lines = [
+        "# kuota weekly report: buy or tune?",
+        "",
+        f"Window: {report.window.describe()}, resolution {report.window.resolution_s} s, "
+        f"hours classed in {report.window.work_hours.timezone} "
+        f"(workday Mon-Fri {report.window.work_hours.first}:00-{report.window.work_hours.last}:00).",
+        f"GPU series: {report.gpu_source or MISSING}. Price: {report.price.source}, "
+        f"${report.price.per_gpu_hour:.3f} per GPU-hour.",
+        "",
+        f"Thresholds: low utilization = average under {t.low_utilization_percent:g}% over the window; "
+        f"long queue = p95 admission wait over {hours_text(t.long_wait_s)}; idle = hourly mean under "
+        f"{t.idle_percent:g}%; idle holders listed from {t.idle_holder_hours:g} idle GPU-hours; "
+        f"'idle elsewhere' = at least {t.idle_elsewhere_gpus} GPUs of other queues' nominal quota unused; "
+        f"a long queue is 'tune' whatever the utilization when at least {t.waiting_while_idle_share:.0%} "
+        "of its waiting happened while GPUs sat idle elsewhere.",
+        "",
+    ]
+    if report.empty:
+        lines += ["**The window is empty: no GPU or queue series have samples in it.**", ""]
+    lines += [
+        "## Cluster",
+        "",
+        f"**Verdict: {c.verdict.quadrant.value}** - {c.verdict.reason}.",
+        "",
+    ]
+    lines += _table(
+        ["figure", "value"],
+        [
+            [
+                "capacity (GPU-hours)",
+                number(c.capacity_gpu_hours) + (f" ({c.capacity_source})" * bool(c.capacity_source)),
+            ],
+            ["allocated GPU-hours", number(c.allocated_gpu_hours)],
+            ["used GPU-hours (busy)", number(c.used_gpu_hours)],
+            ["allocation of capacity", percent(c.allocation_percent)],
+            ["utilization of capacity, average", percent(c.utilization_average_percent)],
+            ["utilization of capacity, p95 hour", percent(c.utilization_p95_percent)],
+            [
+                "admission wait p50 / p95",
+                f"{hours_text(c.queueing.wait_p50_s if c.queueing else None)} / "
+                f"{hours_text(c.queueing.wait_p95_s if c.queueing else None)}",
+            ],
+            ["time some queue had pending work", share(c.waiting_share)],
+            ["... while idle quota sat elsewhere", share(c.waiting_while_idle_elsewhere_share)],
+            ["unused nominal GPU quota, average", number(c.unused_quota_gpus_average)],
+            ["idle GPU-hours and cost, nights", _cost(c.idle_cost, "night")],
+            ["idle GPU-hours and cost, weekends", _cost(c.idle_cost, "weekend")],
+            ["idle GPU-hours and cost, workdays", _cost(c.idle_cost, "workday")],
+            ["GPU-hours of failed or cancelled jobs", number(c.failed_gpu_hours)],
+        ],
+    )
+    if c.levers:
+        lines += ["Levers for the cluster, ranked:", ""]
+        lines += [
+            f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}" for i, lv in enumerate(c.levers, 1)
+        ] + [""]
+    lines += ["## Teams", ""]
+    lines += _table(
+        TEAM_COLUMNS,
+        (team_row(team) for team in report.teams),
+    )
+    for team in report.teams:
+        q = team.queueing
+        lines += [f"### {team.name}", "", f"**Verdict: {team.verdict.quadrant.value}** - {team.verdict.reason}.", ""]
+        lines += _table(
+            ["figure", "value"],
+            [
+                ["ClusterQueue / cohort", f"{team.cluster_queue or 'none'} / {(q.cohort if q else None) or 'none'}"],
+                ["admissions in window", number(q.admissions if q else None, 0)],
+                [
+                    "pending workloads avg / max",
+                    f"{number(q.pending_average if q else None)} / {number(q.pending_max if q else None)}",
+                ],
+                ["borrowed GPU-hours", number(q.borrowed_gpu_hours if q else None)],
+                [
+                    "hours waiting / while idle elsewhere",
+                    f"{number(q.waiting_hours if q else None)} / "
+                    f"{number(q.waiting_while_idle_elsewhere_hours if q else None)}",
+                ],
+                ["preemptions by this queue", number(q.preemptions if q else None, 0)],
+                ["idle-held GPU-hours and cost, nights", _cost(team.idle_cost, "night")],
+                ["idle-held GPU-hours and cost, weekends", _cost(team.idle_cost, "weekend")],
+                ["GPU-hours of failed or cancelled jobs", number(team.failed_gpu_hours)],
+            ],
+        )
+        if team.idle_holders:
+            lines += ["Pods holding GPUs while idle:", ""]
+            lines += _table(
+                ["namespace", "pod", "idle GPU-hours"],
+                ([h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders),
+            )
+        if team.levers:
+            lines += [
+                f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}"
+                for i, lv in enumerate(team.levers, 1)
+            ] + [""]
+    lines += ["## What-if", ""]
+    if report.whatif is None:
+        lines += ["Not run (give --history or --kubeconfig, and --config, for a replay through `kuota simulate`).", ""]
+    else:
+        lines += _table(
+            ["scenario", "p95 wait", "utilization", "what changed"],
+            ([s.name, hours_text(s.wait_p95_s), percent(s.utilization_percent), s.description] for s in report.whatif),
+        )
+    if report.missing:
+        lines += ["## Missing data", ""]
+        lines += [
+            f"- `{metric}`: no samples in the window, so {why} cannot be shown." for metric, why in report.missing
+        ]
+        lines += [""]
+    if report.notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
+    return "\n".join(lines)

@@ -1,0 +1,512 @@
+"""From measurements to the report's figures, per team and for the cluster (pure; no I/O, no clock).
+
+A team is a ClusterQueue together with the namespaces whose LocalQueues point at it; a namespace with GPU
+series but no known ClusterQueue is a team of its own (and a ClusterQueue named like a namespace claims it).
+Utilization is GPU-time weighted: busy GPU-hours over allocated GPU-hours for a team, over the GPU-hours of
+capacity for the cluster, where idle GPUs count as idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kuota.report.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
+from kuota.report.prices import Price
+from kuota.report.statistics import histogram_count, histogram_quantile, percentile
+from kuota.report.verdicts import (
+    Lever,
+    LeverInputs,
+    Thresholds,
+    Verdict,
+    decide,
+    rank_levers,
+    settle_with_whatif,
+)
+from kuota.report.window import HOURS_PER_WEEK, HourClass, Window
+
+
+@dataclass(frozen=True)
+class Utilization:
+    allocated_gpu_hours: float
+    used_gpu_hours: float | None
+    average_percent: float | None
+    p95_percent: float | None  # of the hourly utilization, over hours with GPUs held
+    by_hour_of_week: tuple[float | None, ...]  # 168 slots, Monday 00:00 local first
+
+
+@dataclass(frozen=True)
+class Queueing:
+    wait_p50_s: float | None
+    wait_p95_s: float | None
+    admissions: float | None
+    wait_buckets: tuple[tuple[float, float], ...]  # (upper bound, observations in that bucket alone)
+    pending_average: float | None
+    pending_max: float | None
+    nominal_gpus_average: float | None
+    cohort: str | None
+    borrowed_gpu_hours: float | None
+    waiting_hours: float | None
+    waiting_while_idle_elsewhere_hours: float | None
+    preemptions: float | None
+    evictions: Mapping[str, float] | None
+
+
+@dataclass(frozen=True)
+class IdleHolder:
+    namespace: str
+    pod: str
+    idle_gpu_hours: float
+
+
+@dataclass(frozen=True)
+class IdleCost:
+    gpu_hours: Mapping[str, float]  # hour class -> idle GPU-hours
+    dollars: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class TeamReport:
+    name: str
+    cluster_queue: str | None
+    namespaces: tuple[str, ...]
+    utilization: Utilization | None
+    queueing: Queueing | None
+    idle_holders: tuple[IdleHolder, ...]
+    idle_cost: IdleCost | None  # GPU-hours held at under the idle threshold, priced
+    failed_gpu_hours: float | None
+    verdict: Verdict
+    levers: tuple[Lever, ...]
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    capacity_gpu_hours: float | None
+    capacity_source: str | None
+    allocated_gpu_hours: float | None
+    used_gpu_hours: float | None
+    allocation_percent: float | None
+    utilization_average_percent: float | None  # busy over capacity
+    utilization_p95_percent: float | None
+    queueing: Queueing | None
+    waiting_share: float | None  # of the window's steps, some ClusterQueue had pending workloads
+    waiting_while_idle_elsewhere_share: float | None  # ... and others had idle_elsewhere_gpus unused
+    unused_quota_gpus_average: float | None
+    idle_cost: IdleCost | None  # unallocated plus idle-held GPU-hours, priced
+    failed_gpu_hours: float | None
+    verdict: Verdict
+    levers: tuple[Lever, ...]
+
+
+@dataclass(frozen=True)
+class WhatIfScenario:
+    name: str
+    description: str
+    wait_p95_s: float | None
+    utilization_percent: float | None
+    per_queue_wait_p95_s: Mapping[str, float | None]
+
+
+@dataclass(frozen=True)
+class Report:
+    window: Window
+    thresholds: Thresholds
+    price: Price
+    gpu_source: str | None
+    teams: tuple[TeamReport, ...]
+    cluster: ClusterReport
+    missing: tuple[tuple[str, str], ...]
+    whatif: tuple[WhatIfScenario, ...] | None
+    notes: tuple[str, ...] = ()
+    queries: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.cluster.allocated_gpu_hours in (None, 0.0) and self.cluster.queueing is None
+
+
+def _total(hourly: Hourly | None) -> float | None:
+    return None if hourly is None else sum(hourly)
+
+
+def _add(series: Sequence[Hourly], hours: int) -> Hourly:
+    return tuple(sum(values) for values in zip(*series, strict=True)) if series else (0.0,) * hours
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    if part is None or whole is None or whole <= 0:
+        return None
+    return 100.0 * part / whole
+
+
+def _utilization(allocated: Hourly, used: Hourly | None, window: Window) -> Utilization:
+    hourly = [] if used is None else [100.0 * u / a for a, u in zip(allocated, used, strict=True) if a > 0]
+    slots_alloc = [0.0] * HOURS_PER_WEEK
+    slots_used = [0.0] * HOURS_PER_WEEK
+    if used is not None:
+        for index, (a, u) in enumerate(zip(allocated, used, strict=True)):
+            slot = window.hour_of_week(index)
+            slots_alloc[slot] += a
+            slots_used[slot] += u
+    total_allocated = sum(allocated)
+    total_used = _total(used)
+    return Utilization(
+        allocated_gpu_hours=total_allocated,
+        used_gpu_hours=total_used,
+        average_percent=_ratio(total_used, total_allocated),
+        p95_percent=percentile(hourly, 0.95),
+        by_hour_of_week=tuple(_ratio(u, a) for a, u in zip(slots_alloc, slots_used, strict=True)),
+    )
+
+
+def _split_by_class(hourly: Hourly, window: Window, price: Price) -> IdleCost:
+    hours = {hour_class.value: 0.0 for hour_class in HourClass}
+    for index, value in enumerate(hourly):
+        hours[window.hour_class(index).value] += value
+    return IdleCost(hours, {name: value * price.per_gpu_hour for name, value in hours.items()})
+
+
+def _bucket_increments(cumulative: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    result: list[tuple[float, float]] = []
+    previous = 0.0
+    for bound, count in sorted(cumulative):
+        result.append((bound, max(0.0, count - previous)))
+        previous = max(previous, count)
+    return tuple(result)
+
+
+def _merge_buckets(histograms: Sequence[Sequence[tuple[float, float]]]) -> tuple[tuple[float, float], ...]:
+    merged: dict[float, float] = {}
+    for buckets in histograms:
+        for bound, count in buckets:
+            merged[bound] = merged.get(bound, 0.0) + count
+    return tuple(sorted(merged.items()))
+
+
+def _queueing(
+    queues: QueueMeasurements, members: Sequence[str], resolution_s: int, preempting: Sequence[str]
+) -> Queueing | None:
+    present = [
+        cq for cq in members if cq in queues.nominal or cq in queues.wait_buckets or cq in queues.pending_average
+    ]
+    if not present:
+        return None
+    buckets = _merge_buckets([queues.wait_buckets[cq] for cq in present if cq in queues.wait_buckets])
+
+    def summed(values: Mapping[str, float]) -> float | None:
+        found = [values[cq] for cq in present if cq in values]
+        return sum(found) if found else None
+
+    def hours(values: Mapping[str, float]) -> float | None:
+        steps = summed(values)
+        return None if steps is None else steps * resolution_s / 3600
+
+    nominal = [sum(queues.nominal[cq]) for cq in present if cq in queues.nominal]
+    hours_in_window = len(next(iter(queues.nominal.values()))) if queues.nominal else 0
+    borrowed = [sum(queues.borrowed[cq]) for cq in present if cq in queues.borrowed]
+    evictions: dict[str, float] | None = None
+    if queues.evictions is not None:
+        evictions = {}
+        for cq in present:
+            for reason, count in queues.evictions.get(cq, {}).items():
+                evictions[reason] = evictions.get(reason, 0.0) + count
+    cohorts = {queues.cohorts[cq] for cq in present if queues.cohorts.get(cq)}
+    preemptions = None
+    if queues.preemptions is not None:
+        preemptions = sum(queues.preemptions.get(cq, 0.0) for cq in preempting)
+    return Queueing(
+        wait_p50_s=histogram_quantile(0.5, buckets) if buckets else None,
+        wait_p95_s=histogram_quantile(0.95, buckets) if buckets else None,
+        admissions=histogram_count(buckets) if buckets else None,
+        wait_buckets=_bucket_increments(buckets),
+        pending_average=summed(queues.pending_average),
+        pending_max=summed(queues.pending_max) if len(present) == 1 else None,
+        nominal_gpus_average=sum(nominal) / hours_in_window if nominal and hours_in_window else None,
+        cohort=", ".join(sorted(cohorts)) if cohorts else None,
+        borrowed_gpu_hours=sum(borrowed) if borrowed else None,
+        waiting_hours=hours(queues.waiting_steps),
+        waiting_while_idle_elsewhere_hours=hours(queues.waiting_while_idle_steps),
+        preemptions=preemptions,
+        evictions=evictions,
+    )
+
+
+def _reclaimable(queues: QueueMeasurements, cq: str) -> float | None:
+    """GPU-hours of this queue's unused nominal quota that others borrowed while it had pending work."""
+    if cq not in queues.nominal or cq not in queues.pending_hourly:
+        return None
+    others = [queues.borrowed[other] for other in queues.borrowed if other != cq]
+    if not others:
+        return 0.0
+    total = 0.0
+    usage = queues.usage.get(cq, (0.0,) * len(queues.nominal[cq]))
+    for hour, pending in enumerate(queues.pending_hourly[cq]):
+        if pending:
+            own_unused = max(0.0, queues.nominal[cq][hour] - usage[hour])
+            total += min(own_unused, sum(series[hour] for series in others))
+    return total
+
+
+@dataclass(frozen=True)
+class _Team:
+    name: str
+    cluster_queue: str | None
+    namespaces: tuple[str, ...]
+
+
+def _teams(
+    gpu: GpuMeasurements | None, queues: QueueMeasurements | None, namespace_queues: Mapping[str, str]
+) -> list[_Team]:
+    queue_names: set[str] = set()
+    if queues is not None:
+        queue_names |= set(queues.nominal) | set(queues.wait_buckets) | set(queues.pending_average)
+    queue_names |= set(namespace_queues.values())
+    namespaces = set(gpu.allocated) if gpu is not None else set()
+    members: dict[str, list[str]] = {cq: [] for cq in queue_names}
+    loose: list[str] = []
+    for namespace in sorted(namespaces | set(namespace_queues)):
+        cq = namespace_queues.get(namespace, namespace if namespace in queue_names else None)
+        if cq is None:
+            loose.append(namespace)
+        else:
+            members[cq].append(namespace)
+    teams = [_Team(cq, cq, tuple(ns)) for cq, ns in sorted(members.items())]
+    return teams + [_Team(namespace, None, (namespace,)) for namespace in loose]
+
+
+def build_report(
+    measurements: Measurements,
+    *,
+    window: Window,
+    thresholds: Thresholds,
+    price: Price,
+    namespace_queues: Mapping[str, str],
+    failed_gpu_hours: Mapping[str, float] | None = None,
+    whatif: Sequence[WhatIfScenario] | None = None,
+    notes: Sequence[str] = (),
+) -> Report:
+    """Every figure, verdict and lever of the report for the given measurements."""
+    gpu, queues = measurements.gpu, measurements.queues
+    hours = measurements.hours
+    resolution = window.resolution_s
+    borrowing_whatif = next((s for s in whatif or () if s.name == "borrowing"), None)
+    team_reports: list[TeamReport] = []
+    for team in _teams(gpu, queues, namespace_queues):
+        utilization = None
+        idle_holders: tuple[IdleHolder, ...] = ()
+        idle_cost = None
+        idle_total = None
+        if gpu is not None:
+            allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
+            used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
+            utilization = _utilization(allocated, used, window)
+            if gpu.idle_held is not None:
+                held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
+                idle_hourly = _add(list(held.values()), hours)
+                idle_total = sum(idle_hourly)
+                idle_cost = _split_by_class(idle_hourly, window, price)
+                idle_holders = tuple(
+                    sorted(
+                        (
+                            IdleHolder(ns, pod, sum(series))
+                            for (ns, pod), series in held.items()
+                            if sum(series) >= thresholds.idle_holder_hours
+                        ),
+                        key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
+                    )
+                )
+        queueing = None
+        reclaimable = None
+        if queues is not None and team.cluster_queue is not None:
+            queueing = _queueing(queues, [team.cluster_queue], resolution, [team.cluster_queue])
+            reclaimable = _reclaimable(queues, team.cluster_queue)
+        verdict = _verdict(utilization.average_percent if utilization else None, queueing, thresholds)
+        scenario_p95 = None
+        if borrowing_whatif is not None and team.cluster_queue is not None:
+            scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
+        verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
+        levers = rank_levers(_lever_inputs(utilization, queueing, idle_total, reclaimable, thresholds), thresholds)
+        failed = None
+        if failed_gpu_hours is not None:
+            failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
+        team_reports.append(
+            TeamReport(
+                team.name,
+                team.cluster_queue,
+                team.namespaces,
+                utilization,
+                queueing,
+                idle_holders,
+                idle_cost,
+                failed,
+                verdict,
+                tuple(levers),
+            )
+        )
+    cluster = _cluster(
+        measurements,
+        window=window,
+        thresholds=thresholds,
+        price=price,
+        teams=team_reports,
+        failed_gpu_hours=failed_gpu_hours,
+        borrowing_whatif=borrowing_whatif,
+    )
+    return Report(
+        window=window,
+        thresholds=thresholds,
+        price=price,
+        gpu_source=gpu.source if gpu is not None else None,
+        teams=tuple(team_reports),
+        cluster=cluster,
+        missing=tuple((m.metric, m.consequence) for m in measurements.missing),
+        whatif=tuple(whatif) if whatif is not None else None,
+        notes=tuple(notes),
+        queries=measurements.queries,
+    )
+
+
+def _verdict(utilization: float | None, queueing: Queueing | None, thresholds: Thresholds) -> Verdict:
+    share = None
+    if queueing is not None and queueing.waiting_hours and queueing.waiting_while_idle_elsewhere_hours is not None:
+        share = queueing.waiting_while_idle_elsewhere_hours / queueing.waiting_hours
+    return decide(utilization, queueing.wait_p95_s if queueing else None, share, thresholds)
+
+
+def _lever_inputs(
+    utilization: Utilization | None,
+    queueing: Queueing | None,
+    idle_total: float | None,
+    reclaimable: float | None,
+    thresholds: Thresholds,
+) -> LeverInputs:
+    long_queue = bool(queueing and queueing.wait_p95_s is not None and queueing.wait_p95_s > thresholds.long_wait_s)
+    average = utilization.average_percent if utilization else None
+    return LeverInputs(
+        long_queue=long_queue,
+        low_utilization=average is not None and average < thresholds.low_utilization_percent,
+        utilization_p95_percent=utilization.p95_percent if utilization else None,
+        allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
+        used_gpu_hours=utilization.used_gpu_hours if utilization else None,
+        idle_held_gpu_hours=idle_total,
+        waiting_while_idle_hours=queueing.waiting_while_idle_elsewhere_hours if queueing else None,
+        reclaimable_gpu_hours=reclaimable,
+        cohort=queueing.cohort if queueing else None,
+        preemptions=queueing.preemptions if queueing else None,
+    )
+
+
+def _cluster(
+    measurements: Measurements,
+    *,
+    window: Window,
+    thresholds: Thresholds,
+    price: Price,
+    teams: Sequence[TeamReport],
+    failed_gpu_hours: Mapping[str, float] | None,
+    borrowing_whatif: WhatIfScenario | None,
+) -> ClusterReport:
+    gpu, queues, hours = measurements.gpu, measurements.queues, measurements.hours
+    capacity: Hourly | None = None
+    capacity_source = None
+    if gpu is not None and gpu.inventory is not None:
+        capacity, capacity_source = gpu.inventory, "GPU inventory (exporter series)"
+    elif queues is not None and queues.nominal:
+        capacity = _add(list(queues.nominal.values()), hours)
+        capacity_source = "sum of the ClusterQueues' nominal GPU quota (no GPU inventory series)"
+    allocated = _add(list(gpu.allocated.values()), hours) if gpu is not None else None
+    used = gpu.cluster_used if gpu is not None else None
+    hourly_util = []
+    if capacity is not None and used is not None:
+        hourly_util = [100.0 * u / c for c, u in zip(capacity, used, strict=True) if c > 0]
+    idle_cost = None
+    if capacity is not None and allocated is not None:
+        idle_held = _add(list(gpu.idle_held.values()), hours) if gpu is not None and gpu.idle_held else (0.0,) * hours
+        idle = tuple(max(0.0, c - a) + i for c, a, i in zip(capacity, allocated, idle_held, strict=True))
+        idle_cost = _split_by_class(idle, window, price)
+    queueing = None
+    waiting_share = idle_share = None
+    if queues is not None:
+        names = sorted(set(queues.nominal) | set(queues.wait_buckets) | set(queues.pending_average))
+        preempting = list(queues.preemptions) if queues.preemptions is not None else []
+        queueing = _queueing(queues, names, window.resolution_s, preempting)
+        if queueing is not None:
+            queueing = _with_cluster_waiting(queueing, queues, window.resolution_s)
+        steps = queues.queue_steps
+        if steps:
+            if queues.cluster_waiting_steps is not None:
+                waiting_share = queues.cluster_waiting_steps / steps
+            if queues.cluster_waiting_while_idle_steps is not None:
+                idle_share = queues.cluster_waiting_while_idle_steps / steps
+    utilization = _ratio(_total(used), _total(capacity))
+    # one queue drowning in the admissions of another must not hide: the cluster is judged by its worst queue
+    worst = max(
+        (t for t in teams if t.queueing and t.queueing.wait_p95_s is not None),
+        key=lambda t: t.queueing.wait_p95_s if t.queueing and t.queueing.wait_p95_s else 0.0,
+        default=None,
+    )
+    verdict_queueing = queueing
+    if queueing is not None and worst is not None and worst.queueing is not None:
+        verdict_queueing = Queueing(**{**queueing.__dict__, "wait_p95_s": worst.queueing.wait_p95_s})
+    verdict = _verdict(utilization, verdict_queueing, thresholds)
+    if worst is not None and verdict_queueing is not queueing:
+        verdict = Verdict(
+            verdict.quadrant, f"{verdict.reason} (the p95 wait is the worst ClusterQueue's, {worst.name})"
+        )
+    verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
+    levers = _cluster_levers(teams)
+    return ClusterReport(
+        capacity_gpu_hours=_total(capacity),
+        capacity_source=capacity_source,
+        allocated_gpu_hours=_total(allocated),
+        used_gpu_hours=_total(used),
+        allocation_percent=_ratio(_total(allocated), _total(capacity)),
+        utilization_average_percent=utilization,
+        utilization_p95_percent=percentile(hourly_util, 0.95),
+        queueing=queueing,
+        waiting_share=waiting_share,
+        waiting_while_idle_elsewhere_share=idle_share,
+        unused_quota_gpus_average=queues.cluster_unused_average if queues is not None else None,
+        idle_cost=idle_cost,
+        failed_gpu_hours=sum(failed_gpu_hours.values()) if failed_gpu_hours is not None else None,
+        verdict=verdict,
+        levers=tuple(levers),
+    )
+
+
+def _with_cluster_waiting(queueing: Queueing, queues: QueueMeasurements, resolution_s: int) -> Queueing:
+    """Cluster waiting hours count a step once, however many queues waited in it."""
+
+    def hours(steps: float | None) -> float | None:
+        return None if steps is None else steps * resolution_s / 3600
+
+    return Queueing(
+        **{
+            **queueing.__dict__,
+            "waiting_hours": hours(queues.cluster_waiting_steps),
+            "waiting_while_idle_elsewhere_hours": hours(queues.cluster_waiting_while_idle_steps),
+        },
+    )
+
+
+def _cluster_levers(teams: Sequence[TeamReport]) -> list[Lever]:
+    totals: dict[str, float | None] = {}
+    evidence: dict[str, list[str]] = {}
+    for team in teams:
+        for lever in team.levers:
+            if lever.gpu_hours is None:
+                totals.setdefault(lever.name, None)
+            else:
+                totals[lever.name] = (totals.get(lever.name) or 0.0) + lever.gpu_hours
+            evidence.setdefault(lever.name, []).append(team.name)
+    levers = [
+        Lever(
+            name,
+            value,
+            f"indicated for {len(evidence[name])} team(s): {', '.join(evidence[name][:8])}"
+            + (" ..." if len(evidence[name]) > 8 else ""),
+        )
+        for name, value in totals.items()
+    ]
+    quantified = sorted((lever for lever in levers if lever.gpu_hours is not None), key=lambda lv: -(lv.gpu_hours or 0))
+    return quantified + [lever for lever in levers if lever.gpu_hours is None]

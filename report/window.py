@@ -1,0 +1,128 @@
+"""The report window: which hours are measured, at what resolution, and how hours are classed.
+
+Every figure is computed over the hours ``(start + (k-1)h, start + kh]`` for k = 1..hours, so the window must
+be a whole number of hours and the resolution must divide an hour: then hourly sums add up exactly to window
+totals.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from kuota.durations import DurationError, parse_duration
+from kuota.report.errors import ReportInputError
+
+HOUR_S = 3600
+HOURS_PER_WEEK = 168
+
+
+def whole_seconds(text: str, flag: str) -> int:
+    """``"7d"`` -> 604800: a duration (:mod:`kuota.durations`) of whole seconds, at least one."""
+    try:
+        seconds = parse_duration(text)
+    except DurationError as error:
+        raise ReportInputError(f"{flag} {error}") from error
+    if seconds < 1 or seconds != int(seconds):
+        raise ReportInputError(f"{flag} {text!r} is not a whole number of seconds, at least 1s: e.g. 7d, 36h, 1m")
+    return int(seconds)
+
+
+def parse_end(text: str | None, resolution_s: int, now: datetime) -> int:
+    """The window's end as Unix seconds: RFC 3339 or Unix seconds, else ``now``; floored to the resolution."""
+    if text is None:
+        moment = now
+    elif re.fullmatch(r"\d+(\.\d+)?", text):
+        moment = datetime.fromtimestamp(float(text), tz=UTC)
+    else:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError as error:
+            raise ReportInputError(
+                f"--end {text!r} is neither RFC 3339 (2026-10-05T00:00:00Z) nor Unix seconds"
+            ) from error
+        if moment.tzinfo is None:
+            raise ReportInputError(f"--end {text!r} has no time zone: add Z or an offset such as +02:00")
+    seconds = int(moment.timestamp())
+    return seconds - seconds % resolution_s
+
+
+class HourClass(StrEnum):
+    WORKDAY = "workday"
+    NIGHT = "night"
+    WEEKEND = "weekend"
+
+
+@dataclass(frozen=True)
+class WorkHours:
+    """Working hours on Monday to Friday, ``first`` inclusive to ``last`` exclusive, in ``timezone``."""
+
+    first: int = 9
+    last: int = 19
+    timezone: str = "UTC"
+
+    @classmethod
+    def parse(cls, text: str, timezone: str) -> WorkHours:
+        match = re.fullmatch(r"(\d{1,2})-(\d{1,2})", text.strip())
+        if match is None or not 0 <= int(match.group(1)) < int(match.group(2)) <= 24:
+            raise ReportInputError(f"--work-hours {text!r} must be FIRST-LAST in 0..24 with FIRST < LAST, e.g. 9-19")
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError) as error:
+            raise ReportInputError(f"--timezone {timezone!r} is not an IANA time zone (e.g. Europe/Berlin)") from error
+        return cls(int(match.group(1)), int(match.group(2)), timezone)
+
+
+@dataclass(frozen=True)
+class Window:
+    start: int  # Unix seconds, exclusive
+    end: int  # Unix seconds, inclusive
+    resolution_s: int
+    work_hours: WorkHours
+
+    @classmethod
+    def build(cls, length_s: int, end: int, resolution_s: int, work_hours: WorkHours) -> Window:
+        if length_s <= 0 or length_s % HOUR_S:
+            raise ReportInputError(f"--window must be a positive whole number of hours, got {length_s} s")
+        if resolution_s <= 0 or HOUR_S % resolution_s:
+            raise ReportInputError(f"--resolution must divide an hour (e.g. 15s, 30s, 1m, 5m), got {resolution_s} s")
+        return cls(end - length_s, end, resolution_s, work_hours)
+
+    @property
+    def length_s(self) -> int:
+        return self.end - self.start
+
+    @property
+    def hours(self) -> int:
+        return self.length_s // HOUR_S
+
+    def hour_ends(self) -> list[int]:
+        """The evaluation time of each hour bucket (its inclusive end)."""
+        return [self.start + HOUR_S * (k + 1) for k in range(self.hours)]
+
+    def _local_start(self, hour_index: int) -> datetime:
+        moment = datetime.fromtimestamp(self.start + HOUR_S * hour_index, tz=UTC)
+        return moment.astimezone(ZoneInfo(self.work_hours.timezone))
+
+    def hour_class(self, hour_index: int) -> HourClass:
+        """Workday, night or weekend, by the local clock at the start of the hour bucket."""
+        local = self._local_start(hour_index)
+        if local.weekday() >= 5:
+            return HourClass.WEEKEND
+        if self.work_hours.first <= local.hour < self.work_hours.last:
+            return HourClass.WORKDAY
+        return HourClass.NIGHT
+
+    def hour_of_week(self, hour_index: int) -> int:
+        """0 = Monday 00:00-01:00 local, 167 = Sunday 23:00-24:00."""
+        local = self._local_start(hour_index)
+        return local.weekday() * 24 + local.hour
+
+    def describe(self) -> str:
+        fmt = "%Y-%m-%d %H:%M UTC"
+        start = datetime.fromtimestamp(self.start, tz=UTC).strftime(fmt)
+        end = datetime.fromtimestamp(self.end, tz=UTC).strftime(fmt)
+        return f"{start} to {end} ({timedelta(seconds=self.length_s)})"

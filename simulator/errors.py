@@ -1,0 +1,32 @@
+"""What ``kuota simulate`` raises: every message names the file, the line or document, and the fix.
+
+SimulateError          base; the command prints it and exits 2
+├── ConfigFileError     a CONFIG file or object is unreadable or invalid
+├── WorkloadFileError   a workloads line (or trace row) is unreadable or invalid
+│   └── TraceFormatError    a trace CSV row cannot be read as a job (names file, line and column)
+└── SourceSpecError     the parameters given to a workload source (trace converter, generator) are unusable
+"""
+
+from __future__ import annotations
+
+from kuota.errors import KuotaError
+
+
+class SimulateError(KuotaError):
+    """Base of the simulator's errors."""
+
+
+class ConfigFileError(SimulateError):
+    """A CONFIG file or one of its objects cannot be used."""
+
+
+class WorkloadFileError(SimulateError):
+    """A workloads line or trace row cannot be used."""
+
+
+class TraceFormatError(WorkloadFileError, ValueError):
+    """A trace CSV row is not a job the converter can read."""
+
+
+class SourceSpecError(SimulateError, ValueError):
+    """The parameters given to a workload source are unusable."""

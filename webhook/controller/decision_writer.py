@@ -1,0 +1,324 @@
+"""The engine's decisions written to the API: admissions and evictions as Workload status, in an order that never
+shows more quota held than the limits allow, while the next decisions are being made.
+
+This is where "never double-admit, never overrun quota" is kept against a live API server: every write carries
+the resourceVersion it was decided from; a write refused as stale is re-read, and written again only when what
+changed cannot change the decision; any other failure has the engine rebuilt from the API's truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kuota.engine.engine import Admission, Eviction
+from kuota.engine.errors import EngineError
+from kuota.webhook.controller import job_workloads as jobs
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
+from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.pending_reasons import PendingReasons
+from kuota.webhook.controller.state import ControllerState, key_of, owner_job
+
+log = logging.getLogger(__name__)
+
+_DECISIONS_IN_FLIGHT = 64  # twice the writer's connections: enough to keep them all busy
+
+
+class DecisionWriter:
+    def __init__(
+        self,
+        state: ControllerState,
+        writer: ApiWriter,
+        metrics: ControllerMetrics,
+        reasons: PendingReasons,
+        events: EventRecorder,
+    ) -> None:
+        self._state = state
+        self._writer = writer
+        self._metrics = metrics
+        self._reasons = reasons
+        self._events = events
+        # Decision writes run while the next decisions are made (the engine already counts them, as Kueue's
+        # cache "assumes" a workload). Watch news of a Workload whose write is in flight is held back until
+        # the write is done, so an echo from before the decision is never mistaken for the API's truth.
+        self._held_back: set[str] = set()
+        self._decision_writes: set[asyncio.Task[bool]] = set()
+        self._eviction_barrier: asyncio.Task[bool] | None = None
+
+    def room(self) -> int:
+        """How many more decisions may be written now: decisions wait while the API server is behind."""
+        return _DECISIONS_IN_FLIGHT - len(self._state.writing)
+
+    def hold_back(self, key: str) -> bool:
+        """True when a decision about ``key`` is being written: the Workload is synced once the write is done."""
+        if key in self._state.writing:
+            self._held_back.add(key)
+            return True
+        return False
+
+    async def settle(self) -> None:
+        """Wait for every decision being written, whatever its outcome."""
+        await asyncio.gather(*self._decision_writes, return_exceptions=True)
+
+    def cancel(self) -> None:
+        """Stop writing decisions (a replica that stops deciding)."""
+        for task in self._decision_writes:
+            task.cancel()
+
+    def write(self, decisions: list[Admission | Eviction], now: float) -> None:
+        """Start writing one cycle's decisions and return: the next cycle decides while they are written.
+
+        Admissions only raise usage, so admission writes of different cycles may land in any order. A cycle
+        with evictions first waits for every earlier write (it may evict what an earlier cycle admitted), and
+        later admissions wait for it (they may need the quota it frees): the API never shows more quota held
+        than the engine's limits allow.
+        """
+        writing = self._state.writing
+        keys = [decision.workload for decision in decisions]
+        for key in keys:
+            writing[key] = writing.get(key, 0) + 1
+        evicts = any(isinstance(decision, Eviction) for decision in decisions)
+        if evicts:
+            earlier = list(self._decision_writes)
+        else:
+            earlier = [self._eviction_barrier] if self._eviction_barrier is not None else []
+        task = asyncio.ensure_future(self._apply(decisions, now, earlier))
+        self._decision_writes.add(task)
+        if evicts:
+            self._eviction_barrier = task
+        task.add_done_callback(lambda done: self._decisions_written(done, keys))
+
+    def _decisions_written(self, task: asyncio.Task[bool], keys: list[str]) -> None:
+        state = self._state
+        self._decision_writes.discard(task)
+        if self._eviction_barrier is task:
+            self._eviction_barrier = None
+        if task.cancelled() or task.exception() is not None or not task.result():
+            if not task.cancelled() and task.exception() is not None:
+                log.error("writing decisions failed", exc_info=task.exception())
+            state.needs_rebuild = True
+        for key in keys:
+            remaining = state.writing[key] - 1
+            if remaining:
+                state.writing[key] = remaining
+                continue
+            del state.writing[key]
+            if key in self._held_back:
+                self._held_back.discard(key)
+                state.dirty_workloads.add(key)
+        state.wake.set()
+
+    async def _apply(
+        self, decisions: list[Admission | Eviction], now: float, earlier: list[asyncio.Task[bool]]
+    ) -> bool:
+        """Write decisions in their order, as waves of consecutive evictions or admissions written at once;
+        True when all were written.
+
+        Within a wave, usage only falls (evictions) or only rises (admissions) and the wave's end state is one
+        the engine reached, so any order of its writes stays within quota; across waves the order is kept (a
+        workload can be admitted, then evicted for another, in one cycle). A failed write ends the writing:
+        the later waves may depend on it, so the engine is rebuilt from the API instead. So does a failure
+        of an earlier cycle's writes these decisions wait for.
+        """
+        if earlier:
+            results = await asyncio.gather(*earlier, return_exceptions=True)
+            if not all(result is True for result in results):  # a failure, an exception or a cancellation
+                return False
+        for wave in _waves(decisions):
+            if isinstance(wave[0], Eviction):
+                results = await asyncio.gather(*(self.write_eviction(e) for e in wave if isinstance(e, Eviction)))
+            else:
+                results = await asyncio.gather(
+                    *(self._write_admission(a, now) for a in wave if isinstance(a, Admission))
+                )
+            if not all(results):
+                log.warning("a decision was not written; rebuilding before deciding again")
+                return False
+        return True
+
+    async def _write_decided(
+        self, key: str, obj: dict[str, Any], patch_for: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Write a decision's status patch; when it is refused as stale, write it once more only if what changed
+        meanwhile cannot change the decision (our own condition updates): same spec generation, same admission,
+        not finishing. Anything else returns None and the engine is rebuilt from the fresh object."""
+        namespace, name = key.split("/", 1)
+        try:
+            written = await self._writer.merge_patch(WORKLOADS, namespace, name, patch_for(obj), "status")
+        except StaleObjectError:
+            fresh = await self._writer.get(WORKLOADS, namespace, name)
+            if fresh is None or not _same_decision_inputs(obj, fresh):
+                log.warning("%s changed under a decision; deciding again", key)
+                self._state.take_fresh(key, fresh)
+                return None
+            try:
+                written = await self._writer.merge_patch(WORKLOADS, namespace, name, patch_for(fresh), "status")
+            except ApiWriteError as error:
+                log.warning("decision for %s not written: %s", key, error)
+                await self.refresh_workload(key)
+                return None
+        except ApiWriteError as error:
+            log.warning("decision for %s not written: %s", key, error)
+            await self.refresh_workload(key)
+            return None
+        self._state.workloads.wrote(written)
+        return written
+
+    async def _write_admission(self, admission: Admission, now: float) -> bool:
+        state, metrics = self._state, self._metrics
+        obj = state.workloads.get(admission.workload)
+        attempt_started = time.perf_counter()
+        if obj is None:
+            state.needs_rebuild = True
+            return False
+        written = await self._write_decided(
+            admission.workload, obj, lambda fresh: status.admission_patch(fresh, admission)
+        )
+        if written is None:
+            metrics.attempts.labels("inadmissible").inc()
+            return False
+        log.info(
+            "admitted %s to %s%s",
+            admission.workload,
+            admission.cluster_queue,
+            " borrowing" if admission.borrowing else "",
+        )
+        self._reasons.forget(admission.workload)
+        priority_class = written.get("spec", {}).get("priorityClassRef", {}).get("name", "")
+        queued_since = status.queued_since(written)
+        metrics.admission_wait.labels(admission.cluster_queue, priority_class).observe(max(0.0, now - queued_since))
+        metrics.quota_reserved.labels(admission.cluster_queue, priority_class).inc()
+        metrics.admitted.labels(admission.cluster_queue, priority_class).inc()
+        metrics.local_admitted.labels(written["spec"].get("queueName", ""), written["metadata"]["namespace"]).inc()
+        metrics.attempts.labels("success").inc()
+        metrics.attempt_duration.labels("success").observe(time.perf_counter() - attempt_started)
+        borrowing = " (borrowing from the cohort)" if admission.borrowing else ""
+        self._events.record(
+            written, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {admission.cluster_queue}{borrowing}"
+        )
+        owner = owner_job(written)
+        if owner is not None:
+            state.dirty_jobs.add(owner)
+            state.wake.set()
+        return True
+
+    async def write_eviction(self, eviction: Eviction) -> bool:
+        """Write one eviction (and, for a deactivation, ``spec.active: false``); True when the victim's quota is
+        free in the API."""
+        state = self._state
+        obj = state.workloads.get(eviction.workload)
+        if obj is None:
+            return False
+        namespace, name = eviction.workload.split("/", 1)
+        preemptor = state.workloads.get(eviction.preempted_by) if eviction.preempted_by else None
+        preemptor_uid = preemptor["metadata"].get("uid") if preemptor else None
+        written = await self._write_decided(
+            eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preemptor_uid)
+        )
+        if written is None:
+            # A victim that finished, or is being deleted, gave its quota back by itself: the decisions that
+            # needed that quota stand, and the engine hears of the change as of any other.
+            now_seen = state.workloads.get(eviction.workload)
+            return (
+                now_seen is None
+                or bool(now_seen["metadata"].get("deletionTimestamp"))
+                or status.is_true(now_seen, "Finished")
+            )
+        try:
+            if eviction.deactivated and written.get("spec", {}).get("active", True):
+                written = await self._writer.merge_patch(
+                    WORKLOADS,
+                    namespace,
+                    name,
+                    {
+                        "metadata": {"resourceVersion": written["metadata"]["resourceVersion"]},
+                        "spec": {"active": False},
+                    },
+                )
+        except ApiWriteError as error:
+            log.warning("eviction of %s not written: %s", eviction.workload, error)
+            await self.refresh_workload(eviction.workload)
+            return False
+        state.workloads.wrote(written)
+        log.info(
+            "evicted %s from %s: %s by %s",
+            eviction.workload,
+            eviction.cluster_queue,
+            eviction.reason.value,
+            eviction.preempted_by,
+        )
+        priority_class = written.get("spec", {}).get("priorityClassRef", {}).get("name", "")
+        cause = eviction.preemption_reason.value if eviction.preemption_reason else ""
+        self._metrics.evicted.labels(eviction.cluster_queue, eviction.reason.value, cause, priority_class).inc()
+        if eviction.preemption_reason is not None and eviction.preempted_by is not None:
+            preempting_queue = self._engine_cluster_queue(eviction.preempted_by)
+            self._metrics.preempted.labels(preempting_queue, eviction.preemption_reason.value).inc()
+        message = status.condition(written["status"]["conditions"], "Evicted")
+        self._events.record(written, "Normal", eviction.reason.value, str((message or {}).get("message", "")))
+        owner = owner_job(written)
+        if owner is not None:
+            state.dirty_jobs.add(owner)
+            state.wake.set()
+        return True
+
+    def _engine_cluster_queue(self, key: str) -> str:
+        try:
+            return self._state.engine.status(key).cluster_queue or ""
+        except EngineError:
+            return ""
+
+    async def refresh_workload(self, key: str) -> None:
+        """Read a Workload afresh after a refused write; the engine hears of it next cycle."""
+        namespace, name = key.split("/", 1)
+        try:
+            fresh = await self._writer.get(WORKLOADS, namespace, name)
+        except ApiWriteError as error:
+            log.warning("could not re-read Workload %s: %s", key, error)
+            return
+        self._state.take_fresh(key, fresh)
+
+    async def release_finalizer(self, obj: Mapping[str, Any]) -> None:
+        """Let a finished or deleted Workload go: its quota is no longer in use."""
+        finalizers = obj["metadata"].get("finalizers") or []
+        if jobs.RESOURCE_IN_USE_FINALIZER not in finalizers:
+            return
+        remaining = [f for f in finalizers if f != jobs.RESOURCE_IN_USE_FINALIZER]
+        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "finalizers": remaining or None}}
+        try:
+            written = await self._writer.merge_patch(
+                WORKLOADS, obj["metadata"]["namespace"], obj["metadata"]["name"], patch
+            )
+            self._state.workloads.wrote(written)
+        except StaleObjectError:
+            await self.refresh_workload(key_of(obj))
+        except ApiWriteError as error:
+            log.warning("finalizer of %s not removed: %s", key_of(obj), error)
+
+
+def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
+    """Whether a Workload changed only in ways no quota decision reads (e.g. a pending reason was written)."""
+    return (
+        decided["metadata"].get("generation") == fresh["metadata"].get("generation")
+        and decided["metadata"].get("uid") == fresh["metadata"].get("uid")
+        and not fresh["metadata"].get("deletionTimestamp")
+        and status.admitted_pod_sets(decided) == status.admitted_pod_sets(fresh)
+        and status.admitted_cluster_queue(decided) == status.admitted_cluster_queue(fresh)
+        and status.is_true(decided, "Finished") == status.is_true(fresh, "Finished")
+    )
+
+
+def _waves(decisions: list[Admission | Eviction]) -> list[list[Admission | Eviction]]:
+    """Split decisions into runs of the same kind, keeping their order."""
+    waves: list[list[Admission | Eviction]] = []
+    for decision in decisions:
+        if waves and type(waves[-1][0]) is type(decision):
+            waves[-1].append(decision)
+        else:
+            waves.append([decision])
+    return waves

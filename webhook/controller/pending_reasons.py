@@ -1,0 +1,108 @@
+"""Why each pending Workload waits, written into its QuotaReserved condition (and told once on its Job).
+
+Kept apart from the decisions because it is the controller's heaviest optional work: at thousands of pending
+Workloads, writing and wording every reason every round would take the API server and the controller's time
+from the admissions themselves, so this module rations both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.engine.engine import WorkloadState
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
+from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.state import ControllerState, gather, key_of, owner_job
+
+log = logging.getLogger(__name__)
+
+_REASON_REFRESH_SECONDS = 30.0
+_REASON_WRITES_PER_ROUND = 20
+_REASON_CHECKS_PER_ROUND = 1000
+_REASON_GRACE_SECONDS = 3.0
+
+
+class PendingReasons:
+    def __init__(self, state: ControllerState, reporter: ApiWriter, events: EventRecorder) -> None:
+        self._state = state
+        self._reporter = reporter
+        self._events = events
+        self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
+        self._pending_since: dict[str, float] = {}  # when each pending workload was queued, read once per wait
+
+    def forget(self, key: str) -> None:
+        """The Workload no longer waits (admitted, finished or gone): its next wait starts afresh."""
+        self._reasons.pop(key, None)
+        self._pending_since.pop(key, None)
+
+    async def write(self) -> None:
+        """Tell each pending Workload why it waits, once it has waited ``_REASON_GRACE_SECONDS`` (most are
+        admitted sooner and need no such write). A reason whose text changed (often just its numbers, "16 in
+        use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and the Job hears of it once; each round
+        writes at most ``_REASON_WRITES_PER_ROUND``, never-told Workloads first, oldest first. At thousands of
+        pending Workloads, one write per change per round would be most of the API server's load, taken from
+        the admissions themselves; and only the reasons about to be written are put into words (at most
+        ``_REASON_CHECKS_PER_ROUND``), since wording all of them every round was most of the controller's time."""
+        state = self._state
+        now = state.clock()
+        due: list[tuple[bool, float, str]] = []
+        for key, engine_status in state.engine.statuses_without_reasons():
+            if engine_status.state is not WorkloadState.PENDING or key in state.writing:
+                continue
+            previous = self._reasons.get(key)
+            if previous is not None:
+                if now - previous[1] >= _REASON_REFRESH_SECONDS:
+                    due.append((True, previous[1], key))
+                continue
+            since = self._pending_since.get(key)
+            if since is None:
+                obj = state.workloads.get(key)
+                if obj is None:
+                    continue
+                since = self._pending_since[key] = status.queued_since(obj)
+            if now - since >= _REASON_GRACE_SECONDS:
+                due.append((False, since, key))
+        due.sort()
+        writes = []
+        for told, _, key in due[:_REASON_CHECKS_PER_ROUND]:
+            reason = state.engine.status(key).reason
+            obj = state.workloads.get(key)
+            if reason is None or obj is None:
+                continue
+            previous = self._reasons.get(key)
+            self._reasons[key] = (reason, now)  # looked at now: not again before another refresh period
+            if previous is not None and previous[0] == reason:
+                continue
+            shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
+            if shown is not None and shown.get("status") == "False" and shown.get("message") == reason:
+                continue  # already says so (e.g. written before a restart)
+            writes.append(self._write_reason(obj, reason, now, first=not told))
+            if len(writes) == _REASON_WRITES_PER_ROUND:
+                break
+        await gather(writes)
+
+    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            written = await self._reporter.merge_patch(
+                WORKLOADS, namespace, name, status.pending_patch(obj, reason, now), "status"
+            )
+        except ApiWriteError as error:  # a stale copy included: written again from the fresh one next round
+            self._reasons.pop(key_of(obj), None)
+            if not isinstance(error, StaleObjectError):
+                log.info("pending reason of %s not written: %s", key_of(obj), error)
+            return
+        self._state.workloads.wrote(written)
+        if not first:
+            return
+        # One event where people look: on the Job when there is one (the Workload's condition says it too).
+        owner = owner_job(written)
+        job = self._state.jobs.get(owner) if owner else None
+        if job is not None:
+            self._events.record(job, "Normal", "Pending", f"waiting for quota: {reason}")
+        else:
+            self._events.record(written, "Normal", "Pending", reason)

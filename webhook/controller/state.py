@@ -1,0 +1,129 @@
+"""What the controller's parts share, so that none of them reaches into another: the newest known copy of every
+Workload and Job, the work still to do (dirty keys, a rebuild), and the engine they all feed.
+
+The engine is replaced whole when it is rebuilt from the API's truth, so every part reads ``state.engine`` when
+it needs it and never keeps its own reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any
+
+from kuota.engine.engine import QuotaEngine
+from kuota.engine.model import Configuration
+
+_SHARED_STRING_LENGTH = 256
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def trim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The copy the controller keeps of an object: without what it never reads (managedFields, kubectl's
+    last-applied copy), with keys and short strings shared. Every watch event is decoded on its own, so
+    without sharing, ten thousand Workloads hold ten thousand copies of "metadata", "QuotaReserved"..."""
+    metadata = {key: value for key, value in (obj.get("metadata") or {}).items() if key != "managedFields"}
+    annotations = metadata.get("annotations")
+    if annotations and _LAST_APPLIED in annotations:
+        metadata["annotations"] = {key: value for key, value in annotations.items() if key != _LAST_APPLIED}
+    shared: dict[str, Any] = _shared({**obj, "metadata": metadata})
+    return shared
+
+
+def _shared(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(key): _shared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shared(item) for item in value]
+    if isinstance(value, str) and len(value) <= _SHARED_STRING_LENGTH:
+        return sys.intern(value)
+    return value
+
+
+def _version(obj: Mapping[str, Any] | None) -> int:
+    if obj is None:
+        return -1
+    return int(obj.get("metadata", {}).get("resourceVersion") or 0)
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object: the key of the views and the engine."""
+    metadata = obj["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else str(metadata["name"])
+
+
+def owner_job(workload: Mapping[str, Any]) -> str | None:
+    """The key of the Job that controls a Workload, if one does."""
+    for owner in workload.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("kind") == "Job" and owner.get("controller"):
+            return f"{workload['metadata']['namespace']}/{owner['name']}"
+    return None
+
+
+class View:
+    """The newest known copy of each object: watch events and our own write results, whichever is newer."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+
+    def observe(self, key: str, obj: dict[str, Any] | None) -> bool:
+        """Take a watch event; True when it is news (not an echo of our own, already applied, write)."""
+        current = self.objects.get(key)
+        if obj is None:
+            return self.objects.pop(key, None) is not None
+        if current is not None and _version(obj) <= _version(current):
+            if _version(obj) == _version(current):
+                self.objects[key] = obj  # the same content: keep the cache's copy, drop ours
+            return False
+        self.objects[key] = obj
+        return True
+
+    def wrote(self, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        if _version(obj) > _version(self.objects.get(key)):
+            self.objects[key] = trim(obj)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+
+class ControllerState:
+    def __init__(self, configuration: Configuration, clock: Callable[[], float] = time.time) -> None:
+        self.configuration = configuration
+        self.clock = clock
+        self.engine = QuotaEngine(configuration)
+        self.workloads = View()
+        self.jobs = View()
+        self.dirty_workloads: set[str] = set()
+        self.dirty_jobs: set[str] = set()
+        # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.
+        self.writing: dict[str, int] = {}
+        self.needs_rebuild = False
+        self.wake = asyncio.Event()
+        self.invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
+        self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
+
+    def take_fresh(self, key: str, fresh: dict[str, Any] | None) -> None:
+        """A copy read from the API (None: gone) becomes the view, and the engine hears of it next cycle: its
+        watch event, arriving later, will look like an echo."""
+        if fresh is None:
+            self.workloads.observe(key, None)
+        else:
+            self.workloads.wrote(fresh)
+        self.dirty_workloads.add(key)
+        self.wake.set()
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coroutine`` without waiting for it."""
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+async def gather(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coroutines`` at once and wait for all of them."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    if tasks:
+        await asyncio.gather(*tasks)

@@ -1,0 +1,84 @@
+"""Making the engine agree with the API about one Workload: submitted, restored as admitted (after a restart or
+a rebuild), evicted when deactivated, or forgotten once finished or deleted.
+
+The API is the truth the engine is rebuilt from; this is the one place that reads a Workload's status back into
+the engine, so a restarted controller resumes exactly the admissions the API shows.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kuota.engine.decoding import parse_workload
+from kuota.engine.engine import WorkloadState
+from kuota.engine.errors import EngineError
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.decision_writer import DecisionWriter
+from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.pending_reasons import PendingReasons
+from kuota.webhook.controller.state import ControllerState
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadSync:
+    def __init__(
+        self, state: ControllerState, decisions: DecisionWriter, reasons: PendingReasons, events: EventRecorder
+    ) -> None:
+        self._state = state
+        self._decisions = decisions
+        self._reasons = reasons
+        self._events = events
+
+    def _priorities(self) -> dict[str, int]:
+        return {name: wpc.value for name, wpc in self._state.engine.priority_classes.items()}
+
+    def _engine_state(self, key: str) -> WorkloadState | None:
+        try:
+            return self._state.engine.status(key).state
+        except EngineError:
+            return None
+
+    def sync(self, key: str) -> None:
+        """Make the engine agree with the API about one Workload."""
+        state = self._state
+        engine = state.engine
+        obj = state.workloads.get(key)
+        known = self._engine_state(key)
+        if obj is None or obj["metadata"].get("deletionTimestamp") or status.is_true(obj, "Finished"):
+            if known is not None:
+                log.debug("workload %s finished or deleted; engine forgets it (%s)", key, known)
+                engine.finish(key)
+            self._reasons.forget(key)
+            if obj is not None and obj["metadata"].get("deletionTimestamp"):
+                state.spawn(self._decisions.release_finalizer(obj))
+            return
+        try:
+            parsed = parse_workload(obj, self._priorities())
+        except EngineError as error:
+            log.error("Workload %s is not usable: %s", key, error)
+            self._events.record(obj, "Warning", "InvalidWorkload", str(error))
+            return
+        pod_sets = status.admitted_pod_sets(obj)
+        cluster_queue = status.admitted_cluster_queue(obj)
+        if pod_sets is not None and cluster_queue is not None:
+            if known is WorkloadState.ADMITTED:
+                if not parsed.active:
+                    # The engine decides deactivation (and makes the Eviction); this only writes it.
+                    eviction = engine.submit(parsed, state.clock())
+                    if eviction is not None:
+                        state.spawn(self._decisions.write_eviction(eviction))
+                return
+            if known is not None:
+                engine.finish(key)
+            log.info("restoring the admission of %s to %s (engine had %s)", key, cluster_queue, known)
+            try:
+                at = status.quota_reserved_at(obj) or parsed.created
+                engine.restore_admitted(parsed, cluster_queue, pod_sets, at)
+            except EngineError as error:
+                log.error("Workload %s holds an admission the engine cannot restore: %s", key, error)
+            return
+        if known is WorkloadState.ADMITTED:
+            log.info("workload %s lost its admission outside kuota; its quota is free", key)
+            engine.finish(key)  # someone else removed the admission: its quota is free
+        engine.submit(parsed)
