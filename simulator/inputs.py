@@ -75,23 +75,21 @@ def read_yaml_documents(path: Path) -> list[tuple[str, Any]]:
 
 def load_config(path: Path) -> list[ApiObject]:
     """Every object of a YAML file, or of the ``*.yaml``/``*.yml`` files of a folder (in name order)."""
-    objects: list[ApiObject] = []
-    for where, document in read_yaml_documents(path):
-        try:
-            objects.append(parse_object(document))
-        except InvalidObjectError as error:
-            raise ConfigFileError(f"{where}: {error}") from error
-    return objects
+    return _parse_objects(read_yaml_documents(path))
 
 
 def config_from_dicts(documents: Iterable[Mapping[str, Any]]) -> list[ApiObject]:
     """Parse already-decoded objects (generated configs); errors name the object's position."""
+    return _parse_objects((f"object {index + 1}", document) for index, document in enumerate(documents))
+
+
+def _parse_objects(documents: Iterable[tuple[str, object]]) -> list[ApiObject]:
     objects: list[ApiObject] = []
-    for index, document in enumerate(documents):
+    for where, document in documents:
         try:
             objects.append(parse_object(document))
         except InvalidObjectError as error:
-            raise ConfigFileError(f"object {index + 1}: {error}") from error
+            raise ConfigFileError(f"{where}: {error}") from error
     return objects
 
 
