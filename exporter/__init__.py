@@ -1,1 +1,1 @@
-"""The node plane: NVML readings, process-to-pod attribution, Prometheus exposition, and the weekly report."""
+"""The node plane only: NVML readings, process-to-pod attribution, Prometheus exposition (``kuota exporter``)."""

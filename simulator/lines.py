@@ -32,7 +32,7 @@ class WorkloadLine(TypedDict):
     name: str
     namespace: str
     queue: str
-    # a WorkloadPriorityClass of the config; None means priority 0, Kueue's value without a class
+    # a WorkloadPriorityClass of the config; None means the class named default if the config has one, else 0
     priorityClass: str | None
     submitAt: float  # seconds from the start of the run
     duration: float  # seconds of work; after an eviction the rest resumes when admitted again

@@ -1,1 +1,2 @@
-"""The admission plane: the quota engine (pure), the simulator, the AdmissionReview server and the controller."""
+"""The admission plane: the AdmissionReview server, the quota controller over :mod:`kuota.engine`, the CRDs and
+the manager that runs them (``kuota manager``)."""
