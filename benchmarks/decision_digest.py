@@ -12,7 +12,6 @@ digest, and the CPU seconds it took.
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.workloads.kueue_harness import HarnessSpec, harness_config, harness_workloads
-from benchmarks.workloads.philly_teams import philly_teams_config
+from benchmarks.workloads.philly_teams import isolated_teams, philly_teams_config
 from benchmarks.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
 from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
 from kuota.simulator.replay import replay
@@ -32,19 +31,6 @@ from kuota.simulator.summary import output_document
 from kuota.simulator.traces import read_trace, trace_workloads
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-15k.csv"
-
-
-def _isolated(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    teams = []
-    for original in objects:
-        if original["kind"] == "Cohort":
-            continue
-        obj = copy.deepcopy(dict(original))
-        if obj["kind"] == "ClusterQueue":
-            obj["spec"].pop("cohortName", None)
-            obj["spec"].pop("preemption", None)
-        teams.append(obj)
-    return teams
 
 
 def _digest(name: str, documents: Iterable[Mapping[str, Any]], lines: Iterable[Mapping[str, Any]]) -> None:
@@ -65,7 +51,7 @@ def main() -> None:
     philly = philly_teams_config()
     philly_lines = list(trace_workloads(read_trace(args.trace), philly.queues))
     _digest("philly, cohort", philly.objects, philly_lines)
-    _digest("philly, isolated teams", _isolated(philly.objects), philly_lines)
+    _digest("philly, isolated teams", isolated_teams(philly.objects), philly_lines)
     harness = HarnessSpec()
     _digest("kueue harness", harness_config(harness).objects, harness_workloads(harness))
     synthetic = SyntheticSpec(workloads=100_000)

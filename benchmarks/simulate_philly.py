@@ -11,7 +11,6 @@ compiled by ``setup.py``) and with its pure-Python sources, the baseline the com
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import subprocess
 import sys
@@ -26,21 +25,8 @@ if TYPE_CHECKING:
     from kuota.simulator.inputs import SimulatedWorkload
     from kuota.simulator.replay import ReplayResult
 
-DEFAULT_TRACE = Path("/work/shared/traces/philly-15k.csv")
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-15k.csv"
 TARGET_SECONDS = 2.0
-
-
-def _without_cohort(objects: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    isolated = []
-    for original in objects:
-        if original["kind"] == "Cohort":
-            continue
-        obj = copy.deepcopy(original)
-        if obj["kind"] == "ClusterQueue":
-            obj["spec"].pop("cohortName", None)
-            obj["spec"].pop("preemption", None)
-        isolated.append(obj)
-    return isolated
 
 
 def _run(objects: list[dict[str, Any]], workloads: list[SimulatedWorkload]) -> tuple[float, ReplayResult]:
@@ -59,7 +45,7 @@ def _measure(trace: Path, pure_python: bool) -> dict[str, Any]:
 
     if pure_python:
         prefer_pure_python()
-    from benchmarks.workloads.philly_teams import philly_teams_config
+    from benchmarks.workloads.philly_teams import isolated_teams, philly_teams_config
     from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
     from kuota.simulator.summary import percentile
     from kuota.simulator.traces import read_trace, trace_workloads
@@ -72,7 +58,7 @@ def _measure(trace: Path, pure_python: bool) -> dict[str, Any]:
     rows = []
     for label, objects in (
         ("cohort, borrowing+preemption", list(config.objects)),
-        ("baseline: isolated teams", _without_cohort(config.objects)),
+        ("baseline: isolated teams", isolated_teams(config.objects)),
     ):
         seconds, result = _run(objects, workloads)
         waits = [w for totals in result.queues.values() for w in totals.waits]

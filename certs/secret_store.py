@@ -105,24 +105,18 @@ def _secret(location: SecretLocation, response: ApiResponse) -> dict[str, Any]:
         raise CertificateStoreError(f"cannot {_DOING[response.method]} {location}: {error}") from error
 
 
-def _refusal(response: ApiResponse) -> ApiResponseError | None:
-    """The typed error of a refused request, None for a success."""
-    return None if response.ok else response.error()
-
-
-def _failure(location: SecretLocation, response: ApiResponse) -> CertificateStoreError:
-    return CertificateStoreError(
-        f"cannot {_DOING[response.method]} {location}: HTTP {response.status}: {response.message()}"
-    )
+def _failure(location: SecretLocation, method: str, refusal: ApiResponseError) -> CertificateStoreError:
+    return CertificateStoreError(f"cannot {_DOING[method]} {location}: HTTP {refusal.status}: {refusal.detail}")
 
 
 async def read_bundle(api: KubeApi, location: SecretLocation, request_timeout: float) -> StoredBundle | None:
     """The stored bundle, or None when the Secret does not exist."""
     response = await _send(api, location, "GET", request_timeout=request_timeout)
-    if isinstance(_refusal(response), NotFoundError):
-        return None
     if not response.ok:
-        raise _failure(location, response)
+        refusal = response.error()
+        if isinstance(refusal, NotFoundError):
+            return None
+        raise _failure(location, "GET", refusal)
     return _decode(location, _secret(location, response))
 
 
@@ -136,15 +130,16 @@ async def load_or_create(
     bundle = make_bundle()
     body = _secret_body(location, bundle, None)
     response = await _send(api, location, "POST", request_timeout=request_timeout, body=body)
-    if isinstance(_refusal(response), AlreadyExistsError):
+    if not response.ok:
+        refusal = response.error()
+        if not isinstance(refusal, AlreadyExistsError):
+            raise _failure(location, "POST", refusal)
         winner = await read_bundle(api, location, request_timeout)
         if winner is None:
             raise CertificateStoreError(
                 f"{location} was reported as existing, then not found: is something deleting it?"
             )
         return winner
-    if not response.ok:
-        raise _failure(location, response)
     return StoredBundle(bundle=bundle, resource_version=_resource_version(location, _secret(location, response)))
 
 
@@ -158,10 +153,10 @@ async def replace_bundle(
     """Store ``renewed`` over ``current``; if another replica renewed first, adopt its bundle instead."""
     body = _secret_body(location, renewed, current.resource_version)
     response = await _send(api, location, "PUT", request_timeout=request_timeout, body=body)
-    if isinstance(_refusal(response), ConflictError):
-        winner = await read_bundle(api, location, request_timeout)
-        if winner is not None:
-            return winner
     if not response.ok:
-        raise _failure(location, response)
+        refusal = response.error()
+        winner = await read_bundle(api, location, request_timeout) if isinstance(refusal, ConflictError) else None
+        if winner is None:
+            raise _failure(location, "PUT", refusal)
+        return winner
     return StoredBundle(bundle=renewed, resource_version=_resource_version(location, _secret(location, response)))

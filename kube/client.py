@@ -283,23 +283,27 @@ class ApiResponse:
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
-    def _status_field(self, key: str) -> str | None:
+    def _status(self) -> tuple[str, str]:
+        """The ``message`` of a Kubernetes Status body (else the start of the body as text) and its ``reason``."""
         try:
             document = json.loads(self.body)
         except ValueError:
-            return None  # not a Status object
-        value = document.get(key) if isinstance(document, dict) else None
-        return value if isinstance(value, str) else None
+            document = None  # not a Status object: the raw text is the best message there is
+        fields = document if isinstance(document, dict) else {}
+        message, reason = fields.get("message"), fields.get("reason")
+        return (
+            message if isinstance(message, str) and message else self.body[:300].decode(errors="replace"),
+            reason if isinstance(reason, str) else "",
+        )
 
     def message(self) -> str:
         """The ``message`` of a Kubernetes Status body, else the start of the body as text."""
-        return self._status_field("message") or self.body[:300].decode(errors="replace")
+        return self._status()[0]
 
     def error(self) -> ApiResponseError:
         """The typed error this answer stands for (:mod:`kuota.kube.errors`), e.g. ``NotFoundError`` for 404."""
-        detail = self.message()
-        message = f"{self.method} {self.path}: HTTP {self.status}: {detail}"
-        return error_for_status(self.status, self._status_field("reason") or "", message, detail)
+        detail, reason = self._status()
+        return error_for_status(self.status, reason, f"{self.method} {self.path}: HTTP {self.status}: {detail}", detail)
 
     def raise_for_status(self) -> None:
         if not self.ok:

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _CHECKOUT = Path(__file__).resolve().parents[1]
-# The packages setup.py compiles modules of (its COMPILED_MODULES).
-COMPILED_PACKAGES = ("engine", "simulator")
-_COMPILED_PREFIXES = tuple(f"kuota.{package}." for package in COMPILED_PACKAGES)
+_EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
@@ -24,7 +22,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
         del target
-        if not fullname.startswith(_COMPILED_PREFIXES):
+        if not fullname.startswith("kuota."):  # setup.py compiles modules of kuota only
             return None
         name = fullname.rpartition(".")[2]
         for folder in path or ():
@@ -37,7 +35,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
 def prefer_pure_python() -> None:
     """Load the engine from its sources even where it is compiled: the baseline the benchmarks compare with.
     Call it before anything imports the engine or the simulator."""
-    if any(name.startswith(_COMPILED_PREFIXES) for name in sys.modules):
+    if any(_compiled(module) for name, module in sys.modules.items() if name.startswith("kuota.")):
         raise RuntimeError("prefer_pure_python() must run before the engine is imported")
     sys.meta_path.insert(0, _SourceFirst())
 
@@ -46,19 +44,23 @@ def engine_build() -> str:
     """``compiled (mypyc)`` or ``pure Python``: how ``kuota.engine.engine`` was loaded."""
     from kuota.engine import engine
 
-    suffix = Path(engine.__file__ or "").name
-    compiled = any(suffix.endswith(ending) for ending in importlib.machinery.EXTENSION_SUFFIXES)
-    return "compiled (mypyc)" if compiled else "pure Python"
+    return "compiled (mypyc)" if _compiled(engine) else "pure Python"
 
 
 def stale_compiled_modules(checkout: Path = _CHECKOUT) -> list[str]:
     """Sources edited after their compiled module was built, as paths relative to ``checkout``."""
+    root = checkout / "kuota"
+    # Each plane is a symlink in kuota/: search each one from its own root (rglob does not follow links).
+    folders = [root, *(path for path in root.iterdir() if path.is_dir())] if root.is_dir() else []
     stale = []
-    for ending in importlib.machinery.EXTENSION_SUFFIXES:
-        for extension in (
-            path for package in COMPILED_PACKAGES for path in (checkout / "kuota" / package).glob(f"*{ending}")
-        ):
-            source = extension.with_name(extension.name.removesuffix(ending) + ".py")
+    for folder in folders:
+        pattern = "*" if folder == root else "**/*"
+        for extension in (path for path in folder.glob(pattern) if path.name.endswith(_EXTENSIONS)):
+            source = extension.with_name(extension.name.split(".")[0] + ".py")
             if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
                 stale.append(str(source.relative_to(checkout)))
     return sorted(set(stale))
+
+
+def _compiled(module: object) -> bool:
+    return str(getattr(module, "__file__", None) or "").endswith(_EXTENSIONS)

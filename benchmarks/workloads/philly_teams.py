@@ -19,6 +19,10 @@ say so wherever results are reported.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from benchmarks.workloads.manifests import (
     Manifest,
     QueueingConfig,
@@ -77,3 +81,18 @@ def philly_teams_config(
         )
         objects.append(local_queue(target, team))
     return QueueingConfig(objects=tuple(objects), queues=tuple(queues))
+
+
+def isolated_teams(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The baseline the benchmarks compare with: the same teams, each on its own quota (no cohort, so no
+    borrowing and no reclaim)."""
+    isolated = []
+    for original in objects:
+        if original["kind"] == "Cohort":
+            continue
+        obj = copy.deepcopy(dict(original))
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"].pop("cohortName", None)
+            obj["spec"].pop("preemption", None)
+        isolated.append(obj)
+    return isolated

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tests.integration.report.openmetrics import OpenMetricsHistory
 
-TRACES = Path("/work/shared/traces/helios-earth")
+TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces" / "helios-earth"  # shared/ beside the checkout
 START = int(datetime(2020, 5, 1, tzinfo=UTC).timestamp())
 BUCKETS = (1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20480, 40960, float("inf"))
 GPU = "nvidia.com/gpu"
