@@ -11,16 +11,11 @@ import os
 import sys
 from pathlib import Path
 
+from kuota.durations import positive_seconds
+
 
 def _env(flag: str, default: str | None = None) -> str | None:
     return os.environ.get("KUOTA_EXPORTER_" + flag.upper().replace("-", "_"), default)
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
 
 
 class ExporterCommand:
@@ -64,7 +59,9 @@ class ExporterCommand:
             ("utilization-window", "30", "seconds over which per-pod SM utilization is averaged"),
             ("nvml-retry-interval", "10", "seconds between attempts to open an unavailable NVML"),
         ):
-            parser.add_argument(f"--{flag}", type=_seconds, default=_seconds(_env(flag, default) or default), help=text)
+            parser.add_argument(
+                f"--{flag}", type=positive_seconds, default=positive_seconds(_env(flag, default) or default), help=text
+            )
         parser.add_argument("--log-level", default=_env("log-level", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ timeouts through it too."""
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from kuota.errors import KuotaError
@@ -38,3 +39,18 @@ def parse_duration(text: str) -> float:
             f"{text!r} is not a duration: write numbers with units ns, us, ms, s, m, h, d or w, e.g. 90s, 1h30m, 7d"
         )
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in terms)
+
+
+def positive_seconds(text: str) -> float:
+    """argparse's ``type`` for flags that always took seconds: a duration, or a bare number of seconds
+    (``"1.5"``), above zero; anything else is an argparse error that quotes it."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = parse_duration(text)
+        except DurationError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value

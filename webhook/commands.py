@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from kuota.durations import positive_seconds
+
 T = TypeVar("T")
 
 
@@ -45,7 +47,9 @@ class _Manager:
             help="admit only while holding the Lease (default on; every replica serves the webhook)",
         )
         parser.add_argument("--lease-name", default="kuota-manager", help="the leader Lease's name")
-        parser.add_argument("--lease-duration", type=float, default=15.0, help="Lease duration in seconds")
+        parser.add_argument(
+            "--lease-duration", type=positive_seconds, default=15.0, help="Lease duration: a duration (15s) or seconds"
+        )
         parser.add_argument("--service-name", default="kuota-webhook", help="the webhook Service (certificate SANs)")
         parser.add_argument("--cert-secret", default="kuota-webhook-tls", help="Secret holding the self-managed CA")
         parser.add_argument(

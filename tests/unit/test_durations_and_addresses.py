@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from kuota.addresses import AddressError, parse_host_port
-from kuota.durations import DurationError, parse_duration
+from kuota.durations import DurationError, parse_duration, positive_seconds
 
 
 @pytest.mark.parametrize(
@@ -52,3 +54,14 @@ def test_host_port_forms(text: str, address: tuple[str, int]) -> None:
 def test_a_bad_address_is_refused_with_the_accepted_forms(text: str) -> None:
     with pytest.raises(AddressError, match=r"is not HOST:PORT: write :9443"):
         parse_host_port(text)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("15", 15.0), ("1.5", 1.5), ("15s", 15.0), ("2m", 120.0)])
+def test_flags_that_took_seconds_take_bare_seconds_or_a_duration(text: str, seconds: float) -> None:
+    assert positive_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "0s", "soon"])
+def test_a_flag_duration_must_be_positive(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=repr(text)):
+        positive_seconds(text)
