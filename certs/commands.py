@@ -28,8 +28,8 @@ class _Certs:
         parser.add_argument(
             "--out",
             default=None,
-            help="write ca.crt, ca.key, tls.crt, tls.key and ca-bundle.b64 into this directory "
-            "(default: print them as PEM to stdout)",
+            help="write ca.crt, ca.key, tls.crt, tls.key and ca-bundle.b64 into this directory, created with mode "
+            "0700 when missing; the keys are 0600 (default: print them as PEM to stdout)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -39,6 +39,7 @@ class _Certs:
 
         from kuota.certs.authority import ServingIdentity, issue_bundle
         from kuota.certs.errors import CertsError
+        from kuota.files import PRIVATE_FILE_MODE, PUBLIC_FILE_MODE, private_folder, write_file
 
         if args.days < 1:
             print("kuota certs: --days must be at least 1", file=sys.stderr)
@@ -68,14 +69,13 @@ class _Certs:
             return 0
         out = Path(args.out)
         try:
-            out.mkdir(parents=True, exist_ok=True)
+            private_folder(out)
             for name, content in files.items():
-                path = out / name
-                path.write_bytes(content)
-                if name.endswith(".key"):
-                    path.chmod(0o600)
+                # Keys are 0600 from their first byte, and each file appears whole under its name (a symlink
+                # planted at that name is replaced, never followed).
+                write_file(out / name, content, mode=PRIVATE_FILE_MODE if name.endswith(".key") else PUBLIC_FILE_MODE)
         except OSError as error:
-            print(f"kuota certs: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+            print(f"kuota certs: cannot write {error.filename or out}: {error.strerror or error}", file=sys.stderr)
             return 1
         print(f"wrote {', '.join(files)} to {out}; put ca-bundle.b64 into the webhooks' clientConfig.caBundle")
         return 0

@@ -6,13 +6,13 @@ so a renewal never restarts the listener and never drops connections already ope
 
 from __future__ import annotations
 
-import os
 import ssl
 import tempfile
 from pathlib import Path
 
 from kuota.certs.authority import verify_serving_pair
 from kuota.certs.errors import CertificateMaterialError
+from kuota.files import PRIVATE_FILE_MODE, write_file
 
 
 class ReloadableServerContext:
@@ -35,10 +35,8 @@ class ReloadableServerContext:
         with tempfile.TemporaryDirectory(prefix="kuota-tls-") as directory:
             cert_path = Path(directory) / "tls.crt"
             key_path = Path(directory) / "tls.key"
-            cert_path.write_bytes(cert_pem)
-            descriptor = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as key_file:
-                key_file.write(key_pem)
+            write_file(cert_path, cert_pem)
+            write_file(key_path, key_pem, mode=PRIVATE_FILE_MODE)
             try:
                 self.context.load_cert_chain(cert_path, key_path)
             except ssl.SSLError as error:

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from kuota.durations import DurationError, parse_duration
-from kuota.engine.errors import FieldError, InvalidObjectError, QuantityError
+from kuota.engine.errors import FieldError, InvalidObjectError, QuantityError, show_value
 from kuota.engine.model import (
     ApiObject,
     BorrowWithinCohortPolicy,
@@ -79,14 +79,6 @@ _E = TypeVar("_E", bound=StrEnum)
 _T = TypeVar("_T")
 
 
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 _NODE_AFFINITY = frozenset(
     {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
 )
@@ -95,6 +87,7 @@ _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NODE_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
 _NODE_SELECTOR_TERM = frozenset({"matchExpressions", "matchFields"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_RESOURCE_REQUIREMENTS = frozenset({"limits", "requests", "claims"})
 
 
 class _Reader:
@@ -107,7 +100,7 @@ class _Reader:
         self.errors.append(FieldError(path, detail))
 
     def invalid(self, path: str, value: object, detail: str) -> None:
-        self.fail(path, f"Invalid value: {_show(value)}: {detail}")
+        self.fail(path, f"Invalid value: {show_value(value)}: {detail}")
 
     def fields(self, value: object, path: str, allowed: frozenset[str]) -> dict[str, Any] | None:
         if value is None:
@@ -117,7 +110,8 @@ class _Reader:
             return None
         for key in value:
             if key not in allowed:
-                where = f"{path}.{key}" if path else str(key)
+                shown = key if isinstance(key, str) and key.isprintable() else show_value(key)
+                where = f"{path}.{shown}" if path else shown
                 self.fail(where, "unknown field: remove it, or check its spelling and indentation")
         return dict(value)
 
@@ -189,8 +183,8 @@ class _Reader:
                 raise ValueError(value)
             return enum(value)
         except ValueError:
-            supported = ", ".join(_show(member.value) for member in enum)
-            self.fail(path, f"Unsupported value: {_show(value)}: supported values: {supported}")
+            supported = ", ".join(show_value(member.value) for member in enum)
+            self.fail(path, f"Unsupported value: {show_value(value)}: supported values: {supported}")
             return default
 
     def amount(self, value: object, path: str, *, required: bool = False) -> Fraction | None:
@@ -212,6 +206,19 @@ class _Reader:
             self.invalid(path, value, "must be greater than or equal to 0")
             return None
         return amount
+
+    def resource_amounts(self, value: object, path: str) -> dict[str, Fraction]:
+        """A ResourceList (``{"cpu": "500m", "nvidia.com/gpu": 1}``): each resource's amount, bad ones reported."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.invalid(path, type(value).__name__, "must be an object of quantities")
+            return {}
+        return {
+            str(name): amount
+            for name, raw in value.items()
+            if (amount := self.amount(raw, f"{path}.{name}")) is not None
+        }
 
     def string_map(self, value: object, path: str, max_items: int | None = None) -> dict[str, str]:
         if value is None:
@@ -292,8 +299,8 @@ class _Reader:
         if operator is None or key is None:
             return None
         if operator not in operators:
-            supported = ", ".join(_show(name) for name in operators)
-            self.fail(f"{where}.operator", f"Unsupported value: {_show(operator)}: supported values: {supported}")
+            supported = ", ".join(show_value(name) for name in operators)
+            self.fail(f"{where}.operator", f"Unsupported value: {show_value(operator)}: supported values: {supported}")
             return None
         if operator in ("In", "NotIn") and not values:
             self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
@@ -322,7 +329,8 @@ class _Reader:
             operator = self.string(spec.get("operator"), f"{where}.operator") or "Equal"
             if operator not in ("Equal", "Exists"):
                 self.fail(
-                    f"{where}.operator", f'Unsupported value: {_show(operator)}: supported values: "Equal", "Exists"'
+                    f"{where}.operator",
+                    f'Unsupported value: {show_value(operator)}: supported values: "Equal", "Exists"',
                 )
                 continue
             toleration_value = self.string(spec.get("value"), f"{where}.value") or ""
@@ -362,10 +370,10 @@ class _Reader:
         if top.get("apiVersion") != api_version:
             self.fail(
                 "apiVersion",
-                f"Unsupported value: {_show(top.get('apiVersion'))}: supported values: {_show(api_version)}",
+                f"Unsupported value: {show_value(top.get('apiVersion'))}: supported values: {show_value(api_version)}",
             )
         if top.get("kind") != kind:
-            self.fail("kind", f"Unsupported value: {_show(top.get('kind'))}: supported values: {_show(kind)}")
+            self.fail("kind", f"Unsupported value: {show_value(top.get('kind'))}: supported values: {show_value(kind)}")
         return top
 
 
@@ -393,7 +401,7 @@ def _resource_groups(reader: _Reader, value: object, path: str, *, has_parent: b
             if name in seen_resources:
                 reader.fail(
                     f"{g_path}.coveredResources[{r_index}]",
-                    f"Duplicate value: {_show(name)}: a resource may be covered by one resource group only",
+                    f"Duplicate value: {show_value(name)}: a resource may be covered by one resource group only",
                 )
             seen_resources.add(name)
             covered.append(name)
@@ -411,7 +419,7 @@ def _resource_groups(reader: _Reader, value: object, path: str, *, has_parent: b
                 if flavor_name in seen_flavors:
                     reader.fail(
                         f"{f_path}.name",
-                        f"Duplicate value: {_show(flavor_name)}: a flavor may appear in one resource group only",
+                        f"Duplicate value: {show_value(flavor_name)}: a flavor may appear in one resource group only",
                     )
                 seen_flavors.add(flavor_name)
             quotas = _flavor_resources(reader, flavor.get("resources"), f"{f_path}.resources", has_parent=has_parent)
@@ -822,20 +830,14 @@ def pod_requests(reader: _Reader, pod_spec: Mapping[str, Any], path: str) -> dic
     def container_requests(field_name: str) -> list[dict[str, Fraction]]:
         found: list[dict[str, Fraction]] = []
         for index, container in enumerate(reader.items(pod_spec.get(field_name), f"{path}.{field_name}", None)):
-            resources = container.get("resources") if isinstance(container, Mapping) else None
-            if not isinstance(resources, Mapping):
-                found.append({})
-                continue
             where = f"{path}.{field_name}[{index}].resources"
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            fields = reader.fields(resources, where, _RESOURCE_REQUIREMENTS) or {}
             # Kubernetes defaults a missing request to the limit, so a GPU given only as a limit still counts.
-            merged = dict(resources.get("limits") or {}) | dict(resources.get("requests") or {})
-            found.append(
-                {
-                    str(name): amount
-                    for name, raw in merged.items()
-                    if (amount := reader.amount(raw, f"{where}.requests.{name}")) is not None
-                }
+            merged = reader.resource_amounts(fields.get("limits"), f"{where}.limits") | reader.resource_amounts(
+                fields.get("requests"), f"{where}.requests"
             )
+            found.append(merged)
         return found
 
     total: dict[str, Fraction] = {}
@@ -845,17 +847,17 @@ def pod_requests(reader: _Reader, pod_spec: Mapping[str, Any], path: str) -> dic
     for init in container_requests("initContainers"):
         for name, amount in init.items():
             total[name] = max(total.get(name, Fraction(0)), amount)
-    for name, raw in (pod_spec.get("overhead") or {}).items():
-        overhead = reader.amount(raw, f"{path}.overhead.{name}")
-        if overhead is not None:
-            total[name] = total.get(name, Fraction(0)) + overhead
+    for name, overhead in reader.resource_amounts(pod_spec.get("overhead"), f"{path}.overhead").items():
+        total[name] = total.get(name, Fraction(0)) + overhead
     return {name: to_units(name, amount) for name, amount in sorted(total.items()) if amount > 0}
 
 
 def _object_name(obj: object) -> str:
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    return str(name) if name else "<unnamed>"
+    if not name:
+        return "<unnamed>"
+    return name if isinstance(name, str) and len(name) <= 253 and name.isprintable() else show_value(name)
 
 
 def _parser(kind: str, read: Callable[[_Reader, object], _T]) -> Callable[[object], _T]:
@@ -921,14 +923,18 @@ def parse_object(obj: object) -> ApiObject:
     """Parse any configuration object the engine understands, dispatching on apiVersion and kind."""
     api_version = obj.get("apiVersion") if isinstance(obj, Mapping) else None
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
-    read = _READERS.get((str(api_version), str(kind)))
-    if read is None:
-        known = ", ".join(f"{api} {k}" for api, k in _READERS)
-        raise InvalidObjectError(
-            str(kind),
-            _object_name(obj),
-            [FieldError("kind", f"Unsupported value: {_show(kind)} ({_show(api_version)}): the engine reads {known}")],
-        )
-    reader = _Reader()
-    result = read(reader, obj)
-    return _finish(reader, str(kind), _object_name(obj), result)
+    # Only strings name a kind: anything else (a list nested 5,000 deep, an aliased YAML bomb) is shown, not str()-ed.
+    if isinstance(api_version, str) and isinstance(kind, str) and (read := _READERS.get((api_version, kind))):
+        reader = _Reader()
+        result = read(reader, obj)
+        return _finish(reader, kind, _object_name(obj), result)
+    known = ", ".join(f"{api} {k}" for api, k in _READERS)
+    raise InvalidObjectError(
+        kind if isinstance(kind, str) and kind.isprintable() else show_value(kind),
+        _object_name(obj),
+        [
+            FieldError(
+                "kind", f"Unsupported value: {show_value(kind)} ({show_value(api_version)}): the engine reads {known}"
+            )
+        ],
+    )

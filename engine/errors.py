@@ -11,9 +11,33 @@ answer with all of them at once; ``parse_*`` raises ``InvalidObjectError`` carry
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 
 from kuota.errors import KuotaError
+
+_LONGEST_SHOWN = 80
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring, _BRIEF.maxother = 3, 8, 8, 40, 40
+
+
+def show_value(value: object) -> str:
+    """``value`` as the API server quotes it in a message (``"text"``, ``true``, ``4``), cut short when long so
+    that an error stays one readable line whatever a hostile object holds."""
+    if isinstance(value, str):
+        # Control characters escaped, so that a message stays one line whatever the text holds.
+        shown = f'"{value if value.isprintable() else value.encode("unicode_escape").decode("ascii")}"'
+    elif isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, int) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    elif isinstance(value, int | float):
+        shown = repr(value)
+    else:
+        shown = _BRIEF.repr(value)  # depth- and length-limited: a 100,000-deep list costs nothing
+    if len(shown) <= _LONGEST_SHOWN:
+        return shown
+    return f"{shown[: _LONGEST_SHOWN - 20]}... ({len(shown)} characters)"
 
 
 @dataclass(frozen=True)

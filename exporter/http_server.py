@@ -2,7 +2,8 @@
 ``/readyz`` (NVML is open and has been read; 503 with the reason otherwise).
 
 Rendering a scrape is pure CPU over the latest snapshot (well under a millisecond once a snapshot's text
-is cached), so it runs on the event loop and never waits on NVML, the kubelet or the API server.
+is cached), so it runs on the event loop and never waits on NVML, the kubelet or the API server. The service
+serves it through :func:`kuota.http_serving.serve`, whose deadlines keep slow clients from holding it.
 """
 
 from __future__ import annotations

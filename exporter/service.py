@@ -8,14 +8,13 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
-
 from kuota.addresses import parse_host_port
 from kuota.exporter.errors import ExporterConfigurationError
 from kuota.exporter.http_server import build_app
 from kuota.exporter.pod_watch import PodWatch
 from kuota.exporter.sampling import NodeSampler, SamplerSettings
 from kuota.exporter.snapshot import PODS
+from kuota.http_serving import serve
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +59,8 @@ class ExporterService:
         self.sampler = sampler or NodeSampler(settings.sampler)
 
     async def run(self) -> None:
-        runner = web.AppRunner(build_app(lambda: self.sampler.snapshot), access_log=None)
-        await runner.setup()
+        runner = (await serve(build_app(lambda: self.sampler.snapshot), self.settings.host, self.settings.port)).runner
         try:
-            site = web.TCPSite(runner, self.settings.host, self.settings.port)
-            await site.start()
             log.info(
                 "kuota exporter for node %s serving on %s:%d",
                 self.settings.sampler.node_name,

@@ -35,6 +35,7 @@ from kuota.report.errors import (
     ReportInputError,
 )
 from kuota.report.queue_config import KUEUE_API, config_object
+from kuota.report.workload_history import RetainedWorkloads, read_workloads
 
 REQUEST_TIMEOUT_S = 30.0
 
@@ -97,7 +98,7 @@ def api_source(kubeconfig: Path | None) -> ApiSource:
 
 @dataclass(frozen=True)
 class ClusterObjects:
-    workloads: list[dict[str, Any]]
+    workloads: RetainedWorkloads  # read as soon as listed: only the fields the history needs are kept
     config_objects: list[dict[str, Any]] | None  # as queue config files hold them; None when not asked for
 
 
@@ -125,7 +126,7 @@ async def read_cluster(
             for resource, items in zip(QUEUE_RESOURCES, listed[1:], strict=True)
             for item in items
         ]
-    return ClusterObjects(listed[0], config)
+    return ClusterObjects(read_workloads(listed[0]), config)
 
 
 class _Lister:

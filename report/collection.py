@@ -2,16 +2,29 @@
 
 Queries run concurrently (a few at a time, so a large window does not swamp Prometheus) inside one
 TaskGroup; one failed query fails the report with that query named, never a zero in its place.
+
+PromQL answers NaN where a gauge it reads held NaN (an exporter that could not read a GPU, a 0/0), so what a
+non-finite value means is decided per query, by what the query measures:
+
+- ``Meaning.COUNT`` (presence, steps, histogram buckets, preemptions, evictions): counts of samples, steps or
+  counter increases, always finite; NaN or an infinity is an error naming the query and the series.
+- ``Meaning.GAUGE`` (GPU-hours, pending depth, quota): NaN is "no data" for that point, left out and counted in
+  a note of the report; an infinity is an error (no GPU is held infinitely).
+- ``Meaning.LABELS`` (cohorts): only the labels are read; the value is ignored whatever it is.
+
+So no NaN or infinity reaches a figure, a verdict or report.json.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from enum import Enum
 from typing import TypeVar
 
 from kuota.report import promql
+from kuota.report.errors import PrometheusError, PrometheusQueryError
 from kuota.report.measurements import (
     GpuMeasurements,
     Hourly,
@@ -19,13 +32,20 @@ from kuota.report.measurements import (
     MissingSeries,
     QueueMeasurements,
 )
-from kuota.report.prometheus_api import InstantSample, PrometheusClient, RangeSeries
+from kuota.report.prometheus_api import VALUE_RANGE, InstantSample, PrometheusClient, RangeSeries
 from kuota.report.promql import GpuFamily, GpuSeries, Queries
+from kuota.report.quoting import excerpt, quoted
 from kuota.report.window import Window
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
 _CONCURRENT_QUERIES = 4
+
+
+class Meaning(Enum):
+    COUNT = "count"
+    GAUGE = "gauge"
+    LABELS = "labels"
 
 
 class _Runner:
@@ -34,26 +54,61 @@ class _Runner:
         self._window = window
         self._limit = asyncio.Semaphore(_CONCURRENT_QUERIES)
         self.queries = queries
+        self.no_data: dict[str, int] = {}  # figure name -> NaN points left out
 
-    async def instant(self, name: str, query: str) -> list[InstantSample]:
+    @property
+    def client_url(self) -> str:
+        return self._client.url
+
+    def _refuse(self, name: str, labels: Mapping[str, str], value: float, why: str) -> PrometheusQueryError:
+        series = "{" + ", ".join(f"{excerpt(key, 40)}={quoted(text)}" for key, text in list(labels.items())[:6]) + "}"
+        spelled = "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
+        return PrometheusQueryError(
+            f"Prometheus at {self.client_url} answered {spelled} for {name} (query {self.queries[name]!r}), "
+            f"series {series}: {why}; check the exporter of the series it reads"
+        )
+
+    def _keep(self, name: str, meaning: Meaning, labels: Mapping[str, str], value: float) -> bool:
+        """Whether a value is a figure (False: NaN in a gauge, counted); raises for a value it cannot be."""
+        if meaning is Meaning.LABELS or math.isfinite(value):
+            return True
+        if math.isinf(value):
+            raise self._refuse(name, labels, value, "a figure of the report cannot be infinite")
+        if meaning is Meaning.COUNT:
+            raise self._refuse(name, labels, value, "a count cannot be NaN")
+        self.no_data[name] = self.no_data.get(name, 0) + 1
+        return False
+
+    async def instant(self, name: str, query: str, meaning: Meaning) -> list[InstantSample]:
         self.queries[name] = query
         async with self._limit:
-            return await self._client.instant(query, self._window.end)
+            samples = await self._client.instant(query, self._window.end)
+        return [s for s in samples if self._keep(name, meaning, s.labels, s.value)]
 
     async def hourly(self, name: str, query: str) -> list[RangeSeries]:
+        """Range queries are all of gauges (hourly GPU-hours and averages)."""
         self.queries[name] = query
         first = self._window.start + 3600
         async with self._limit:
-            return await self._client.range(query, first, self._window.end, 3600)
+            series = await self._client.range(query, first, self._window.end, 3600)
+        return [
+            RangeSeries(s.labels, {t: v for t, v in s.points.items() if self._keep(name, Meaning.GAUGE, s.labels, v)})
+            for s in series
+        ]
 
-    async def scalar(self, name: str, query: str) -> float | None:
-        samples = await self.instant(name, query)
-        values = [s.value for s in samples if not math.isnan(s.value)]
-        return values[0] if values else None
+    async def scalar(self, name: str, query: str, meaning: Meaning) -> float | None:
+        samples = await self.instant(name, query, meaning)
+        return samples[0].value if samples else None
+
+    def notes(self) -> tuple[str, ...]:
+        return tuple(
+            f"Prometheus answered NaN for {count} point(s) of {name}: they count as no data."
+            for name, count in sorted(self.no_data.items())
+        )
 
 
 def _hourly(series: RangeSeries, window: Window) -> Hourly:
-    return tuple(value if not math.isnan(value := series.points.get(t, 0.0)) else 0.0 for t in window.hour_ends())
+    return tuple(series.points.get(t, 0.0) for t in window.hour_ends())
 
 
 def _hourly_optional(series: RangeSeries, window: Window) -> tuple[float | None, ...]:
@@ -65,7 +120,7 @@ def _by_label(series: list[RangeSeries], label: str, window: Window) -> dict[str
 
 
 def _values(samples: list[InstantSample], label: str) -> dict[str, float]:
-    return {s.labels.get(label, ""): s.value for s in samples if not math.isnan(s.value)}
+    return {s.labels.get(label, ""): s.value for s in samples}
 
 
 def _single(series: list[RangeSeries], window: Window) -> Hourly | None:
@@ -84,16 +139,19 @@ async def _awaited(job: Awaitable[T]) -> T:
 
 async def _detect_gpu_series(run: _Runner, window_s: int) -> GpuSeries | None:
     found = await _gather(
-        kuota=run.scalar("presence.kuota_allocated", promql.presence(promql.KUOTA_ALLOCATED, window_s)),
+        kuota=run.scalar("presence.kuota_allocated", promql.presence(promql.KUOTA_ALLOCATED, window_s), Meaning.COUNT),
         kuota_exported=run.scalar(
             "presence.kuota_allocated_exported",
             promql.presence(promql.KUOTA_ALLOCATED, window_s, 'exported_namespace!=""'),
+            Meaning.COUNT,
         ),
-        kuota_util=run.scalar("presence.kuota_util", promql.presence(promql.KUOTA_UTIL, window_s)),
-        kuota_up=run.scalar("presence.kuota_up", promql.presence(promql.KUOTA_UP, window_s)),
-        dcgm=run.scalar("presence.dcgm", promql.presence(promql.DCGM_UTIL, window_s)),
+        kuota_util=run.scalar("presence.kuota_util", promql.presence(promql.KUOTA_UTIL, window_s), Meaning.COUNT),
+        kuota_up=run.scalar("presence.kuota_up", promql.presence(promql.KUOTA_UP, window_s), Meaning.COUNT),
+        dcgm=run.scalar("presence.dcgm", promql.presence(promql.DCGM_UTIL, window_s), Meaning.COUNT),
         dcgm_exported=run.scalar(
-            "presence.dcgm_exported", promql.presence(promql.DCGM_UTIL, window_s, 'exported_namespace!=""')
+            "presence.dcgm_exported",
+            promql.presence(promql.DCGM_UTIL, window_s, 'exported_namespace!=""'),
+            Meaning.COUNT,
         ),
     )
     if found["kuota"]:
@@ -131,13 +189,27 @@ async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuS
     )
 
 
-def _buckets(samples: list[InstantSample]) -> dict[str, tuple[tuple[float, float], ...]]:
+def _bucket_bound(run: _Runner, sample: InstantSample) -> float:
+    """A bucket's ``le``: a number inside ``VALUE_RANGE``, or +Inf."""
+    text = sample.labels.get("le")
+    try:
+        bound = float(text) if text is not None else math.nan
+    except ValueError:
+        bound = math.nan
+    if bound == math.inf or (math.isfinite(bound) and (bound == 0 or VALUE_RANGE[0] <= abs(bound) <= VALUE_RANGE[1])):
+        return bound
+    shown = "no 'le' label" if text is None else f"le={quoted(text)}, not a bucket bound"
+    raise PrometheusQueryError(
+        f"Prometheus at {run.client_url} answered a series with {shown} for wait_buckets "
+        f"(query {run.queries['wait_buckets']!r}); check the series {promql.WAIT_BUCKET}"
+    )
+
+
+def _buckets(run: _Runner, samples: list[InstantSample]) -> dict[str, tuple[tuple[float, float], ...]]:
     grouped: dict[str, list[tuple[float, float]]] = {}
     for sample in samples:
-        if math.isnan(sample.value):
-            continue
         grouped.setdefault(sample.labels.get("cluster_queue", ""), []).append(
-            (float(sample.labels["le"]), sample.value)
+            (_bucket_bound(run, sample), sample.value)
         )
     return {cq: tuple(sorted(points)) for cq, points in grouped.items()}
 
@@ -145,9 +217,8 @@ def _buckets(samples: list[InstantSample]) -> dict[str, tuple[tuple[float, float
 def _evictions(samples: list[InstantSample]) -> dict[str, dict[str, float]]:
     grouped: dict[str, dict[str, float]] = {}
     for sample in samples:
-        if not math.isnan(sample.value):
-            reasons = grouped.setdefault(sample.labels.get("cluster_queue", ""), {})
-            reasons[sample.labels.get("reason", "")] = sample.value
+        reasons = grouped.setdefault(sample.labels.get("cluster_queue", ""), {})
+        reasons[sample.labels.get("reason", "")] = sample.value
     return grouped
 
 
@@ -159,23 +230,25 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
         pending=run.hourly("pending_hourly", queries.pending_hourly()),
     )
     vectors = await _gather(
-        buckets=run.instant("wait_buckets", queries.wait_buckets()),
-        pending_average=run.instant("pending_average", queries.pending_average()),
-        pending_max=run.instant("pending_max", queries.pending_max()),
-        cohorts=run.instant("cohorts", queries.cohorts()),
-        waiting=run.instant("waiting_steps", queries.waiting_steps()),
-        waiting_idle=run.instant("waiting_while_idle_steps", queries.waiting_while_idle_steps()),
-        preemptions=run.instant("preemptions", queries.preemptions()),
-        evictions=run.instant("evictions", queries.evictions()),
+        buckets=run.instant("wait_buckets", queries.wait_buckets(), Meaning.COUNT),
+        pending_average=run.instant("pending_average", queries.pending_average(), Meaning.GAUGE),
+        pending_max=run.instant("pending_max", queries.pending_max(), Meaning.GAUGE),
+        cohorts=run.instant("cohorts", queries.cohorts(), Meaning.LABELS),
+        waiting=run.instant("waiting_steps", queries.waiting_steps(), Meaning.COUNT),
+        waiting_idle=run.instant("waiting_while_idle_steps", queries.waiting_while_idle_steps(), Meaning.COUNT),
+        preemptions=run.instant("preemptions", queries.preemptions(), Meaning.COUNT),
+        evictions=run.instant("evictions", queries.evictions(), Meaning.COUNT),
     )
     scalars = await _gather(
-        cluster_waiting=run.scalar("cluster_waiting_steps", queries.cluster_waiting_steps()),
-        cluster_waiting_idle=run.scalar("cluster_waiting_while_idle_steps", queries.cluster_waiting_while_idle_steps()),
-        steps=run.scalar("queue_steps", queries.queue_steps()),
-        unused=run.scalar("cluster_unused_average", queries.cluster_unused_average()),
+        cluster_waiting=run.scalar("cluster_waiting_steps", queries.cluster_waiting_steps(), Meaning.COUNT),
+        cluster_waiting_idle=run.scalar(
+            "cluster_waiting_while_idle_steps", queries.cluster_waiting_while_idle_steps(), Meaning.COUNT
+        ),
+        steps=run.scalar("queue_steps", queries.queue_steps(), Meaning.COUNT),
+        unused=run.scalar("cluster_unused_average", queries.cluster_unused_average(), Meaning.GAUGE),
     )
     return QueueMeasurements(
-        wait_buckets=_buckets(vectors["buckets"]),
+        wait_buckets=_buckets(run, vectors["buckets"]),
         pending_average=_values(vectors["pending_average"], "cluster_queue"),
         pending_max=_values(vectors["pending_max"], "cluster_queue"),
         pending_hourly={s.labels.get("cluster_queue", ""): _hourly_optional(s, window) for s in hourly["pending"]},
@@ -194,6 +267,11 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
     )
 
 
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 async def collect(
     client: PrometheusClient,
     window: Window,
@@ -201,7 +279,22 @@ async def collect(
     idle_elsewhere_gpus: int,
     progress: Progress,
 ) -> Measurements:
-    """Ask Prometheus everything the report needs for ``window``; name what is missing."""
+    """Ask Prometheus everything the report needs for ``window``; name what is missing. Raises the
+    :class:`~kuota.report.errors.PrometheusError` of the first query that failed."""
+    try:
+        return await _collect(client, window, idle_percent, idle_elsewhere_gpus, progress)
+    except* PrometheusError as group:
+        # concurrent queries fail together; the first one's message is the one to act on
+        raise _first_leaf(group) from None
+
+
+async def _collect(
+    client: PrometheusClient,
+    window: Window,
+    idle_percent: float,
+    idle_elsewhere_gpus: int,
+    progress: Progress,
+) -> Measurements:
     queries = Queries(window.length_s, window.resolution_s, idle_percent, idle_elsewhere_gpus)
     run = _Runner(client, window, {})
     missing: list[MissingSeries] = []
@@ -245,12 +338,15 @@ async def collect(
     if any(present.values()):
         progress("querying admission waits, pending depth, quota and borrowing per ClusterQueue")
         queues = await _collect_queues(run, window, queries)
-    return Measurements(window.hours, gpu, queues, tuple(missing), dict(run.queries))
+    return Measurements(window.hours, gpu, queues, tuple(missing), dict(run.queries), run.notes())
 
 
 async def _queue_presence(run: _Runner, window_s: int) -> dict[str, bool]:
     metrics = (promql.WAIT_BUCKET, promql.PENDING, promql.NOMINAL, promql.PREEMPTED, promql.EVICTED)
     found = await _gather(
-        **{metric: run.scalar(f"presence.{metric}", promql.presence(metric, window_s)) for metric in metrics}
+        **{
+            metric: run.scalar(f"presence.{metric}", promql.presence(metric, window_s), Meaning.COUNT)
+            for metric in metrics
+        }
     )
     return {metric: bool(value) for metric, value in found.items()}

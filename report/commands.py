@@ -121,14 +121,23 @@ class _ReportCommand:
         from kuota.report.errors import ReportError, ReportInputError
         from kuota.report.pipeline import ReportRequest, measure, write
         from kuota.report.prices import parse_price
+        from kuota.report.prometheus_api import prometheus_url
         from kuota.report.queue_config import load_objects
         from kuota.report.verdicts import Thresholds
-        from kuota.report.window import Window, WorkHours, parse_end, whole_seconds
+        from kuota.report.window import MAX_WINDOW_S, Window, WorkHours, parse_end, whole_seconds
 
         def progress(line: str) -> None:
             print(f"kuota report: {line}", file=sys.stderr, flush=True)
 
+        def bounded(value: float, flag: str, lowest: float, highest: float, *, above: bool = False) -> float:
+            # argparse's float() takes "nan" and "inf"; no threshold or timeout is either
+            if not (lowest < value if above else lowest <= value) or not value <= highest:
+                shown = f"above {lowest:g}" if above else f"from {lowest:g}"
+                raise ReportInputError(f"{flag} {value:g} must be a number {shown} to {highest:g}")
+            return value
+
         try:
+            prometheus = prometheus_url(args.prometheus)
             resolution = whole_seconds(args.resolution, "--resolution")
             window = Window.build(
                 whole_seconds(args.window, "--window"),
@@ -139,12 +148,13 @@ class _ReportCommand:
             if args.idle_elsewhere_gpus < 1:
                 raise ReportInputError("--idle-elsewhere-gpus must be at least 1")
             thresholds = Thresholds(
-                low_utilization_percent=args.low_utilization,
+                low_utilization_percent=bounded(args.low_utilization, "--low-utilization", 0, 100),
                 long_wait_s=whole_seconds(args.long_wait, "--long-wait"),
-                idle_percent=args.idle_percent,
-                idle_holder_hours=args.idle_holder_hours,
+                idle_percent=bounded(args.idle_percent, "--idle-percent", 0, 100),
+                idle_holder_hours=bounded(args.idle_holder_hours, "--idle-holder-hours", 0, MAX_WINDOW_S / 3600),
                 idle_elsewhere_gpus=args.idle_elsewhere_gpus,
             )
+            timeout = bounded(args.timeout, "--timeout", 0, 86400, above=True)
             live = args.kubeconfig is not None or args.in_cluster
             if live and args.workloads:
                 raise ReportInputError(
@@ -155,14 +165,14 @@ class _ReportCommand:
                 raise ReportInputError(
                     "--history needs the queues to replay it against: pass --config, --kubeconfig or --in-cluster"
                 )
-            if args.more_gpus < 1:
-                raise ReportInputError("--more-gpus must be at least 1")
+            if not 1 <= args.more_gpus <= 1_000_000:
+                raise ReportInputError("--more-gpus must be from 1 to 1000000")
             request = ReportRequest(
-                args.prometheus,
+                prometheus,
                 window,
                 thresholds,
                 parse_price(args.price),
-                args.timeout,
+                timeout,
                 config_objects=objects,
                 history=Path(args.history) if args.history else None,
                 more_gpus=args.more_gpus,

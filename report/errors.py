@@ -4,9 +4,12 @@
 
     ReportError                 anything that stops the report; the message says what to do
     ├── ReportInputError        a flag, file or config the user gave is unusable (exit 2)
+    │   └── UnreadableWorkloadError   one retained Workload cannot be read; the readers count it and leave it
+    │                                 out (a warning names the item and the field), so it never stops a report
     ├── PrometheusError         Prometheus could not answer (exit 3)
     │   ├── PrometheusUnreachableError   no HTTP answer (connection refused, DNS, timeout)
-    │   └── PrometheusQueryError   an HTTP or PromQL error for one query (the query is named)
+    │   └── PrometheusQueryError         for one query (named): an HTTP or PromQL error, an answer too large
+    │                                    or of the wrong shape, or a value the figure cannot have
     ├── WhatIfError             ``kuota simulate`` could not replay the window's demand (exit 4)
     └── KubernetesError         the API server could not give the Workloads or queue objects (exit 5)
         ├── KubernetesUnreachableError   no HTTP answer (connection refused, TLS, timeout)
@@ -26,6 +29,15 @@ class ReportError(KuotaError):
 
 class ReportInputError(ReportError):
     exit_code = 2
+
+
+class UnreadableWorkloadError(ReportInputError):
+    """``why`` is the same for every item with this fault (reasons are counted); ``detail`` names the item."""
+
+    def __init__(self, why: str, detail: str) -> None:
+        super().__init__(f"{why}: {detail}")
+        self.why = why
+        self.detail = detail
 
 
 class PrometheusError(ReportError):

@@ -56,3 +56,4 @@ class Measurements:
     queues: QueueMeasurements | None
     missing: tuple[MissingSeries, ...] = ()
     queries: Mapping[str, str] = field(default_factory=dict)  # figure name -> PromQL, for the JSON
+    notes: tuple[str, ...] = ()  # what the answers lacked (NaN points left out), said in the report

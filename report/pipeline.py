@@ -1,29 +1,40 @@
-"""One report run, end to end: collect from Prometheus, compute, replay the what-if, write the three files.
+"""One report run, end to end: read the job history and queues, collect from Prometheus, compute, replay the
+what-if, write the three files.
 
-This is the imperative shell; the policy lives in ``team_report`` and ``verdicts``.
+This is the imperative shell; the policy lives in ``team_report`` and ``verdicts``. Every input is read and
+checked before the first query, so a bad file fails in a second, not after minutes of PromQL. The three
+files are rendered whole before the first is written, and each is written through :mod:`kuota.files`: a
+temporary file beside it, renamed over the final name only once all three are on disk, so a failed run
+leaves the previous report as it was, and a symlink planted at a final name is replaced, never followed.
+``--out`` itself may be a symlink to a folder (the user named it); it is created when missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kuota.files import PRIVATE_FILE_MODE, atomic_writer
 from kuota.report import report_html, report_json, report_markdown
 from kuota.report.api_listing import ApiSource, read_cluster
 from kuota.report.collection import collect
-from kuota.report.errors import ReportError, ReportInputError
+from kuota.report.errors import ReportInputError
+from kuota.report.measurements import Measurements
 from kuota.report.prices import Price
 from kuota.report.prometheus_api import PrometheusClient
 from kuota.report.queue_config import namespace_queues
 from kuota.report.team_report import Report, build_report
 from kuota.report.verdicts import Thresholds
-from kuota.report.whatif import run_whatif
+from kuota.report.whatif import check_replayable, run_whatif
 from kuota.report.window import Window
-from kuota.report.workload_history import job_history, with_known_priority_classes
+from kuota.report.workload_dump import read_dump
+from kuota.report.workload_history import RetainedWorkloads, job_history, with_known_priority_classes
 
 Progress = Callable[[str], None]
 
@@ -42,37 +53,20 @@ class ReportRequest:
     more_gpus: int = 8
 
 
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
 async def measure(request: ReportRequest, progress: Progress) -> Report:
-    config_objects, workload_items = await _read_sources(request, progress)
+    config_objects, retained = await _read_sources(request, progress)
     teams = namespace_queues(config_objects) if config_objects else {}
-    try:
-        async with PrometheusClient(request.prometheus_url, request.query_timeout_s) as client:
-            measurements = await collect(
-                client,
-                request.window,
-                request.thresholds.idle_percent,
-                request.thresholds.idle_elsewhere_gpus,
-                progress,
-            )
-    except* ReportError as group:
-        # concurrent queries fail together; the first one's message is the one to act on
-        raise _first_leaf(group) from None
     scenarios = None
     notes: list[str] = []
     failed = None
     history = request.history
     with tempfile.TemporaryDirectory(prefix="kuota-report-") as temp:
-        if workload_items is not None:
-            jobs = job_history(workload_items, request.window.start, request.window.end)
+        if retained is not None:
+            jobs = job_history(retained, request.window.start, request.window.end)
             if config_objects is not None:
                 jobs = with_known_priority_classes(jobs, _priority_class_names(config_objects))
             failed = jobs.failed_gpu_hours
-            notes += [f"{count} Workloads left out of the job history: {why}." for why, count in jobs.skipped.items()]
+            notes += [f"{count} item(s) left out of the job history: {why}." for why, count in jobs.skipped.items()]
             notes += [
                 f"{count} Workloads name priority class {name}, which is not a WorkloadPriorityClass of the "
                 "queues replayed: the what-if replays them at the default priority."
@@ -80,15 +74,20 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             ]
             if history is None:
                 history = Path(temp) / "history.jsonl"
-                history.write_text("".join(json.dumps(r) + "\n" for r in jobs.records), encoding="utf-8")
-        if history is not None and config_objects is not None:
-            if request.config_objects is None and not any(o.get("kind") == "ClusterQueue" for o in config_objects):
-                notes.append("The cluster has no ClusterQueue: there are no queues to replay the what-if against.")
-            else:
-                progress(
-                    f"replaying {history} through kuota simulate: current queues, borrowing, +{request.more_gpus} GPUs"
-                )
-                scenarios = await run_whatif(config_objects, history, request.more_gpus)
+                _write_history(history, jobs.records)
+        replay = _replayed(request, config_objects, history)
+        if replay is None and history is not None and config_objects is not None:
+            notes.append("The cluster has no ClusterQueue: there are no queues to replay the what-if against.")
+        if replay is not None:
+            progress(f"checking that {replay[1]} replays through kuota simulate against the queues")
+            await check_replayable(*replay)
+        measurements = await _collect(request, progress)
+        notes[:0] = measurements.notes
+        if replay is not None:
+            progress(
+                f"replaying {replay[1]} through kuota simulate: current queues, borrowing, +{request.more_gpus} GPUs"
+            )
+            scenarios = await run_whatif(*replay, request.more_gpus)
         notes.append(
             "What-if utilization is admitted GPU-hours over nominal GPU quota in the replay "
             "(the simulator has no SM activity)."
@@ -106,9 +105,32 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
     )
 
 
+def _replayed(
+    request: ReportRequest, config_objects: list[dict[str, Any]] | None, history: Path | None
+) -> tuple[list[dict[str, Any]], Path] | None:
+    """(queues, history) the what-if replays, or None: without both, or when the cluster has no ClusterQueue
+    (a --config without one is an error of the what-if)."""
+    if config_objects is None or history is None:
+        return None
+    if request.config_objects is None and not any(o.get("kind") == "ClusterQueue" for o in config_objects):
+        return None
+    return config_objects, history
+
+
+async def _collect(request: ReportRequest, progress: Progress) -> Measurements:
+    async with PrometheusClient(request.prometheus_url, request.query_timeout_s) as client:
+        return await collect(
+            client,
+            request.window,
+            request.thresholds.idle_percent,
+            request.thresholds.idle_elsewhere_gpus,
+            progress,
+        )
+
+
 async def _read_sources(
     request: ReportRequest, progress: Progress
-) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+) -> tuple[list[dict[str, Any]] | None, RetainedWorkloads | None]:
     """(queue config objects, retained Workloads), each None when no source gives it."""
     if request.api is not None:
         with_queues = request.config_objects is None
@@ -117,44 +139,62 @@ async def _read_sources(
             f"{request.api.access.server} ({request.api.origin})"
         )
         cluster = await read_cluster(request.api, with_queues=with_queues)
+        _warn(cluster.workloads, "the API server's Workloads", progress)
         return (cluster.config_objects if with_queues else request.config_objects), cluster.workloads
     if request.workloads is not None:
         progress(f"reading retained Workloads from {request.workloads}")
-        return request.config_objects, _workload_items(request.workloads)
+        retained = read_dump(request.workloads)
+        _warn(retained, f"--workloads {request.workloads}", progress)
+        return request.config_objects, retained
     return request.config_objects, None
 
 
-def _priority_class_names(objects: list[dict[str, Any]]) -> set[str]:
-    return {str((o.get("metadata") or {}).get("name")) for o in objects if o.get("kind") == "WorkloadPriorityClass"}
+def _warn(retained: RetainedWorkloads, source: str, progress: Progress) -> None:
+    for line in retained.warnings():
+        progress(f"warning: {source}: {line}")
 
 
-def _workload_items(path: Path) -> list[dict[str, Any]]:
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ReportInputError(
-            f"--workloads {path} is not readable JSON ({error}); "
-            "write it with 'kubectl get workloads.kueue.x-k8s.io -A -o json'"
-        ) from error
-    items = body.get("items") if isinstance(body, dict) else None
-    if not isinstance(items, list):
-        raise ReportInputError(f"--workloads {path} has no 'items' list: give kubectl's List output")
-    return [item for item in items if isinstance(item, dict)]
+def _priority_class_names(objects: Iterable[Mapping[str, Any]]) -> set[str]:
+    names = set()
+    for obj in objects:
+        metadata = obj.get("metadata")
+        if obj.get("kind") == "WorkloadPriorityClass" and isinstance(metadata, dict):
+            names.add(str(metadata.get("name")))
+    return names
+
+
+def _write_history(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    with atomic_writer(path, mode=PRIVATE_FILE_MODE) as file:
+        for record in records:
+            file.write(json.dumps(record, allow_nan=False).encode("utf-8") + b"\n")
+
+
+REPORT_FILES = (
+    ("report.json", report_json.render),
+    ("report.md", report_markdown.render),
+    ("report.html", report_html.render),
+)
 
 
 def write(report: Report, out_dir: Path, progress: Progress) -> list[Path]:
+    """The three files in ``out_dir``, all of them or (on any failure) none: see the module's docstring."""
+    rendered = []
+    for name, render in REPORT_FILES:
+        progress(f"rendering {name}")
+        rendered.append((out_dir / name, render(report).encode("utf-8")))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ReportInputError(f"--out {out_dir} cannot be created: {error}") from error
-    written = []
-    for name, render in (
-        ("report.json", report_json.render),
-        ("report.md", report_markdown.render),
-        ("report.html", report_html.render),
-    ):
-        progress(f"writing {out_dir / name}")
-        path = out_dir / name
-        path.write_text(render(report), encoding="utf-8")
-        written.append(path)
-    return written
+    try:
+        with contextlib.ExitStack() as files:
+            for path, content in rendered:
+                progress(f"writing {path}")
+                file = files.enter_context(atomic_writer(path))
+                file.write(content)
+                # on disk before any file is renamed: a full disk fails here, with every old file in place
+                file.flush()
+                os.fsync(file.fileno())
+    except OSError as error:
+        raise ReportInputError(f"--out {out_dir}: the report cannot be written: {error}") from error
+    return [path for path, _ in rendered]

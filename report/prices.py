@@ -24,6 +24,10 @@ PRESETS = {
 }
 
 
+# Far above any GPU's price, and low enough that a week's idle cost stays a finite number.
+MAX_PER_GPU_HOUR = 1_000_000.0
+
+
 @dataclass(frozen=True)
 class Price:
     per_gpu_hour: float
@@ -44,6 +48,8 @@ def parse_price(text: str) -> Price:
         raise ReportInputError(
             f"--price {text!r} is neither dollars per GPU-hour (e.g. 6.88) nor a preset ({names})"
         ) from error
-    if value < 0:
-        raise ReportInputError(f"--price {text!r} is negative: give dollars per GPU-hour")
+    if not 0 <= value <= MAX_PER_GPU_HOUR:
+        raise ReportInputError(
+            f"--price {text!r} is not dollars per GPU-hour from 0 to {MAX_PER_GPU_HOUR:,.0f} (e.g. 6.88)"
+        )
     return Price(value, f"--price {value:g} per GPU-hour")

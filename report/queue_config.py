@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kuota.report.errors import ReportInputError
+from kuota.report.quoting import quoted
 from kuota.simulator.errors import ConfigFileError
 from kuota.simulator.inputs import read_yaml_documents
 
@@ -53,12 +54,14 @@ def namespace_queues(objects: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     for obj in objects:
         if obj.get("kind") != "LocalQueue":
             continue
-        metadata = obj.get("metadata") or {}
+        metadata, spec = obj.get("metadata"), obj.get("spec")
+        metadata = metadata if isinstance(metadata, Mapping) else {}
         name, namespace = metadata.get("name"), metadata.get("namespace")
-        cluster_queue = (obj.get("spec") or {}).get("clusterQueue")
-        if not namespace or not cluster_queue:
+        cluster_queue = spec.get("clusterQueue") if isinstance(spec, Mapping) else None
+        if not isinstance(namespace, str) or not namespace or not isinstance(cluster_queue, str) or not cluster_queue:
             raise ReportInputError(
-                f"LocalQueue {namespace}/{name}: metadata.namespace and spec.clusterQueue are required"
+                f"LocalQueue {quoted(namespace)}/{quoted(name)}: metadata.namespace and spec.clusterQueue must be "
+                "non-empty strings"
             )
         previous = mapping.setdefault(namespace, cluster_queue)
         if previous != cluster_queue:

@@ -1,12 +1,33 @@
-"""``report.md``: the report for people, as Markdown tables (missing data spelled out, never 0)."""
+"""``report.md``: the report for people, as Markdown tables (missing data spelled out, never 0).
+
+Team, namespace, queue, cohort and pod names come from Prometheus labels and Workloads, which anyone who can
+create a namespace or a job names. Every text that holds one goes through :func:`markdown_text` (Markdown
+punctuation backslash-escaped, ``<>&`` as HTML entities, line breaks and control characters replaced), so a
+name renders as the characters it has, never as a link, an image, markup or a new table row. Texts of the
+report's own (figure names, numbers) are written as they are.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from kuota.report.team_report import IdleCost, Queueing, Report, TeamReport
 
 MISSING = "missing data"
+
+# What can start markup anywhere in a line: with brackets escaped no link or image can form, so parentheses and
+# "!" stay as they are and the raw file reads as it renders. "#", "+" and "-" only matter at a value's start.
+_MARKDOWN_ESCAPES = str.maketrans({**{c: "\\" + c for c in "\\`*_[]|~$"}, "<": "&lt;", ">": "&gt;", "&": "&amp;"})
+_LINE_START_MARKUP = "#+-"
+# C0/C1 controls, line and paragraph separators, and bidirectional overrides (which reorder what is shown)
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def markdown_text(value: str) -> str:
+    """A foreign text as Markdown that renders exactly its characters, on one line."""
+    text = _UNSHOWABLE.sub("\ufffd", value.replace("\t", " ")).translate(_MARKDOWN_ESCAPES)
+    return "\\" + text if text[:1] in _LINE_START_MARKUP and text else text
 
 
 def hours_text(seconds: float | None) -> str:
@@ -36,9 +57,13 @@ def money(value: float | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Iterable[list[str]]) -> list[str]:
+    """Cells are Markdown already: a label's through :func:`markdown_text`, which escapes its pipes."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(_UNESCAPED_PIPE.sub("\\|", cell) for cell in row) + " |" for row in rows]
     return [*lines, ""]
+
+
+_UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
 
 def _cost(cost: IdleCost | None, hour_class: str) -> str:
@@ -79,6 +104,11 @@ def team_row(team: TeamReport) -> list[str]:
     ]
 
 
+def _markdown_team_row(team: TeamReport) -> list[str]:
+    cells = team_row(team)
+    return [markdown_text(team.name), markdown_text(", ".join(team.namespaces)) or "-", *cells[2:]]
+
+
 def render(report: Report) -> str:
     t = report.thresholds
     c = report.cluster
@@ -104,7 +134,7 @@ def render(report: Report) -> str:
     lines += [
         "## Cluster",
         "",
-        f"**Verdict: {c.verdict.quadrant.value}** - {c.verdict.reason}.",
+        f"**Verdict: {c.verdict.quadrant.value}** - {markdown_text(c.verdict.reason)}.",
         "",
     ]
     lines += _table(
@@ -136,20 +166,27 @@ def render(report: Report) -> str:
     if c.levers:
         lines += ["Levers for the cluster, ranked:", ""]
         lines += [
-            f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}" for i, lv in enumerate(c.levers, 1)
+            f"{i}. **{markdown_text(lv.name)}** ({number(lv.gpu_hours)} GPU-h): {markdown_text(lv.evidence)}"
+            for i, lv in enumerate(c.levers, 1)
         ] + [""]
     lines += ["## Teams", ""]
-    lines += _table(
-        TEAM_COLUMNS,
-        (team_row(team) for team in report.teams),
-    )
+    lines += _table(TEAM_COLUMNS, (_markdown_team_row(team) for team in report.teams))
     for team in report.teams:
         q = team.queueing
-        lines += [f"### {team.name}", "", f"**Verdict: {team.verdict.quadrant.value}** - {team.verdict.reason}.", ""]
+        lines += [
+            f"### {markdown_text(team.name)}",
+            "",
+            f"**Verdict: {team.verdict.quadrant.value}** - {markdown_text(team.verdict.reason)}.",
+            "",
+        ]
+        cohort = q.cohort if q else None
         lines += _table(
             ["figure", "value"],
             [
-                ["ClusterQueue / cohort", f"{team.cluster_queue or 'none'} / {(q.cohort if q else None) or 'none'}"],
+                [
+                    "ClusterQueue / cohort",
+                    f"{markdown_text(team.cluster_queue or 'none')} / {markdown_text(cohort or 'none')}",
+                ],
                 ["admissions in window", number(q.admissions if q else None, 0)],
                 [
                     "pending workloads avg / max",
@@ -171,11 +208,14 @@ def render(report: Report) -> str:
             lines += ["Pods holding GPUs while idle:", ""]
             lines += _table(
                 ["namespace", "pod", "idle GPU-hours"],
-                ([h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders),
+                (
+                    [markdown_text(h.namespace), markdown_text(h.pod), f"{h.idle_gpu_hours:.1f}"]
+                    for h in team.idle_holders
+                ),
             )
         if team.levers:
             lines += [
-                f"{i}. **{lv.name}** ({number(lv.gpu_hours)} GPU-h): {lv.evidence}"
+                f"{i}. **{markdown_text(lv.name)}** ({number(lv.gpu_hours)} GPU-h): {markdown_text(lv.evidence)}"
                 for i, lv in enumerate(team.levers, 1)
             ] + [""]
     lines += ["## What-if", ""]
@@ -184,7 +224,10 @@ def render(report: Report) -> str:
     else:
         lines += _table(
             ["scenario", "p95 wait", "utilization", "what changed"],
-            ([s.name, hours_text(s.wait_p95_s), percent(s.utilization_percent), s.description] for s in report.whatif),
+            (
+                [markdown_text(s.name), hours_text(s.wait_p95_s), percent(s.utilization_percent), s.description]
+                for s in report.whatif
+            ),
         )
     if report.missing:
         lines += ["## Missing data", ""]
@@ -193,5 +236,5 @@ def render(report: Report) -> str:
         ]
         lines += [""]
     if report.notes:
-        lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {markdown_text(note)}" for note in report.notes] + [""]
     return "\n".join(lines)

@@ -1,4 +1,10 @@
-"""The report's charts as inline SVG (matplotlib Figure objects; imported only when a report is written)."""
+"""The report's charts as inline SVG (matplotlib Figure objects; imported only when a report is written).
+
+Team and pod names are labels anyone can choose, and matplotlib reads a text between two ``$`` as TeX math:
+``$\\foo{$`` would stop the drawing. So every chart is drawn with math text and TeX off (``text.parse_math``
+and ``text.usetex`` False): a label is drawn as the characters it has. Labels are also cut to ``_LABEL_CHARS``,
+so one long name cannot stretch a chart.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,19 @@ import io
 import math
 from typing import Any
 
+import matplotlib
+
 # Figure objects draw through their own canvas: no pyplot, no global backend or figure registry.
 from matplotlib.figure import Figure
 
 from kuota.report.team_report import Report
 
 _MAX_ROWS = 40
+_LABEL_CHARS = 48
+
+
+def _label(name: str) -> str:
+    return name if len(name) <= _LABEL_CHARS else name[: _LABEL_CHARS - 1] + "\u2026"
 
 
 def _figure(width: float, height: float) -> tuple[Figure, Any]:
@@ -34,7 +47,7 @@ def utilization_by_hour_of_week(report: Report) -> str | None:
     grid = [[math.nan if v is None else v for v in t.utilization.by_hour_of_week] for t in rows if t.utilization]
     figure, axes = _figure(11, 0.3 * len(rows) + 1.6)
     image = axes.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
-    axes.set_yticks(range(len(rows)), [t.name for t in rows], fontsize=8)
+    axes.set_yticks(range(len(rows)), [_label(t.name) for t in rows], fontsize=8)
     axes.set_xticks([d * 24 + 12 for d in range(7)], ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"])
     for day in range(1, 7):
         axes.axvline(day * 24 - 0.5, color="white", linewidth=0.6)
@@ -58,7 +71,7 @@ def wait_distribution(report: Report) -> str | None:
             running += count
             xs.append(bound)
             ys.append(running / team.queueing.admissions)
-        axes.step(xs, ys, where="post", label=team.name)
+        axes.step(xs, ys, where="post", label=_label(team.name))
     axes.axvline(report.thresholds.long_wait_s, color="red", linestyle="--", linewidth=1, label="long-wait threshold")
     axes.set_xscale("log")
     axes.set_xlabel("admission wait (s, bucket upper bound)")
@@ -74,12 +87,15 @@ def allocated_versus_used(report: Report) -> str | None:
     if not rows:
         return None
     figure, axes = _figure(9, 0.3 * len(rows) + 1.5)
-    names = [t.name for t in rows]
+    # bar positions by index, not by name: two names cut to the same label stay two bars
+    names = [_label(t.name) for t in rows]
     allocated = [t.utilization.allocated_gpu_hours if t.utilization else 0.0 for t in rows]
     used = [(t.utilization.used_gpu_hours or 0.0) if t.utilization else 0.0 for t in rows]
-    axes.barh(names, allocated, color="#c8d6e5", label="allocated GPU-hours")
+    positions = range(len(rows))
+    axes.barh(positions, allocated, color="#c8d6e5", label="allocated GPU-hours")
     if any(t.utilization and t.utilization.used_gpu_hours is not None for t in rows):
-        axes.barh(names, used, color="#2e86de", label="used GPU-hours (busy)")
+        axes.barh(positions, used, color="#2e86de", label="used GPU-hours (busy)")
+    axes.set_yticks(positions, names)
     axes.tick_params(axis="y", labelsize=8)
     axes.set_title("Allocated versus used GPU-hours per team")
     axes.legend(fontsize=8)
@@ -99,7 +115,7 @@ def quadrant(report: Report) -> str | None:
     axes.axhline(threshold.long_wait_s, color="grey", linestyle="--", linewidth=1)
     for name, util, wait in points:
         axes.scatter([util], [max(wait, 1.0)], color="#2e86de")
-        axes.annotate(name, (util, max(wait, 1.0)), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        axes.annotate(_label(name), (util, max(wait, 1.0)), fontsize=7, xytext=(3, 3), textcoords="offset points")
     if cluster.utilization_average_percent is not None and cluster.queueing and cluster.queueing.wait_p95_s:
         axes.scatter(
             [cluster.utilization_average_percent],
@@ -131,9 +147,11 @@ def quadrant(report: Report) -> str | None:
 
 def all_charts(report: Report) -> list[tuple[str, str, str | None]]:
     """(id, caption, SVG or None when the data for it is missing)."""
-    return [
-        ("utilization-hour-of-week", "Utilization by team and hour of week", utilization_by_hour_of_week(report)),
-        ("wait-distribution", "Admission wait distribution per ClusterQueue", wait_distribution(report)),
-        ("allocated-used", "Allocated versus used GPU-hours", allocated_versus_used(report)),
-        ("quadrant", "Every team on the verdict quadrant", quadrant(report)),
-    ]
+    # read when a text is made and when it is drawn (tick labels are made in savefig): set around both
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        return [
+            ("utilization-hour-of-week", "Utilization by team and hour of week", utilization_by_hour_of_week(report)),
+            ("wait-distribution", "Admission wait distribution per ClusterQueue", wait_distribution(report)),
+            ("allocated-used", "Allocated versus used GPU-hours", allocated_versus_used(report)),
+            ("quadrant", "Every team on the verdict quadrant", quadrant(report)),
+        ]

@@ -133,8 +133,11 @@ def read_submissions(history: Path) -> dict[tuple[str, str], float]:
                 if line.strip():
                     try:
                         record = json.loads(line)
-                        submitted[(record["namespace"], record["name"])] = float(record["submitAt"])
-                    except (ValueError, KeyError, TypeError) as error:
+                        at = float(record["submitAt"])
+                        if not math.isfinite(at):
+                            raise ValueError(f"submitAt {at} is not a finite number")
+                        submitted[(record["namespace"], record["name"])] = at
+                    except (ValueError, KeyError, TypeError, RecursionError) as error:
                         raise WhatIfError(
                             f"--history {history} line {number}: not a simulate workload ({error}); "
                             "each line needs name, namespace and submitAt"
@@ -144,10 +147,19 @@ def read_submissions(history: Path) -> dict[tuple[str, str], float]:
     return submitted
 
 
-async def _simulate(config: Objects, history: Path, name: str) -> dict[str, Any]:
+async def check_replayable(config: Objects, history: Path) -> None:
+    """Fail now, before Prometheus is asked, if the queues or the history cannot be replayed: simulate reads
+    both whole and replays up to the window's first instant, which takes a moment."""
+    if not _cluster_queues(config):
+        raise WhatIfError("--config has no ClusterQueue: the what-if needs the queues to replay against")
+    await _simulate(config, history, "reading the queues and the history", until=0.0)
+    read_submissions(history)
+
+
+async def _simulate(config: Objects, history: Path, name: str, until: float | None = None) -> dict[str, Any]:
     try:
         # In a thread: a week's replay takes seconds of CPU, and the event loop stays free meanwhile.
-        return await asyncio.to_thread(simulate, config, history)
+        return await asyncio.to_thread(simulate, config, history, until)
     except SimulateError as error:
         raise WhatIfError(f"kuota simulate ({name}): {error}") from error
 

@@ -18,16 +18,22 @@ from kuota.report.errors import ReportInputError
 
 HOUR_S = 3600
 HOURS_PER_WEEK = 168
+# Prometheus answers at most 11,000 points per series: 366 days of hourly points is 8,784.
+MAX_WINDOW_S = 366 * 86400
+MAX_DURATION_S = 100 * 365 * 86400
 
 
 def whole_seconds(text: str, flag: str) -> int:
-    """``"7d"`` -> 604800: a duration (:mod:`kuota.durations`) of whole seconds, at least one."""
+    """``"7d"`` -> 604800: a duration (:mod:`kuota.durations`) of whole seconds, from one to ``MAX_DURATION_S``."""
     try:
         seconds = parse_duration(text)
     except DurationError as error:
         raise ReportInputError(f"{flag} {error}") from error
-    if seconds < 1 or seconds != int(seconds):
-        raise ReportInputError(f"{flag} {text!r} is not a whole number of seconds, at least 1s: e.g. 7d, 36h, 1m")
+    if not 1 <= seconds <= MAX_DURATION_S or seconds != int(seconds):
+        raise ReportInputError(
+            f"{flag} {text!r} is not a whole number of seconds from 1s to {MAX_DURATION_S // (365 * 86400)} years: "
+            "e.g. 7d, 36h, 1m"
+        )
     return int(seconds)
 
 
@@ -36,7 +42,10 @@ def parse_end(text: str | None, resolution_s: int, now: datetime) -> int:
     if text is None:
         moment = now
     elif re.fullmatch(r"\d+(\.\d+)?", text):
-        moment = datetime.fromtimestamp(float(text), tz=UTC)
+        try:
+            moment = datetime.fromtimestamp(float(text), tz=UTC)
+        except (OverflowError, OSError, ValueError) as error:
+            raise ReportInputError(f"--end {text!r} is past any date a clock can give (year 9999)") from error
     else:
         try:
             moment = datetime.fromisoformat(text)
@@ -87,6 +96,11 @@ class Window:
     def build(cls, length_s: int, end: int, resolution_s: int, work_hours: WorkHours) -> Window:
         if length_s <= 0 or length_s % HOUR_S:
             raise ReportInputError(f"--window must be a positive whole number of hours, got {length_s} s")
+        if length_s > MAX_WINDOW_S:
+            raise ReportInputError(
+                f"--window {length_s // 86400} days is longer than {MAX_WINDOW_S // 86400} days, the longest "
+                "Prometheus answers in hourly points"
+            )
         if resolution_s <= 0 or HOUR_S % resolution_s:
             raise ReportInputError(f"--resolution must divide an hour (e.g. 15s, 30s, 1m, 5m), got {resolution_s} s")
         return cls(end - length_s, end, resolution_s, work_hours)

@@ -1,23 +1,96 @@
-"""Retained Kueue Workloads (``kueue.x-k8s.io/v1beta2``, as decoded dicts) -> the window's job history:
-simulate workload records for the what-if and GPU-hours burned by jobs that failed or were cancelled.
+"""Retained Kueue Workloads -> the window's job history: simulate workload records for the what-if and
+GPU-hours burned by jobs that failed or were cancelled.
 
-Pure: the caller lists the Workloads (the manager keeps finished ones for a configurable time, default 8
-days) and passes them in. Only the last admission is visible on a Workload, so runs before a preemption
-are not counted; a Workload never admitted has no known duration and is left out (and counted).
+Pure, in two steps. :func:`read_workloads` reads each listed item (``kueue.x-k8s.io`` Workloads, as decoded
+JSON, from the API server or a ``kubectl get -o json`` dump) once, before any query runs, into a
+:class:`RetainedWorkload`: only the fields the history needs, each checked for the type and range Kubernetes
+gives it and simulate accepts, so a dump of 100,000 Workloads costs their figures, not their JSON. An item
+that is not a Workload, or whose fields cannot be read, is left out and counted with the first such item
+named (a user's dump may hold objects kuota does not understand, and one bad item must not lose the week).
+:func:`job_history` then places the Workloads in the window.
+
+The manager keeps finished Workloads for a configurable time (default 8 days). Only the last admission is
+visible on a Workload, so runs before a preemption are not counted; a Workload never admitted has no known
+duration and is left out (and counted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from kuota.engine.errors import QuantityError
 from kuota.engine.quantities import format_quantity, parse_quantity
+from kuota.report.errors import UnreadableWorkloadError
+from kuota.report.quoting import excerpt, quoted
 
 GPU = "nvidia.com/gpu"
+KUEUE_GROUP = "kueue.x-k8s.io"
 FAILED_REASONS = frozenset({"Failed", "OwnerNotFound", "Deactivated", "MaximumExecutionTimeExceeded"})
+LARGEST_INT32 = 2**31 - 1  # pod set counts and maximumExecutionTimeSeconds are int32 in Kueue's API
+_TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+_TAINT_EFFECTS = frozenset({"", "NoSchedule", "PreferNoSchedule", "NoExecute"})
+NOT_A_WORKLOAD = "not a kueue.x-k8s.io Workload"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetDemand:
+    name: str
+    count: int
+    requests: Mapping[str, str]  # one pod's requests, its containers' summed, in the shortest exact spelling
+    gpus_per_pod: int
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, str | int], ...]
+
+    def record(self) -> dict[str, Any]:
+        """As a pod set of simulate's workload records."""
+        return {
+            "name": self.name,
+            "count": self.count,
+            "requests": dict(self.requests),
+            "nodeSelector": dict(self.node_selector),
+            "tolerations": [dict(t) for t in self.tolerations],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """The condition that ended a Workload: Finished, or an eviction that deactivated it."""
+
+    at: float  # Unix seconds
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedWorkload:
+    """What the report reads of one retained Workload; the rest of the item is dropped when it is read."""
+
+    namespace: str
+    name: str
+    created: float  # Unix seconds
+    queue_name: str | None
+    priority_class: str | None
+    max_execution_s: int | None
+    pod_sets: tuple[PodSetDemand, ...]
+    admitted: float | None  # QuotaReserved, else Admitted
+    ended: Ending | None
+
+
+@dataclass(frozen=True)
+class RetainedWorkloads:
+    workloads: list[RetainedWorkload]
+    skipped: dict[str, int] = field(default_factory=dict)  # why -> items left out when read
+    first_skipped: dict[str, str] = field(default_factory=dict)  # why -> the first such item, and its fault
+    items: int = 0  # items read, Workloads or not
+
+    def warnings(self) -> list[str]:
+        """One line per reason an item was left out, with how many and the first one."""
+        return [
+            f"left out {count} of {self.items} item(s): {why} (first: {self.first_skipped[why]})"
+            for why, count in self.skipped.items()
+        ]
 
 
 @dataclass(frozen=True)
@@ -29,98 +102,297 @@ class JobHistory:
     unknown_priority_classes: dict[str, int] = field(default_factory=dict)
 
 
-def _time(text: str | None) -> float | None:
-    return None if not text else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+def _unreadable(why: str, path: str, value: object) -> UnreadableWorkloadError:
+    return UnreadableWorkloadError(why, f"{path} is {'missing' if value is None else quoted(value)}")
 
 
-def _condition(workload: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for condition in (workload.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind and condition.get("status") == "True":
-            found: Mapping[str, Any] = condition
-            return found
+def _object(value: object, path: str, *, optional: bool = True) -> Mapping[str, Any]:
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        raise _unreadable(f"{_generic(path)} is not an object", path, value)
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _unreadable(f"{_generic(path)} is not a list", path, value)
+    return value
+
+
+def _text(value: object, path: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _unreadable(f"{_generic(path)} is not a string", path, value)
+    return value
+
+
+def _name(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _unreadable(f"{path} is not a non-empty string", path, value)
+    return value
+
+
+def _key(name: str) -> str:
+    """A key of the item (a resource or label name) in a path: on one line, however it is spelled."""
+    return excerpt(name, 60)
+
+
+def _whole(value: object, path: str, smallest: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not smallest <= value <= LARGEST_INT32:
+        raise _unreadable(f"{_generic(path)} is not a whole number from {smallest} to {LARGEST_INT32}", path, value)
+    return value
+
+
+def _generic(path: str) -> str:
+    """``spec.podSets[2].count`` -> ``spec.podSets[].count``: a reason, the same for every item with it."""
+    parts = path.split("[")
+    return "[".join(parts[:1] + ["]" + p.split("]", 1)[1] if "]" in p else p for p in parts[1:]])
+
+
+def _time(value: object, path: str) -> float:
+    """An RFC 3339 time with its zone, as Kubernetes writes them (``2026-10-05T07:30:00Z``)."""
+    moment = None
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            moment = None
+    if moment is None or moment.tzinfo is None:
+        raise _unreadable(f"{_generic(path)} is not an RFC 3339 time with a zone", path, value)
+    return moment.timestamp()
+
+
+def _condition(conditions: Sequence[object], kind: str) -> tuple[str, Mapping[str, Any]] | None:
+    """(its path, the condition) of the first ``kind`` condition whose status is True."""
+    for index, condition in enumerate(conditions):
+        path = f"status.conditions[{index}]"
+        body = _object(condition, path, optional=False)
+        if body.get("type") == kind and body.get("status") == "True":
+            return path, body
     return None
 
 
-def _pod_requests(template: Mapping[str, Any]) -> dict[str, str]:
-    """A pod's requests, its containers' summed exactly through the engine's quantities; raises
-    :class:`QuantityError` for a request that is not a quantity."""
+def _condition_time(conditions: Sequence[object], kind: str) -> tuple[float, str | None] | None:
+    found = _condition(conditions, kind)
+    if found is None:
+        return None
+    path, body = found
+    at = _time(body.get("lastTransitionTime"), f"{path}.lastTransitionTime")
+    return at, _text(body.get("reason"), f"{path}.reason")
+
+
+def _pod_requests(template: Mapping[str, Any], path: str) -> dict[str, int]:
+    """A pod's requests, its containers' summed exactly through the engine's quantities."""
     totals: dict[str, int] = {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            totals[name] = totals.get(name, 0) + parse_quantity(name, value if isinstance(value, int) else str(value))
-    return {name: format_quantity(name, units) for name, units in totals.items()}
+    spec = _object(template.get("spec"), f"{path}.spec")
+    for index, raw in enumerate(_list(spec.get("containers"), f"{path}.spec.containers")):
+        where = f"{path}.spec.containers[{index}]"
+        container = _object(raw, where, optional=False)
+        resources = _object(container.get("resources"), f"{where}.resources")
+        for name, value in _object(resources.get("requests"), f"{where}.resources.requests").items():
+            at = f"{where}.resources.requests.{_key(name)}"
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                raise _unreadable("a request is not a Kubernetes quantity", at, value)
+            try:
+                amount = parse_quantity(name, value)
+            except QuantityError as error:
+                raise UnreadableWorkloadError("a request is not a Kubernetes quantity", f"{at}: {error}") from error
+            if amount < 0:
+                raise _unreadable("a request is negative", at, value)
+            totals[name] = totals.get(name, 0) + amount
+    for name, units in totals.items():
+        try:  # simulate reads the sum back: it must be a quantity too
+            parse_quantity(name, format_quantity(name, units))
+        except QuantityError as error:
+            raise UnreadableWorkloadError(
+                "a pod's requests sum past a quantity", f"{path}: {_key(name)}: {error}"
+            ) from error
+    return totals
 
 
-def _pod_sets(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": p.get("name", "main"),
-            "count": int(p.get("count", 1)),
-            "requests": _pod_requests(p.get("template") or {}),
-            "nodeSelector": dict(((p.get("template") or {}).get("spec") or {}).get("nodeSelector") or {}),
-            "tolerations": list(((p.get("template") or {}).get("spec") or {}).get("tolerations") or []),
-        }
-        for p in spec.get("podSets") or []
-    ]
+def _tolerations(raw: object, path: str) -> tuple[Mapping[str, str | int], ...]:
+    tolerations = []
+    for index, item in enumerate(_list(raw, path)):
+        where = f"{path}[{index}]"
+        toleration = _object(item, where, optional=False)
+        kept: dict[str, str | int] = {}
+        for key, value in toleration.items():
+            if key not in _TOLERATION_KEYS:
+                raise _unreadable(f"{_generic(path)}[] has a key tolerations lack", f"{where}.{_key(key)}", value)
+            if value is None:
+                continue
+            if key == "tolerationSeconds":
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise _unreadable(
+                        f"{_generic(path)}[].tolerationSeconds is not a whole number", f"{where}.{key}", value
+                    )
+            elif not isinstance(value, str):
+                raise _unreadable(f"{_generic(path)}[].{key} is not a string", f"{where}.{key}", value)
+            kept[key] = value
+        if kept.get("operator", "Equal") not in ("Equal", "Exists"):
+            raise _unreadable(
+                f"{_generic(path)}[].operator is not Equal or Exists", f"{where}.operator", kept["operator"]
+            )
+        if kept.get("effect", "") not in _TAINT_EFFECTS:
+            raise _unreadable(f"{_generic(path)}[].effect is not a taint effect", f"{where}.effect", kept["effect"])
+        tolerations.append(kept)
+    return tuple(tolerations)
 
 
-def _gpus(pod_sets: list[dict[str, Any]]) -> int:
-    return sum(int(p["count"]) * parse_quantity(GPU, p["requests"].get(GPU, "0")) for p in pod_sets)
+def _pod_set(raw: object, path: str) -> PodSetDemand:
+    pod_set = _object(raw, path, optional=False)
+    template = _object(pod_set.get("template"), f"{path}.template")
+    spec = _object(template.get("spec"), f"{path}.template.spec")
+    selector = _object(spec.get("nodeSelector"), f"{path}.template.spec.nodeSelector")
+    for key, value in selector.items():
+        if not isinstance(value, str):
+            raise _unreadable(
+                f"{_generic(path)}.template.spec.nodeSelector is not of strings",
+                f"{path}.template.spec.nodeSelector.{_key(key)}",
+                value,
+            )
+    requests = _pod_requests(template, f"{path}.template")
+    return PodSetDemand(
+        name=_text(pod_set.get("name"), f"{path}.name") or "main",
+        count=_whole(pod_set.get("count", 1), f"{path}.count", 1),
+        requests={name: format_quantity(name, units) for name, units in requests.items()},
+        gpus_per_pod=requests.get(GPU, 0),
+        node_selector=dict(selector),
+        tolerations=_tolerations(spec.get("tolerations"), f"{path}.template.spec.tolerations"),
+    )
 
 
-def job_history(workloads: Iterable[Mapping[str, Any]], window_start: float, window_end: float) -> JobHistory:
+def _priority_class(spec: Mapping[str, Any]) -> str | None:
+    reference = spec.get("priorityClassRef")
+    if isinstance(reference, dict):
+        return _text(reference.get("name"), "spec.priorityClassRef.name")
+    return _text(reference, "spec.priorityClassRef")
+
+
+def retained_workload(item: object) -> RetainedWorkload:
+    """One listed item as the history reads it; raises :class:`UnreadableWorkloadError` naming the field."""
+    if not isinstance(item, dict):
+        raise UnreadableWorkloadError(NOT_A_WORKLOAD, f"a {type(item).__name__}, not an object")
+    body: Mapping[str, Any] = item
+    kind, api_version = body.get("kind"), body.get("apiVersion")
+    if kind not in (None, "Workload") or (
+        api_version is not None and not str(api_version).startswith(f"{KUEUE_GROUP}/")
+    ):
+        raise UnreadableWorkloadError(NOT_A_WORKLOAD, f"apiVersion {quoted(api_version)}, kind {quoted(kind)}")
+    metadata = _object(body.get("metadata"), "metadata", optional=False)
+    spec = _object(body.get("spec"), "spec")
+    status = _object(body.get("status"), "status")
+    conditions = _list(status.get("conditions"), "status.conditions")
+    admitted = _condition_time(conditions, "QuotaReserved") or _condition_time(conditions, "Admitted")
+    finished = _condition_time(conditions, "Finished")
+    if finished is None:
+        evicted = _condition_time(conditions, "Evicted")
+        finished = evicted if evicted is not None and evicted[1] == "Deactivated" else None
+    max_execution = spec.get("maximumExecutionTimeSeconds")
+    return RetainedWorkload(
+        namespace=_name(metadata.get("namespace"), "metadata.namespace"),
+        name=_name(metadata.get("name"), "metadata.name"),
+        created=_time(metadata.get("creationTimestamp"), "metadata.creationTimestamp"),
+        queue_name=_text(spec.get("queueName"), "spec.queueName") or None,
+        priority_class=_priority_class(spec),
+        max_execution_s=None if max_execution is None else _whole(max_execution, "spec.maximumExecutionTimeSeconds", 1),
+        pod_sets=tuple(
+            _pod_set(p, f"spec.podSets[{i}]") for i, p in enumerate(_list(spec.get("podSets"), "spec.podSets"))
+        ),
+        admitted=admitted[0] if admitted else None,
+        ended=Ending(*finished) if finished else None,
+    )
+
+
+def _item_name(index: int, item: object) -> str:
+    metadata = item.get("metadata") if isinstance(item, dict) else None
+    if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+        return f"items[{index}] {quoted(metadata.get('namespace'))}/{quoted(metadata['name'])}"
+    return f"items[{index}]"
+
+
+class WorkloadReader:
+    """Reads items one at a time (``add``), so a caller streaming a large list keeps only what is read."""
+
+    def __init__(self) -> None:
+        self._workloads: list[RetainedWorkload] = []
+        self._seen: set[tuple[str, str]] = set()
+        self._skipped: dict[str, int] = {}
+        self._first: dict[str, str] = {}
+        self._items = 0
+
+    def add(self, item: object) -> None:
+        index = self._items
+        self._items += 1
+        try:
+            workload = retained_workload(item)
+            if (workload.namespace, workload.name) in self._seen:
+                raise UnreadableWorkloadError("repeats an earlier item's namespace and name", "a duplicate")
+        except UnreadableWorkloadError as error:
+            self._skipped[error.why] = self._skipped.get(error.why, 0) + 1
+            self._first.setdefault(error.why, f"{_item_name(index, item)}: {error.detail}")
+            return
+        self._seen.add((workload.namespace, workload.name))
+        self._workloads.append(workload)
+
+    @property
+    def workloads_seen(self) -> int:
+        """Items that were Workloads, readable or not."""
+        return self._items - self._skipped.get(NOT_A_WORKLOAD, 0)
+
+    def result(self) -> RetainedWorkloads:
+        return RetainedWorkloads(self._workloads, dict(self._skipped), dict(self._first), self._items)
+
+
+def read_workloads(items: Iterable[object]) -> RetainedWorkloads:
+    reader = WorkloadReader()
+    for item in items:
+        reader.add(item)
+    return reader.result()
+
+
+def job_history(retained: RetainedWorkloads, window_start: float, window_end: float) -> JobHistory:
     records: list[dict[str, Any]] = []
     failed: dict[str, float] = {}
-    skipped: dict[str, int] = {}
+    skipped: dict[str, int] = dict(retained.skipped)
 
     def skip(why: str) -> None:
         skipped[why] = skipped.get(why, 0) + 1
 
-    for workload in workloads:
-        metadata = workload.get("metadata") or {}
-        spec = workload.get("spec") or {}
-        created = _time(metadata.get("creationTimestamp"))
-        if created is None or not window_start <= created < window_end:
+    for workload in retained.workloads:
+        if not window_start <= workload.created < window_end:
             skip("created outside the window")
             continue
-        if not spec.get("queueName"):
+        if workload.queue_name is None:
             skip("no spec.queueName (not submitted to a queue)")
             continue
-        if not spec.get("podSets"):
+        if not workload.pod_sets:
             skip("no spec.podSets")
             continue
-        admitted_condition = _condition(workload, "QuotaReserved") or _condition(workload, "Admitted")
-        admitted = _time(admitted_condition.get("lastTransitionTime")) if admitted_condition else None
-        if admitted is None:
+        if workload.admitted is None:
             skip("never admitted (no known duration)")
             continue
-        finished_condition = _condition(workload, "Finished")
-        finished = _time(finished_condition.get("lastTransitionTime")) if finished_condition else None
-        deactivated = _condition(workload, "Evicted")
-        if finished is None and deactivated is not None and deactivated.get("reason") == "Deactivated":
-            finished, finished_condition = _time(deactivated.get("lastTransitionTime")), deactivated
-        ended = min(finished if finished is not None else window_end, window_end)
-        try:
-            pod_sets = _pod_sets(spec)
-        except QuantityError:
-            skip("a request that is not a Kubernetes quantity")
-            continue
-        priority = spec.get("priorityClassRef")
+        ended = min(workload.ended.at if workload.ended is not None else window_end, window_end)
+        ran = max(0.0, ended - workload.admitted)
         records.append(
             {
-                "name": metadata.get("name"),
-                "namespace": metadata.get("namespace"),
-                "queue": spec.get("queueName"),
-                "priorityClass": priority.get("name") if isinstance(priority, dict) else priority,
-                "submitAt": created - window_start,
-                "duration": max(1.0, ended - admitted),
-                "maxExecutionSeconds": spec.get("maximumExecutionTimeSeconds"),
-                "podSets": pod_sets,
+                "name": workload.name,
+                "namespace": workload.namespace,
+                "queue": workload.queue_name,
+                "priorityClass": workload.priority_class,
+                "submitAt": workload.created - window_start,
+                "duration": max(1.0, ran),
+                "maxExecutionSeconds": workload.max_execution_s,
+                "podSets": [pod_set.record() for pod_set in workload.pod_sets],
             }
         )
-        if finished_condition is not None and finished_condition.get("reason") in FAILED_REASONS:
-            namespace = str(metadata.get("namespace"))
-            failed[namespace] = failed.get(namespace, 0.0) + _gpus(pod_sets) * (ended - admitted) / 3600
+        if workload.ended is not None and workload.ended.reason in FAILED_REASONS:
+            gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
+            failed[workload.namespace] = failed.get(workload.namespace, 0.0) + gpus * ran / 3600
     return JobHistory(records, failed, skipped)
 
 

@@ -30,43 +30,49 @@ class _Simulate:
             "Philly/Helios trace CSV whose users are hashed onto the CONFIG's LocalQueues; default: "
             "the built-in example's week",
         )
-        parser.add_argument("--until", type=float, metavar="SECONDS", help="stop at this time; report the state then")
+        parser.add_argument(
+            "--until", type=float, metavar="SECONDS", help="stop at this time (0 to 1e12 s); report the state then"
+        )
         parser.add_argument("--output", type=Path, metavar="OUT.json", help="also write the full result as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
         import json
 
+        from kuota.files import write_file
         from kuota.simulator.errors import SimulateError
         from kuota.simulator.inputs import load_config, read_workloads, seed_directory
+        from kuota.simulator.limits import check_until
         from kuota.simulator.replay import replay
         from kuota.simulator.summary import output_document, summary
 
         if (args.config is None) != (args.workloads is None):
-            print(
-                "kuota simulate: give both --config and --workloads, or neither for the built-in example",
-                file=sys.stderr,
-            )
-            return 2
+            return _fail("give both --config and --workloads, or neither for the built-in example")
         config = args.config or seed_directory()
         workloads_path = args.workloads or seed_directory() / "workloads.jsonl"
-        if args.until is not None and args.until < 0:
-            print("kuota simulate: --until must be >= 0 seconds", file=sys.stderr)
-            return 2
         try:
+            until = check_until(args.until, "--until")
             objects = load_config(config)
             workloads = read_workloads(workloads_path, objects)
-            result = replay(objects, workloads, args.until)
+            result = replay(objects, workloads, until)
         except SimulateError as error:
-            print(f"kuota simulate: {error}", file=sys.stderr)
-            return 2
+            return _fail(str(error))
         sys.stdout.write(summary(result))
         if args.output is not None:
+            # Whole or not at all, and never through a symlink planted at the name (kuota.files).
+            document = json.dumps(output_document(result), indent=1, allow_nan=False) + "\n"
             try:
-                args.output.write_text(json.dumps(output_document(result), indent=1) + "\n")
+                write_file(args.output, document)
             except OSError as error:
-                print(f"kuota simulate: cannot write {args.output}: {error}", file=sys.stderr)
-                return 2
+                return _fail(f"cannot write {args.output}: {error.strerror or error}")
         return 0
+
+
+def _fail(message: str) -> int:
+    """The command's one line on stderr, every character printable (a file name may hold a newline), and its
+    exit code."""
+    shown = "".join(character if character.isprintable() else repr(character)[1:-1] for character in message)
+    print(f"kuota simulate: {shown}", file=sys.stderr)
+    return 2
 
 
 SIMULATE = _Simulate()

@@ -4,7 +4,8 @@ SimulateError          base; the command prints it and exits 2
 ├── ConfigFileError     a CONFIG file or object is unreadable or invalid
 ├── WorkloadFileError   a workloads line (or trace row) is unreadable or invalid
 │   └── TraceFormatError    a trace CSV row cannot be read as a job (names file, line and column)
-└── SourceSpecError     the parameters given to a workload source (trace converter, generator) are unusable
+└── SourceSpecError     the parameters given to a replay (until) or a workload source (trace converter,
+                        generator) are unusable
 """
 
 from __future__ import annotations
@@ -29,4 +30,4 @@ class TraceFormatError(WorkloadFileError, ValueError):
 
 
 class SourceSpecError(SimulateError, ValueError):
-    """The parameters given to a workload source are unusable."""
+    """The parameters given to a replay or a workload source are unusable."""

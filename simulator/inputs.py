@@ -10,6 +10,7 @@ onto the CONFIG's LocalQueues (sorted by namespace/name).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,19 +18,40 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kuota.engine.decoding import parse_object, parse_required_node_affinity
 from kuota.engine.errors import InvalidObjectError, QuantityError
-from kuota.engine.model import ApiObject, LocalQueue, PodSet, TaintEffect, Toleration, Workload, WorkloadPriorityClass
+from kuota.engine.model import (
+    ApiObject,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    Namespace,
+    PodSet,
+    ResourceFlavor,
+    TaintEffect,
+    Toleration,
+    Workload,
+    WorkloadPriorityClass,
+)
 from kuota.engine.quantities import parse_quantity
 from kuota.simulator.errors import ConfigFileError, SourceSpecError, WorkloadFileError
+from kuota.simulator.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_INT32,
+    MAX_NAME_LENGTH,
+    MAX_POD_SETS,
+    MAX_SECONDS,
+    SECONDS_RANGE,
+)
+from kuota.simulator.line_reading import numbered_lines
+from kuota.simulator.yaml_reading import ExpansionBudget, load_documents
 
 _WORKLOAD_KEYS = frozenset(
     {"name", "namespace", "queue", "priorityClass", "submitAt", "duration", "maxExecutionSeconds", "podSets"}
 )
 _POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+_TAINT_EFFECTS = frozenset(effect.value for effect in TaintEffect)
 _REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets")
 # A plain pod set (no nodeSelector, no tolerations, requests spelled as strings), as the parsing cache keys it.
 _PodSetKey = tuple[str, int, int | None, tuple[tuple[str, str], ...]]
@@ -52,25 +74,57 @@ def seed_directory() -> Path:
 def read_yaml_documents(path: Path) -> list[tuple[str, Any]]:
     """Every YAML document of a file, or of the ``*.yaml``/``*.yml`` files of a folder (in name order), each
     with where it came from (``FILE (document N)``); empty documents are skipped. The one reader of queue
-    config files: ``kuota simulate --config`` and ``kuota report --config`` both read through it."""
+    config files: ``kuota simulate --config`` and ``kuota report --config`` both read through it. The files
+    together may hold ``MAX_CONFIG_BYTES``, and ``MAX_YAML_NODES`` with their aliases expanded
+    (:mod:`kuota.simulator.yaml_reading`)."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        try:
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        except OSError as error:
+            raise ConfigFileError(f"{path}: the folder cannot be read: {error.strerror or error}") from error
         if not files:
             raise ConfigFileError(f"{path}: the folder has no .yaml files; give a CONFIG file or folder of them")
-    elif path.is_file():
+    elif path.exists():
         files = [path]
     else:
         raise ConfigFileError(f"{path}: no such file or folder; give the CONFIG YAML or a folder of them")
+    budget = ExpansionBudget()
+    left = MAX_CONFIG_BYTES
     documents: list[tuple[str, Any]] = []
     for file in files:
+        data = _config_bytes(file, left)
+        left -= len(data)
         try:
-            loaded = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except yaml.YAMLError as unreadable:
-            raise ConfigFileError(f"{file}: not valid YAML: {unreadable}") from unreadable
-        except (OSError, UnicodeDecodeError) as unreadable:
-            raise ConfigFileError(f"{file}: cannot be read: {unreadable}") from unreadable
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise ConfigFileError(
+                f"{file}: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); save it as UTF-8"
+            ) from error
+        loaded = load_documents(text, str(file), budget)
         documents += [(f"{file} (document {i + 1})", doc) for i, doc in enumerate(loaded) if doc is not None]
     return documents
+
+
+def _config_bytes(file: Path, limit: int) -> bytes:
+    """The file's bytes, read a block at a time so that no more than ``limit`` is ever held (``read(limit)``
+    would allocate all of it up front)."""
+    blocks: list[bytes] = []
+    size = 0
+    try:
+        with file.open("rb") as stream:
+            while size <= limit:
+                block = stream.read(1 << 16)
+                if not block:
+                    return b"".join(blocks)
+                blocks.append(block)
+                size += len(block)
+    except OSError as error:
+        raise ConfigFileError(f"{file}: cannot be read: {error.strerror or error}") from error
+    raise ConfigFileError(
+        f"{file}: the CONFIG is larger than {MAX_CONFIG_BYTES} bytes (all its files together); "
+        "a queue config is a few kilobytes"
+    )
 
 
 def load_config(path: Path) -> list[ApiObject]:
@@ -84,13 +138,110 @@ def config_from_dicts(documents: Iterable[Mapping[str, Any]]) -> list[ApiObject]
 
 
 def _parse_objects(documents: Iterable[tuple[str, object]]) -> list[ApiObject]:
+    """The objects, each defined once, their Cohorts a tree: a second definition would silently replace the
+    first in the engine, and a parentName cycle silently stops every ClusterQueue under it."""
     objects: list[ApiObject] = []
+    places: dict[str, str] = {}
     for where, document in documents:
+        _check_header(where, document)
         try:
-            objects.append(parse_object(document))
+            obj = parse_object(document)
         except InvalidObjectError as error:
-            raise ConfigFileError(f"{where}: {error}") from error
+            raise ConfigFileError(f"{where}: {_one_line(str(error))}") from error
+        identity = _identity(obj)
+        if identity is not None:
+            first = places.get(identity)
+            if first is not None:
+                raise ConfigFileError(f"{where}: {identity} is defined twice, here and in {first}; keep one of them")
+            places[identity] = where
+        objects.append(obj)
+    _check_cohort_tree(objects, places)
     return objects
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every unprintable character escaped: the decoder quotes keys and values as written, and a
+    newline in one would break the command's one line."""
+    if text.isprintable():
+        return text
+    return "".join(character if character.isprintable() else repr(character)[1:-1] for character in text)
+
+
+def _check_header(where: str, document: object) -> None:
+    """The fields an object is named by are text: anything else would be quoted whole in the message."""
+    if not isinstance(document, Mapping):
+        return
+    for key in ("apiVersion", "kind"):
+        value = document.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigFileError(f"{where}: {key} must be a string, got {_show(value)}")
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if name is not None and not isinstance(name, str):
+        raise ConfigFileError(f"{where}: metadata.name must be a string, got {_show(name)}")
+
+
+def _identity(obj: ApiObject) -> str | None:
+    """How the engine keys ``obj`` (None for the Configuration, of which the last one read is used)."""
+    if isinstance(obj, LocalQueue):
+        return f"LocalQueue {obj.namespace}/{obj.name}"
+    if isinstance(obj, ResourceFlavor):
+        return f"ResourceFlavor {obj.name}"
+    if isinstance(obj, ClusterQueue):
+        return f"ClusterQueue {obj.name}"
+    if isinstance(obj, Cohort):
+        return f"Cohort {obj.name}"
+    if isinstance(obj, WorkloadPriorityClass):
+        return f"WorkloadPriorityClass {obj.name}"
+    if isinstance(obj, Namespace):
+        return f"Namespace {obj.name}"
+    return None
+
+
+def _check_cohort_tree(objects: Sequence[ApiObject], places: Mapping[str, str]) -> None:
+    parents = {obj.name: obj.parent for obj in objects if isinstance(obj, Cohort) and obj.parent is not None}
+    settled: set[str] = set()
+    for start in parents:
+        path: list[str] = []
+        on_path: set[str] = set()
+        name: str | None = start
+        while name is not None and name not in settled:
+            if name in on_path:
+                raise ConfigFileError(_cycle_message(path[path.index(name) :], objects, parents, places))
+            path.append(name)
+            on_path.add(name)
+            name = parents.get(name)
+        settled.update(path)
+
+
+def _cycle_message(
+    cycle: list[str], objects: Sequence[ApiObject], parents: Mapping[str, str], places: Mapping[str, str]
+) -> str:
+    members = set(cycle)
+    stopped = []
+    for obj in objects:
+        if isinstance(obj, ClusterQueue) and obj.cohort is not None:
+            cohort: str | None = obj.cohort
+            for _ in range(len(parents) + 1):
+                if cohort is None or cohort in members:
+                    break
+                cohort = parents.get(cohort)
+            if cohort is not None and cohort in members:
+                stopped.append(obj.name)
+    chain = _listed([*cycle, cycle[0]], 8, " -> ")
+    where = "; ".join(f"{name} in {places[f'Cohort {name}']}" for name in cycle[:4])
+    more = f"; and {len(cycle) - 4} more" if len(cycle) > 4 else ""
+    under = f"; ClusterQueue(s) {_listed(stopped, 6, ', ')} under it would admit nothing" if stopped else ""
+    return (
+        f"Cohorts {chain} form a parentName cycle ({where}{more}){under}: "
+        "a Cohort cannot be its own ancestor; remove one of these parentNames"
+    )
+
+
+def _listed(names: Sequence[str], most: int, separator: str) -> str:
+    if len(names) <= most:
+        return separator.join(names)
+    return f"{separator.join(names[:most])}{separator}... ({len(names)} in all)"
 
 
 def priority_values(objects: Iterable[ApiObject]) -> dict[str, int]:
@@ -102,44 +253,113 @@ def local_queues(objects: Iterable[ApiObject]) -> list[tuple[str, str]]:
 
 
 def read_workloads(path: Path, objects: Sequence[ApiObject]) -> list[SimulatedWorkload]:
-    """The workloads of a JSON Lines file or a trace CSV, ordered by submission time (stable)."""
+    """The workloads of a JSON Lines file or a trace CSV, ordered by submission time (stable); the file is
+    read one bounded line at a time (:mod:`kuota.simulator.line_reading`), so it may be a pipe."""
+    if path.is_dir():
+        raise WorkloadFileError(f"{path}: is a folder; give the workloads file (JSON Lines or a trace CSV)")
     try:
-        with path.open() as stream:
-            first = stream.readline()
+        stream = path.open("rb")
     except OSError as error:
-        raise WorkloadFileError(f"{path}: cannot read the workloads file: {error}") from error
-    if first.startswith("u_id,"):
-        lines: Iterable[tuple[str, Mapping[str, Any]]] = _trace_lines(path, objects)
-    else:
-        lines = _json_lines(path)
-    workloads = convert_lines(lines, priority_values(objects))
+        raise WorkloadFileError(f"{path}: cannot read the workloads file: {error.strerror or error}") from error
+    with stream:
+        numbered = numbered_lines(stream, str(path))
+        first = next(numbered, None)
+        if first is None:
+            return []
+        rest = itertools.chain((first,), numbered)
+        if first[1].startswith("u_id,"):
+            lines: Iterable[tuple[str, Mapping[str, Any]]] = _trace_lines(path, rest, objects)
+        else:
+            lines = _json_lines(str(path), rest)
+        workloads = list(convert_lines(lines, priority_values(objects)))
     return sorted(workloads, key=lambda w: w.submit_at)
 
 
-def _json_lines(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    with path.open() as stream:
-        for number, text in enumerate(stream, start=1):
-            if not text.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise WorkloadFileError(f"{where}: not JSON ({error.msg}); write one workload object a line") from error
-            if not isinstance(value, dict):
-                raise WorkloadFileError(f"{where}: a line must be a JSON object, got {type(value).__name__}")
-            yield where, value
+def _json_lines(source: str, numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for number, text in numbered:
+        if not text.strip():
+            continue
+        where = f"{source}:{number}"
+        value = _json_value(where, text)
+        if not isinstance(value, dict):
+            raise WorkloadFileError(f"{where}: a line must be a JSON object, got {_show(value)}")
+        yield where, value
 
 
-def _trace_lines(path: Path, objects: Sequence[ApiObject]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+@dataclass(frozen=True, slots=True)
+class _NonFinite:
+    """What Python's JSON reader would turn into a float NaN or infinity (``NaN``, ``Infinity``, ``-Infinity``,
+    which JSON does not have), kept as written so the line can be refused naming the field."""
+
+    text: str
+
+
+# One decoder for every line (json.loads given an option builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_NonFinite)
+
+
+def _json_value(where: str, text: str) -> object:
+    try:
+        value: object = _DECODER.decode(text)
+    except json.JSONDecodeError as error:
+        raise WorkloadFileError(
+            f"{where}: not JSON ({error.msg} at column {error.colno}); write one workload object a line"
+        ) from error
+    except ValueError as error:  # an integer beyond Python's limit of 4300 digits
+        raise WorkloadFileError(f"{where}: a number of thousands of digits; write numbers of ordinary size") from error
+    except RecursionError as error:
+        raise WorkloadFileError(
+            f"{where}: arrays or objects nested hundreds deep, too deep to read; a workload nests a few levels"
+        ) from error
+    # Both searches walk the whole line, so they run only where the text can hold what they look for.
+    if "NaN" in text or "Infinity" in text:
+        found = _first_unfit(value, non_finite=True)
+        if found is not None:
+            raise WorkloadFileError(f"{where}: {found[0]}: {found[1]} is not a JSON number; write a finite number")
+    if "\\" in text or not text.isascii():
+        found = _first_unfit(value, non_finite=False)
+        if found is not None:
+            raise WorkloadFileError(
+                f"{where}: {found[0]}: {found[1]} holds a control character or a lone surrogate; "
+                "a workload's strings are printable text"
+            )
+    return value
+
+
+def _first_unfit(value: object, *, non_finite: bool) -> tuple[str, str] | None:
+    """Where (``podSets[0].requests.cpu``) and what the first NaN or Infinity (``non_finite``) or unprintable
+    string (otherwise) in ``value`` is, keys included; None where there is none. Iterative: any depth is safe."""
+    pending: list[tuple[object, str]] = [(value, "the line")]
+    while pending:
+        item, path = pending.pop()
+        if non_finite and isinstance(item, _NonFinite):
+            return path, item.text
+        if not non_finite and isinstance(item, str) and not item.isprintable():
+            return path, _show(item)
+        if isinstance(item, dict):
+            entries: list[tuple[object, object]] = list(item.items())
+            for key, inner in entries[::-1]:  # the stack pops them back in file order
+                if not non_finite and not str(key).isprintable():
+                    return f"{path}: a key", _show(key)
+                pending.append((inner, _key(key) if path == "the line" else f"{path}.{_key(key)}"))
+        elif isinstance(item, list):
+            elements: list[object] = item
+            for index in range(len(elements) - 1, -1, -1):
+                pending.append((elements[index], f"{path}[{index}]"))
+    return None
+
+
+def _trace_lines(
+    path: Path, numbered: Iterable[tuple[int, str]], objects: Sequence[ApiObject]
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
     from kuota.simulator.queue_mapping import QueueTarget
-    from kuota.simulator.traces import read_trace, trace_workloads
+    from kuota.simulator.traces import read_trace_lines, trace_workloads
 
     queues = [QueueTarget(namespace, name) for namespace, name in local_queues(objects)]
     if not queues:
         raise WorkloadFileError(f"{path}: a trace needs LocalQueues in the CONFIG to map its users onto; add some")
     try:
-        for line in trace_workloads(read_trace(path), queues):
+        for line in trace_workloads(read_trace_lines(numbered, str(path)), queues, source=str(path)):
             yield f"{path} ({line['name']})", dict(line)
     except SourceSpecError as error:
         raise WorkloadFileError(f"{path}: {error}") from error
@@ -175,36 +395,40 @@ def _workload(
     parsed_pod_sets: dict[_PodSetKey, PodSet],
 ) -> SimulatedWorkload:
     if not line.keys() <= _WORKLOAD_KEYS:
-        unknown = sorted(set(line) - _WORKLOAD_KEYS)
+        unknown = sorted(_key(key) for key in set(line) - _WORKLOAD_KEYS)
         raise WorkloadFileError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; the contract's keys are {', '.join(sorted(_WORKLOAD_KEYS))}"
+            f"{where}: unknown key(s) {_listed(unknown, 6, ', ')}; "
+            f"the contract's keys are {', '.join(sorted(_WORKLOAD_KEYS))}"
         )
     for key in _REQUIRED_KEYS:
         if key not in line:
             raise WorkloadFileError(f"{where}: missing key {key!r}")
-    name, namespace, queue = line["name"], line["namespace"], line["queue"]
-    for value in (name, namespace, queue):
-        if not isinstance(value, str) or not value:
-            raise WorkloadFileError(f"{where}: name, namespace and queue must be non-empty strings")
-    submit_at = _number(where, "submitAt", line["submitAt"])
-    duration = _number(where, "duration", line["duration"])
+    name = _text(f"{where}: name", line["name"])
+    namespace = _text(f"{where}: namespace", line["namespace"])
+    queue = _text(f"{where}: queue", line["queue"])
+    submit_at = _seconds(where, "submitAt", line["submitAt"])
+    duration = _seconds(where, "duration", line["duration"])
     priority_class = line.get("priorityClass")
     if priority_class is None:
         priority = priorities.get("default", 0)
         priority_class = "default" if "default" in priorities else None
+    elif not isinstance(priority_class, str):
+        raise WorkloadFileError(f"{where}: priorityClass must be a string or null, got {_show(priority_class)}")
     elif priority_class in priorities:
         priority = priorities[priority_class]
     else:
         raise WorkloadFileError(
-            f"{where}: priorityClass {priority_class!r} is not a WorkloadPriorityClass of the "
+            f"{where}: priorityClass {_show(priority_class)} is not a WorkloadPriorityClass of the "
             "CONFIG; add it or fix the name"
         )
     max_exec = line.get("maxExecutionSeconds")
-    if max_exec is not None and (isinstance(max_exec, bool) or not isinstance(max_exec, int) or max_exec < 1):
-        raise WorkloadFileError(f"{where}: maxExecutionSeconds must be null or a whole number >= 1")
+    if max_exec is not None and not _is_whole(max_exec, 1, MAX_INT32):
+        raise WorkloadFileError(
+            f"{where}: maxExecutionSeconds must be null or a whole number from 1 to {MAX_INT32}, got {_show(max_exec)}"
+        )
     raw_sets = line["podSets"]
-    if not isinstance(raw_sets, list) or not raw_sets:
-        raise WorkloadFileError(f"{where}: podSets must be a non-empty list")
+    if not isinstance(raw_sets, list) or not 1 <= len(raw_sets) <= MAX_POD_SETS:
+        raise WorkloadFileError(f"{where}: podSets must be a list of 1 to {MAX_POD_SETS} pod sets")
     pod_sets = tuple(_cached_pod_set(where, i, raw, amounts, parsed_pod_sets) for i, raw in enumerate(raw_sets))
     workload = Workload(
         namespace=namespace,
@@ -220,10 +444,47 @@ def _workload(
     return SimulatedWorkload(workload, submit_at, duration)
 
 
-def _number(where: str, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise WorkloadFileError(f"{where}: {key} must be a number of seconds >= 0, got {value!r}")
+def _text(label: str, value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_LENGTH or not value.isprintable():
+        raise WorkloadFileError(
+            f"{label} must be a non-empty string of at most {MAX_NAME_LENGTH} printable characters, got {_show(value)}"
+        )
+    return value
+
+
+def _seconds(where: str, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_SECONDS:
+        # NaN fails every comparison, so it lands here with the infinities
+        raise WorkloadFileError(f"{where}: {key} must be a number of seconds {SECONDS_RANGE}, got {_show(value)}")
     return float(value)
+
+
+def _is_whole(value: object, lowest: int, highest: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and lowest <= value <= highest
+
+
+def _show(value: object) -> str:
+    """``value`` quoted for a message, short whatever it is: containers by their kind only."""
+    if isinstance(value, _NonFinite):
+        return value.text
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, str | int | float):
+        shown = repr(value)
+        return shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown)} characters)"
+    if isinstance(value, dict | Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _key(key: object) -> str:
+    """A key as a message names it: as written where it is short printable text, else quoted."""
+    text = str(key)
+    return text if text.isprintable() and len(text) <= 60 else _show(text)
 
 
 def _cached_pod_set(
@@ -262,18 +523,27 @@ def _pod_set_key(raw: object) -> _PodSetKey | None:
 
 def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> PodSet:
     if not isinstance(raw, dict):
-        raise WorkloadFileError(f"{where}: must be an object")
-    unknown = sorted(set(raw) - _POD_SET_KEYS)
+        raise WorkloadFileError(f"{where}: must be an object, got {_show(raw)}")
+    unknown = sorted(_key(key) for key in set(raw) - _POD_SET_KEYS)
     if unknown:
-        raise WorkloadFileError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        raise WorkloadFileError(f"{where}: unknown key(s) {_listed(unknown, 6, ', ')}")
+    name = _text(f"{where}.name:", raw.get("name", "main"))
     count = raw.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise WorkloadFileError(f"{where}.count: must be a whole number >= 1")
+    if not _is_whole(count, 1, MAX_INT32):
+        raise WorkloadFileError(f"{where}.count: must be a whole number from 1 to {MAX_INT32}, got {_show(count)}")
     min_count = raw.get("minCount")
-    if min_count is not None and (not isinstance(min_count, int) or not 1 <= min_count <= count):
-        raise WorkloadFileError(f"{where}.minCount: must be between 1 and count")
+    if min_count is not None and not _is_whole(min_count, 1, count):
+        raise WorkloadFileError(f"{where}.minCount: must be a whole number from 1 to count, got {_show(min_count)}")
+    raw_requests = raw.get("requests")
+    if raw_requests is None:
+        raw_requests = {}
+    elif not isinstance(raw_requests, dict):
+        raise WorkloadFileError(
+            f"{where}.requests: must be an object of resource names to quantities, got {_show(raw_requests)}"
+        )
     requests: dict[str, int] = {}
-    for resource, text in (raw.get("requests") or {}).items():
+    for resource, text in raw_requests.items():
+        _text(f"{where}.requests: a resource name", resource)
         amount = amounts.get((resource, text)) if isinstance(text, str) else None
         if amount is None:
             try:
@@ -286,28 +556,42 @@ def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> Po
             raise WorkloadFileError(f"{where}.requests.{resource}: must not be negative")
         if amount:
             requests[resource] = amount
-    selector = raw.get("nodeSelector") or {}
-    if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
-        raise WorkloadFileError(f"{where}.nodeSelector: must be an object of strings")
-    tolerations = tuple(_toleration(f"{where}.tolerations[{i}]", t) for i, t in enumerate(raw.get("tolerations") or []))
+    selector = raw.get("nodeSelector")
+    if selector is None:
+        selector = {}
+    elif not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
+        raise WorkloadFileError(f"{where}.nodeSelector: must be an object of strings, got {_show(selector)}")
+    raw_tolerations = raw.get("tolerations")
+    if raw_tolerations is None:
+        raw_tolerations = []
+    elif not isinstance(raw_tolerations, list):
+        raise WorkloadFileError(f"{where}.tolerations: must be a list, got {_show(raw_tolerations)}")
+    tolerations = tuple(_toleration(f"{where}.tolerations[{i}]", t) for i, t in enumerate(raw_tolerations))
     try:
         affinity = parse_required_node_affinity(raw.get("nodeAffinity"), "nodeAffinity")
     except InvalidObjectError as invalid:  # not "error": compiled, one name keeps one exception type
-        raise WorkloadFileError(f"{where}: {'; '.join(str(e) for e in invalid.errors)}") from invalid
-    return PodSet(str(raw.get("name", "main")), count, requests, min_count, dict(selector), tolerations, affinity)
+        raise WorkloadFileError(f"{where}: {_one_line('; '.join(str(e) for e in invalid.errors))}") from invalid
+    return PodSet(name, count, requests, min_count, dict(selector), tolerations, affinity)
 
 
 def _toleration(where: str, raw: object) -> Toleration:
     if not isinstance(raw, dict) or set(raw) - _TOLERATION_KEYS:
         raise WorkloadFileError(f"{where}: must be an object with keys among {', '.join(sorted(_TOLERATION_KEYS))}")
+    key, value = raw.get("key", ""), raw.get("value", "")
+    for field, text in (("key", key), ("value", value)):
+        if not isinstance(text, str):
+            raise WorkloadFileError(f"{where}.{field}: must be a string, got {_show(text)}")
+    seconds = raw.get("tolerationSeconds")
+    if seconds is not None and not _is_whole(seconds, -(2**63), 2**63 - 1):
+        raise WorkloadFileError(f"{where}.tolerationSeconds: must be null or a whole number, got {_show(seconds)}")
     effect = raw.get("effect")
-    try:
-        parsed = TaintEffect(effect) if effect else None
-    except ValueError as error:
-        raise WorkloadFileError(
-            f"{where}.effect: {effect!r} is not NoSchedule, PreferNoSchedule or NoExecute"
-        ) from error
+    if effect is None or effect == "":
+        parsed = None
+    elif isinstance(effect, str) and effect in _TAINT_EFFECTS:
+        parsed = TaintEffect(effect)
+    else:
+        raise WorkloadFileError(f"{where}.effect: {_show(effect)} is not NoSchedule, PreferNoSchedule or NoExecute")
     operator = raw.get("operator", "Equal")
     if operator not in ("Equal", "Exists"):
-        raise WorkloadFileError(f"{where}.operator: {operator!r} is not Equal or Exists")
-    return Toleration(str(raw.get("key", "")), operator, str(raw.get("value", "")), parsed)
+        raise WorkloadFileError(f"{where}.operator: {_show(operator)} is not Equal or Exists")
+    return Toleration(key, operator, value, parsed)

@@ -20,6 +20,7 @@ from kuota.engine.engine import Admission, Eviction, QuotaEngine
 from kuota.engine.model import ApiObject, ClusterQueue, Configuration
 from kuota.simulator.errors import WorkloadFileError
 from kuota.simulator.inputs import SimulatedWorkload
+from kuota.simulator.limits import check_until
 
 GPU = "nvidia.com/gpu"
 
@@ -106,7 +107,9 @@ def replay(
     *,
     keep_history: bool = True,
 ) -> ReplayResult:
-    """Run ``arrivals`` (in submission order) through a fresh engine holding ``objects``."""
+    """Run ``arrivals`` (in submission order) through a fresh engine holding ``objects``; ``until`` is None or a
+    number of seconds from 0 to ``MAX_SECONDS`` (NaN would never stop the clock and infinity never end it)."""
+    check_until(until)
     # A replay allocates a few objects per decision, nearly all short-lived and none in cycles, while the
     # queued workloads keep the heap large: with the default 700-allocation trigger, collections take about a
     # sixth of a long replay. Collecting 30 times less often costs little memory; the caller's setting returns.

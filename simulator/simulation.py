@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kuota.simulator.inputs import config_from_dicts, read_workloads
+from kuota.simulator.limits import check_until
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
 
@@ -17,4 +18,4 @@ def simulate(config: Iterable[Mapping[str, Any]], workloads: Path, until: float 
     ``kueue.x-k8s.io/v1beta2`` objects a CONFIG file holds, as dicts); raises
     :class:`~kuota.simulator.errors.SimulateError` naming the object or line at fault."""
     objects = config_from_dicts(config)
-    return output_document(replay(objects, read_workloads(workloads, objects), until))
+    return output_document(replay(objects, read_workloads(workloads, objects), check_until(until)))

@@ -175,6 +175,8 @@ def _longest_waits(histories: list[WorkloadHistory]) -> list[str]:
         key=lambda pair: (-pair[0], pair[1].key),
     )[:5]
     if not waited:
+        if any(not h.admissions for h in histories):
+            return ["  no admission waited, but some workloads were never admitted (below)"]
         return ["  nobody waited: every workload was admitted when it arrived"]
     lines = ["  longest waits before admission:"]
     lines += [f"    {h.key} ({h.cluster_queue}) waited {duration(wait)}" for wait, h in waited]

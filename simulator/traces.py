@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kuota.simulator.errors import SourceSpecError, TraceFormatError
+from kuota.simulator.limits import MAX_LINE_BYTES, MAX_SECONDS
+from kuota.simulator.line_reading import numbered_lines
 from kuota.simulator.lines import WorkloadLine
 from kuota.simulator.queue_mapping import QueueTarget, check_queues, queue_for_user
 
@@ -52,6 +54,17 @@ TRACE_COLUMNS = (
     "new_status",
 )
 _INTEGER_COLUMNS = ("u_id", "gpu_num", "cpu_num", "node_num", "interval", "run_time")
+# ASCII digits only: str.isdigit() takes "²", which int() refuses; 18 digits always fit in an int64.
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+# Far beyond any job, and small enough that a pod's requests (32Gi a GPU) stay within a quantity's int64.
+_LARGEST_JOB = 2**20
+_HIGHEST = {
+    "gpu_num": (_LARGEST_JOB, f"a job asks at most {_LARGEST_JOB} GPUs here"),
+    "cpu_num": (_LARGEST_JOB, f"a job asks at most {_LARGEST_JOB} cpus here"),
+    "node_num": (_LARGEST_JOB, f"a job runs on at most {_LARGEST_JOB} nodes here"),
+    "interval": (MAX_SECONDS, f"an interval is at most {MAX_SECONDS} seconds"),
+    "run_time": (MAX_SECONDS, f"a run time is at most {MAX_SECONDS} seconds"),
+}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -108,37 +121,85 @@ class ConvertedTrace:
 
 
 def read_trace(path: Path) -> Iterator[TraceRow]:
-    """The rows of a trace CSV, checked, in file order."""
-    with path.open(newline="") as stream:
-        reader = csv.DictReader(stream)
+    """The rows of a trace CSV, checked, in file order; read one bounded line at a time."""
+    try:
+        stream = path.open("rb")
+    except OSError as error:
+        raise TraceFormatError(f"{path}: cannot read the trace: {error.strerror or error}") from error
+    with stream:
+        yield from read_trace_lines(numbered_lines(stream, str(path)), str(path))
+
+
+def read_trace_lines(lines: Iterable[tuple[int, str]], source: str) -> Iterator[TraceRow]:
+    """The rows of a trace CSV given as numbered lines (:func:`kuota.simulator.line_reading.numbered_lines`),
+    checked, in order; ``source`` names the file in errors."""
+    records = _RecordLines(lines, source)
+    reader = csv.DictReader(records)
+    try:
         missing = [column for column in TRACE_COLUMNS if column not in (reader.fieldnames or ())]
         if missing:
             raise TraceFormatError(
-                f"{path}: header lacks column(s) {', '.join(missing)}; a trace needs {','.join(TRACE_COLUMNS)}"
+                f"{source}: header lacks column(s) {', '.join(missing)}; a trace needs {','.join(TRACE_COLUMNS)}"
             )
         for record in reader:
-            yield _row(path, reader.line_num, record)
+            records.record_read()
+            yield _row(source, records.line, record)
+    except csv.Error as error:
+        raise TraceFormatError(f"{source}:{records.line}: not CSV: {error}") from error
 
 
-def _row(path: Path, line: int, record: Mapping[str, str | None]) -> TraceRow:
+class _RecordLines:
+    """The lines the CSV reader reads, refusing a record (one row, with any quoted newlines in it) longer than
+    ``MAX_LINE_BYTES``, so a quoted field cannot gather the rest of the file into one row."""
+
+    def __init__(self, lines: Iterable[tuple[int, str]], source: str) -> None:
+        self._lines = iter(lines)
+        self._source = source
+        self._pending = 0
+        self.line = 0
+
+    def __iter__(self) -> _RecordLines:
+        return self
+
+    def __next__(self) -> str:
+        self.line, text = next(self._lines)
+        self._pending += len(text)
+        if self._pending > MAX_LINE_BYTES:
+            raise TraceFormatError(f"{self._source}:{self.line}: a row longer than {MAX_LINE_BYTES} characters")
+        return text
+
+    def record_read(self) -> None:
+        self._pending = 0
+
+
+def _row(source: str, line: int, record: Mapping[str | None, object]) -> TraceRow:
+    where = f"{source}:{line}"
     values: dict[str, int] = {}
     for column in _INTEGER_COLUMNS:
-        text = (record.get(column) or "").strip()
-        if not text.isdigit():
-            raise TraceFormatError(f"{path}:{line}: column {column} is {text!r}; it must be a whole number >= 0")
-        values[column] = int(text)
-    user = (record.get("user") or "").strip()
+        text = record.get(column)
+        text = text.strip() if isinstance(text, str) else ""
+        if not _WHOLE_NUMBER.fullmatch(text):
+            raise TraceFormatError(
+                f"{where}: column {column} is {_show(text)}; it must be a whole number >= 0 of at most 18 digits"
+            )
+        value = values[column] = int(text)
+        highest = _HIGHEST.get(column)
+        if highest is not None and value > highest[0]:
+            raise TraceFormatError(f"{where}: column {column} is {value}; {highest[1]}")
+    user = record.get("user")
+    user = user.strip() if isinstance(user, str) else ""
     if not user:
-        raise TraceFormatError(f"{path}:{line}: column user is empty; every job needs a user id")
+        raise TraceFormatError(f"{where}: column user is empty; every job needs a user id")
     if values["node_num"] < 1:
-        raise TraceFormatError(f"{path}:{line}: column node_num is 0; a job runs on at least one node")
+        raise TraceFormatError(f"{where}: column node_num is 0; a job runs on at least one node")
     if values["gpu_num"] % values["node_num"]:
         raise TraceFormatError(
-            f"{path}:{line}: gpu_num {values['gpu_num']} does not divide over node_num {values['node_num']} "
+            f"{where}: gpu_num {values['gpu_num']} does not divide over node_num {values['node_num']} "
             "pods; fix the row or drop it (GPUs cannot be split)"
         )
     if values["run_time"] < 1:
-        raise TraceFormatError(f"{path}:{line}: column run_time is 0; a job runs at least 1 second")
+        raise TraceFormatError(f"{where}: column run_time is 0; a job runs at least 1 second")
+    status = record.get("new_status")
     return TraceRow(
         line=line,
         job_id=values["u_id"],
@@ -148,23 +209,38 @@ def _row(path: Path, line: int, record: Mapping[str, str | None]) -> TraceRow:
         nodes=values["node_num"],
         interval=values["interval"],
         run_time=values["run_time"],
-        status=(record.get("new_status") or "").strip(),
+        status=status.strip() if isinstance(status, str) else "",
     )
 
 
+def _show(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else f"{shown[:30]}... ({len(text)} characters)"
+
+
 def trace_workloads(
-    rows: Iterable[TraceRow], queues: Sequence[QueueTarget], options: TraceOptions = TraceOptions()
+    rows: Iterable[TraceRow],
+    queues: Sequence[QueueTarget],
+    options: TraceOptions = TraceOptions(),
+    *,
+    source: str | None = None,
 ) -> Iterator[WorkloadLine]:
-    """The workloads of ``rows``, lazily, in submission order (the rules are in the module docstring)."""
+    """The workloads of ``rows``, lazily, in submission order (the rules are in the module docstring);
+    ``source`` names the file in errors."""
     check_queues(queues)
     queue_of_user: dict[str, QueueTarget] = {}
     seen_ids: dict[int, int] = {}
     submit_at = 0
     for row in rows:
+        where = f"{source}:{row.line}" if source is not None else f"line {row.line}"
         submit_at += row.interval
+        if submit_at > MAX_SECONDS:
+            raise TraceFormatError(
+                f"{where}: the intervals add up to {submit_at} seconds, beyond the replay's {MAX_SECONDS}"
+            )
         if row.job_id in seen_ids:
             raise TraceFormatError(
-                f"line {row.line}: u_id {row.job_id} repeats line {seen_ids[row.job_id]}; "
+                f"{where}: u_id {row.job_id} repeats line {seen_ids[row.job_id]}; "
                 "workload names come from u_id, so each must be unique"
             )
         seen_ids[row.job_id] = row.line

@@ -27,8 +27,10 @@ from kuota.certs.serving_context import ReloadableServerContext
 from kuota.engine.decoding import parse_configuration
 from kuota.engine.model import Configuration, LabelSelector, Requirement
 from kuota.errors import ConfigurationError, KuotaError
+from kuota.http_serving import serve
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
+from kuota.malloc_trim import release_free_pages_periodically
 from kuota.webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
 from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from kuota.webhook.admission.reflected_cluster import ReflectedClusterFacts
@@ -37,7 +39,6 @@ from kuota.webhook.controller.api_writes import MUTATING_WEBHOOKS, VALIDATING_WE
 from kuota.webhook.controller.controller import QuotaController
 from kuota.webhook.controller.leader_election import LeaderElector
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.malloc_trim import release_free_pages_periodically
 
 log = logging.getLogger("kuota.manager")
 
@@ -246,10 +247,7 @@ class Manager:
 
     @staticmethod
     async def _plain_server(app: web.Application, host: str, port: int) -> web.AppRunner:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        return runner
+        return (await serve(app, host, port)).runner
 
 
 async def run_manager(options: ManagerOptions) -> None:

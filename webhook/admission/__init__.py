@@ -10,9 +10,10 @@ Layers, lowest first (a module imports only from the ones above it in this list)
 - :mod:`~kuota.webhook.admission.job_policy` — the Job rules (queue-name/priority-class defaulting, suspension,
   immutability while admitted, who may unsuspend). Pure: it reads cluster state only through
   :class:`~kuota.webhook.admission.cluster_facts.ClusterFacts`.
-- :mod:`~kuota.webhook.admission.queue_validation` — ClusterQueue/LocalQueue/ResourceFlavor/Cohort validation,
-  delegated to the quota engine's validators so that there is one code path.
-- :mod:`~kuota.webhook.admission.server` — the aiohttp application: TLS 1.2+, body cap, /healthz, /readyz.
+- :mod:`~kuota.webhook.admission.kueue_validation` — ResourceFlavor/ClusterQueue/LocalQueue/Cohort/Workload
+  validation, delegated to the quota engine's validators so that there is one code path.
+- :mod:`~kuota.webhook.admission.server` — the aiohttp application: TLS 1.2+, body cap, /healthz, /readyz,
+  served through :mod:`kuota.http_serving` (header and body deadlines, a bound on slow bodies).
 - :mod:`~kuota.webhook.admission.endpoints` — kuota's paths, their rules, and the webhook configurations.
 - :mod:`~kuota.webhook.admission.reflected_cluster` — ``ClusterFacts`` over :mod:`kuota.kube.reflector` caches.
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.job_policy import JobPolicy, default_job, validate_job
-from kuota.webhook.admission.queue_validation import QUEUE_OBJECT_KINDS, review_queue_object
+from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS, review_kueue_object
 from kuota.webhook.admission.server import Rule
 
 MUTATE_JOB_PATH = "/mutate-batch-v1-job"
@@ -27,8 +27,8 @@ def kuota_rules(policy: JobPolicy, facts: ClusterFacts) -> dict[str, Rule]:
         MUTATE_JOB_PATH: partial(default_job, policy=policy, facts=facts),
         VALIDATE_JOB_PATH: partial(validate_job, policy=policy, facts=facts),
     }
-    for target in QUEUE_OBJECT_KINDS:
-        rules[target.path] = partial(review_queue_object, target)
+    for target in KUEUE_OBJECT_KINDS:
+        rules[target.path] = partial(review_kueue_object, target, kuota=policy.kuota)
     return rules
 
 
@@ -105,7 +105,7 @@ def webhook_configurations(
     if namespace_selector is not None:
         mutating_job["namespaceSelector"] = namespace_selector
         validating[0]["namespaceSelector"] = namespace_selector
-    for target in QUEUE_OBJECT_KINDS:
+    for target in KUEUE_OBJECT_KINDS:
         plural = target.kind.kind.lower() + "s"
         rule = {
             "apiGroups": [target.kind.group],

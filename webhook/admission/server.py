@@ -2,7 +2,9 @@
 
 Routes: ``POST /mutate-batch-v1-job``, ``POST /validate-batch-v1-job``, ``POST /validate-<kind path>`` for
 each queueing kind given, ``GET /healthz`` (the process answers), ``GET /readyz`` (certificates loaded and
-caches synced). Bodies over ``max_body_bytes`` get 413 before they are read.
+caches synced). Bodies over ``max_body_bytes`` get 413 (before they are read when Content-Length says so).
+It is served through :func:`kuota.http_serving.serve`: header and body deadlines, a bound on slow bodies, one
+WARNING line per request cut short.
 
 A review that cannot be addressed (no JSON, no uid) gets HTTP 400 with a JSON message; any other problem is a
 denying AdmissionReview. A bug in a rule is logged with its traceback and answered as a denial with code 500
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from kuota.http_serving import HttpServer, ServingLimits, request_body, serve
 from kuota.webhook.admission.errors import MalformedReviewError
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict, decode_json, parse_review, response
 
@@ -51,7 +54,7 @@ def _bad_request(message: str) -> web.Response:
 
 def _review_handler(rule: Rule) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
-        body = await request.read()
+        body = await request_body(request)
         try:
             review = parse_review(decode_json(body))
         except MalformedReviewError as error:
@@ -110,19 +113,22 @@ class AdmissionServer:
     ssl_context: ssl.SSLContext
     host: str = "0.0.0.0"
     port: int = 9443
+    limits: ServingLimits = field(default_factory=ServingLimits)
     bound_port: int = 0
+    serving: HttpServer | None = None
 
     async def start(self) -> web.AppRunner:
-        # Access logs would be one line per review: far too much at the API server's request rate.
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024)
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or ()
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        self.serving = await serve(
+            self.app,
+            self.host,
+            self.port,
+            limits=self.limits,
+            ssl_context=self.ssl_context,
+            backlog=1024,
+        )
+        self.bound_port = self.serving.port
         log.info("admission webhook listening on https://%s:%d", self.host, self.bound_port)
-        return runner
+        return self.serving.runner
 
     async def serve(self) -> None:
         runner = await self.start()

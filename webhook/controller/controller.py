@@ -163,6 +163,9 @@ class QuotaController:
         except EngineError as error:
             invalid[f"{kind} {key}"] = str(error)
             log.error("%s %s is not usable: %s", kind, key, error)
+        except Exception as error:  # a bug, as in _sync_contained: the object is set aside, the rest served
+            invalid[f"{kind} {key}"] = f"kuota failed to read it ({type(error).__name__}); see the manager log"
+            log.exception("%s %s could not be applied; it is set aside, every other object is served", kind, key)
 
     def _on_workload(self, event: Event[dict[str, Any]]) -> None:
         value = None if event.type is EventType.DELETED else event.value
@@ -219,10 +222,18 @@ class QuotaController:
             for obj in list(reflector.values()):
                 self._apply_config(kind, key_of(obj), obj)
         for key in sorted(self.workloads.objects):
-            self._sync.sync(key)
+            self._sync_contained(key)
         state.dirty_workloads.clear()
         state.dirty_jobs.update(self.jobs.objects)
         state.needs_rebuild = False
+
+    def _sync_contained(self, key: str) -> None:
+        """Sync one Workload; a fault there (a bug: bad objects are refused by the parser) costs that Workload,
+        never the controller, which would otherwise crash-loop on the same object at every start."""
+        try:
+            self._sync.sync(key)
+        except Exception:
+            log.exception("syncing Workload %s failed; it waits for its next change, every other object is served", key)
 
     async def _cycle(self) -> None:
         state = self.state
@@ -235,7 +246,7 @@ class QuotaController:
         dirty_workloads, state.dirty_workloads = state.dirty_workloads, set()
         for key in sorted(dirty_workloads):
             if not self._decisions.hold_back(key):
-                self._sync.sync(key)
+                self._sync_contained(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._job_reconciler.reconcile(key) for key in sorted(dirty_jobs))
         now = self.clock()

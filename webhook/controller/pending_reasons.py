@@ -85,6 +85,21 @@ class PendingReasons:
                 break
         await gather(writes)
 
+    async def write_invalid(self, obj: Mapping[str, Any], message: str) -> None:
+        """Tell a Workload the engine cannot read why it will never be admitted (QuotaReserved=False,
+        ``Inadmissible``, as Kueue says of a Workload it cannot queue)."""
+        shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
+        if shown is not None and shown.get("message") == message:
+            return  # already says so (e.g. written before a restart)
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        patch = status.pending_patch(obj, message, self._state.clock(), reason="Inadmissible")
+        try:
+            written = await self._reporter.merge_patch(WORKLOADS, namespace, name, patch, "status")
+        except ApiWriteError as error:  # changed meanwhile: the next sync of the new copy tells it again
+            log.info("invalid-Workload condition of %s not written: %s", key_of(obj), error)
+            return
+        self._state.workloads.wrote(written)
+
     async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:

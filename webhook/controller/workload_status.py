@@ -13,6 +13,7 @@ from typing import Any
 
 from kuota.engine import quantities
 from kuota.engine.engine import Admission, Eviction
+from kuota.engine.errors import FieldError, InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
 
 Condition = dict[str, Any]
@@ -140,10 +141,10 @@ def eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preemptor_ui
     return patch
 
 
-def pending_patch(workload: Mapping[str, Any], reason: str, at: float) -> dict[str, Any]:
+def pending_patch(workload: Mapping[str, Any], message: str, at: float, reason: str = "Pending") -> dict[str, Any]:
     """QuotaReserved=False with the engine's reason, so ``kubectl describe workload`` says why it waits."""
     conditions = set_conditions(
-        workload.get("status", {}).get("conditions") or [], [("QuotaReserved", False, "Pending", reason)], at
+        workload.get("status", {}).get("conditions") or [], [("QuotaReserved", False, reason, message)], at
     )
     return _patch(workload, {"conditions": conditions})
 
@@ -159,22 +160,32 @@ def finished_patch(workload: Mapping[str, Any], succeeded: bool, message: str, a
 
 
 def admitted_pod_sets(workload: Mapping[str, Any]) -> tuple[PodSetAssignment, ...] | None:
-    """The admission a Workload's status records (what a restarting controller restores), or None."""
+    """The admission a Workload's status records (what a restarting controller restores), or None; raises
+    InvalidObjectError when the status is not one kuota (or Kueue) could have written."""
     admission = workload.get("status", {}).get("admission")
     if not admission or not is_true(workload, "QuotaReserved"):
         return None
-    return tuple(
-        PodSetAssignment(
-            name=str(entry["name"]),
-            flavors={str(resource): str(flavor) for resource, flavor in (entry.get("flavors") or {}).items()},
-            count=int(entry.get("count") or 0),
-            usage={
-                str(resource): quantities.parse_quantity(str(resource), amount)
-                for resource, amount in (entry.get("resourceUsage") or {}).items()
-            },
-        )
-        for entry in admission.get("podSetAssignments") or []
-    )
+    assignments = []
+    for index, entry in enumerate(admission.get("podSetAssignments") or [] if isinstance(admission, Mapping) else ()):
+        path = f"status.admission.podSetAssignments[{index}]"
+        try:
+            assignments.append(
+                PodSetAssignment(
+                    name=str(entry["name"]),
+                    flavors={str(resource): str(flavor) for resource, flavor in (entry.get("flavors") or {}).items()},
+                    count=int(entry.get("count") or 0),
+                    usage={
+                        str(resource): quantities.parse_quantity(str(resource), amount)
+                        for resource, amount in (entry.get("resourceUsage") or {}).items()
+                    },
+                )
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as error:  # QuantityError is a ValueError
+            detail = f"Invalid value: {type(error).__name__}: {error}"
+            raise InvalidObjectError(
+                "Workload", str(workload["metadata"].get("name")), [FieldError(path, detail)]
+            ) from None
+    return tuple(assignments)
 
 
 def admitted_cluster_queue(workload: Mapping[str, Any]) -> str | None:

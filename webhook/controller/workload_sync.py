@@ -8,10 +8,12 @@ the engine, so a restarted controller resumes exactly the admissions the API sho
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from kuota.engine.decoding import parse_workload
 from kuota.engine.engine import WorkloadState
-from kuota.engine.errors import EngineError
+from kuota.engine.errors import EngineError, InvalidObjectError
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.event_recorder import EventRecorder
@@ -29,6 +31,22 @@ class WorkloadSync:
         self._decisions = decisions
         self._reasons = reasons
         self._events = events
+        self._refused: dict[str, str] = {}  # the last problem told per invalid Workload
+
+    def _refuse(self, key: str, obj: Mapping[str, Any], known: WorkloadState | None, error: InvalidObjectError) -> None:
+        """A Workload the engine cannot read (its template is free-form, so anyone who may write Workloads can
+        write nonsense there): it leaves the queue, says why in its QuotaReserved condition and a Warning event,
+        once per distinct problem, and every other Workload goes on being served."""
+        message = f"the Workload is invalid: {'; '.join(str(field) for field in error.errors)}"
+        if known is WorkloadState.PENDING:
+            self._state.engine.finish(key)
+        self._reasons.forget(key)
+        if self._refused.get(key) == message:
+            return
+        self._refused[key] = message
+        log.warning("Workload %s is not usable: %s", key, message)
+        self._events.record(obj, "Warning", "InvalidWorkload", message)
+        self._state.spawn(self._reasons.write_invalid(obj, message))
 
     def _priorities(self) -> dict[str, int]:
         return {name: wpc.value for name, wpc in self._state.engine.priority_classes.items()}
@@ -50,16 +68,17 @@ class WorkloadSync:
                 log.debug("workload %s finished or deleted; engine forgets it (%s)", key, known)
                 engine.finish(key)
             self._reasons.forget(key)
+            self._refused.pop(key, None)
             if obj is not None and obj["metadata"].get("deletionTimestamp"):
                 state.spawn(self._decisions.release_finalizer(obj))
             return
         try:
             parsed = parse_workload(obj, self._priorities())
-        except EngineError as error:
-            log.error("Workload %s is not usable: %s", key, error)
-            self._events.record(obj, "Warning", "InvalidWorkload", str(error))
+            pod_sets = status.admitted_pod_sets(obj)
+        except InvalidObjectError as error:
+            self._refuse(key, obj, known, error)
             return
-        pod_sets = status.admitted_pod_sets(obj)
+        self._refused.pop(key, None)
         cluster_queue = status.admitted_cluster_queue(obj)
         if pod_sets is not None and cluster_queue is not None:
             if known is WorkloadState.ADMITTED:

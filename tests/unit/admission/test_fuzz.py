@@ -18,11 +18,11 @@ from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuota.webhook.admission.queue_validation import QUEUE_OBJECT_KINDS
+from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS
 from tests.unit.admission.conftest import make_app
 from tests.unit.admission.static_facts import StaticClusterFacts
 
-PATHS = ["/mutate-batch-v1-job", "/validate-batch-v1-job"] + [kind.path for kind in QUEUE_OBJECT_KINDS]
+PATHS = ["/mutate-batch-v1-job", "/validate-batch-v1-job"] + [kind.path for kind in KUEUE_OBJECT_KINDS]
 FACTS = StaticClusterFacts(
     local_queues={("research", "default")}, priority_classes={"default"}, admitted_jobs={("research", "u1")}
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuota.engine.engine import Admission, Eviction, EvictionReason
+from kuota.engine.errors import InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.preemption import PreemptionReason
 from kuota.webhook.controller.workload_status import (
@@ -94,3 +95,20 @@ def test_max_execution_time_deactivates_instead_of_requeueing() -> None:
     patch = eviction_patch(_workload(), eviction, None)
     assert patch["spec"] == {"active": False}
     assert "Requeued" not in {c["type"] for c in patch["status"]["conditions"]}
+
+
+def test_an_admission_status_kuota_could_not_have_written_is_refused_naming_the_field() -> None:
+    """Status is writable by whoever may update workloads/status; a restart must not die on what it reads."""
+    reserved = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": ""}]
+    for entry in (
+        {"count": 1},
+        {"name": "main", "resourceUsage": {"cpu": "1e999999"}},
+        {"name": "main", "flavors": ["h100"]},
+    ):
+        workload = _workload(admission={"clusterQueue": "research", "podSetAssignments": [entry]}, conditions=reserved)
+        try:
+            admitted_pod_sets(workload)
+        except InvalidObjectError as error:
+            assert error.errors[0].path == "status.admission.podSetAssignments[0]"
+        else:
+            raise AssertionError(f"{entry} was read as an admission")

@@ -1,4 +1,4 @@
-"""kuota.webhook.malloc_trim returns freed heap pages that glibc would otherwise keep resident."""
+"""kuota.malloc_trim returns freed heap pages that glibc would otherwise keep resident."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kuota.webhook import malloc_trim
+from kuota import malloc_trim
 from tests.waiting import async_wait_until
 
 MIB = 1024 * 1024

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from kuota.report.workload_history import job_history, with_known_priority_classes
+from kuota.report.workload_history import job_history, read_workloads, with_known_priority_classes
 
 START = 1_790_000_000.0
 
@@ -55,7 +55,7 @@ def _workload(
 
 
 def test_finished_workload_becomes_a_simulate_record_with_its_run_time() -> None:
-    history = job_history([_workload("w", 600, 900, 4500)], START, START + 86400)
+    history = job_history(read_workloads([_workload("w", 600, 900, 4500)]), START, START + 86400)
     assert history.records == [
         {
             "name": "w",
@@ -80,13 +80,13 @@ def test_finished_workload_becomes_a_simulate_record_with_its_run_time() -> None
 
 
 def test_failed_jobs_burn_their_gpus_times_their_run_hours() -> None:
-    history = job_history([_workload("f", 0, 3600, 3600 + 1800, reason="Failed")], START, START + 86400)
+    history = job_history(read_workloads([_workload("f", 0, 3600, 3600 + 1800, reason="Failed")]), START, START + 86400)
     assert history.failed_gpu_hours == {"ml": pytest.approx(8 * 0.5)}
 
 
 def test_running_workload_runs_to_the_window_end_and_unadmitted_ones_are_counted_out() -> None:
     history = job_history(
-        [_workload("r", 0, 100), _workload("p", 0, None), _workload("old", -10, 0)], START, START + 1000
+        read_workloads([_workload("r", 0, 100), _workload("p", 0, None), _workload("old", -10, 0)]), START, START + 1000
     )
     assert [r["duration"] for r in history.records] == [900.0]
     assert history.skipped == {"never admitted (no known duration)": 1, "created outside the window": 1}
@@ -96,13 +96,15 @@ def test_workloads_without_a_queue_or_pod_sets_are_counted_out_not_replayed() ->
     unqueued, empty = _workload("u", 0, 100, 200), _workload("e", 0, 100, 200)
     del unqueued["spec"]["queueName"]
     empty["spec"]["podSets"] = []
-    history = job_history([unqueued, empty, _workload("ok", 0, 100, 200)], START, START + 1000)
+    history = job_history(read_workloads([unqueued, empty, _workload("ok", 0, 100, 200)]), START, START + 1000)
     assert [r["name"] for r in history.records] == ["ok"]
     assert history.skipped == {"no spec.queueName (not submitted to a queue)": 1, "no spec.podSets": 1}
 
 
 def test_a_priority_class_the_replayed_queues_lack_replays_at_the_default_priority() -> None:
-    history = job_history([_workload("a", 0, 100, 200), _workload("b", 0, 100, 200)], START, START + 1000)
+    history = job_history(
+        read_workloads([_workload("a", 0, 100, 200), _workload("b", 0, 100, 200)]), START, START + 1000
+    )
     kept = with_known_priority_classes(history, {"low"})
     assert kept == history
     defaulted = with_known_priority_classes(history, {"high"})
