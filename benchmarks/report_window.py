@@ -65,7 +65,7 @@ def generate(gpus: int, namespaces: int, step: int, seed: int = 6) -> OpenMetric
     for name in names:
         quota = {"cohort": "all", "cluster_queue": name, "flavor": "h100", "resource": "nvidia.com/gpu"}
         nominal = gpus // namespaces
-        om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, ((t, nominal) for t in times))
+        om.gauge("kueue_cluster_queue_nominal_quota", quota, ((t, nominal) for t in times))
         om.gauge("kueue_cluster_queue_resource_usage", quota, ((t, rng.randrange(0, nominal + 3)) for t in times))
         om.gauge(
             "kueue_pending_workloads",

@@ -20,7 +20,7 @@ DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 WAIT_BUCKET = "kueue_admission_wait_time_seconds_bucket"
 PENDING = "kueue_pending_workloads"
 USAGE = "kueue_cluster_queue_resource_usage"
-NOMINAL = "kueue_cluster_queue_resource_nominal_quota"
+NOMINAL = "kueue_cluster_queue_nominal_quota"
 PREEMPTED = "kueue_preempted_workloads_total"
 EVICTED = "kueue_evicted_workloads_total"
 

@@ -4,7 +4,7 @@ the manager's and the exporter's series, for the report to read from a real Prom
 Each team becomes a ClusterQueue and a namespace of its own name. Per minute row i (sampled at the end of
 its minute, so the report's (start, end] hours hold exactly their 60 rows):
 
-- ``kueue_cluster_queue_resource_nominal_quota`` = total_gpu_num (the team's GPUs: its quota today),
+- ``kueue_cluster_queue_nominal_quota`` = total_gpu_num (the team's GPUs: its quota today),
   ``kueue_cluster_queue_resource_usage`` = running_gpu_num, ``kueue_pending_workloads{status="active"}`` =
   pending_gpujob_num, ``kuota_gpu_allocated`` = running_gpu_num as one aggregate series per team;
 - no SM utilization: the trace's "gpu_utilization" is allocation, so the utilization series are left out
@@ -111,7 +111,7 @@ def history(teams: list[TeamTrace]) -> OpenMetricsHistory:
     finish = end(teams)
     for team in teams:
         quota = {"cohort": "", "cluster_queue": team.name, "flavor": "default", "resource": GPU}
-        om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, _changes(team.total, finish))
+        om.gauge("kueue_cluster_queue_nominal_quota", quota, _changes(team.total, finish))
         om.gauge("kueue_cluster_queue_resource_usage", quota, _changes(team.running, finish))
         om.gauge(
             "kueue_pending_workloads",

@@ -202,7 +202,7 @@ def _dcgm_series(om: OpenMetricsHistory, held_util: Callable[[PodGpus, int], flo
 def _queue_series(om: OpenMetricsHistory) -> None:
     for cq in WAITS:
         quota = {"cohort": "gpus", "cluster_queue": cq, "flavor": "h100-on-demand", "resource": GPU}
-        om.gauge("kueue_cluster_queue_resource_nominal_quota", quota, ((t, 8) for t, _ in _samples()))
+        om.gauge("kueue_cluster_queue_nominal_quota", quota, ((t, 8) for t, _ in _samples()))
         om.gauge(
             "kueue_cluster_queue_resource_usage", quota, ((t, usage(cq, 0 if h is None else h)) for t, h in _samples())
         )
