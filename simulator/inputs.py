@@ -24,10 +24,9 @@ from kuota.engine.model import (
     ApiObject,
     ClusterQueue,
     Cohort,
+    Configuration,
     LocalQueue,
-    Namespace,
     PodSet,
-    ResourceFlavor,
     TaintEffect,
     Toleration,
     Workload,
@@ -183,19 +182,10 @@ def _check_header(where: str, document: object) -> None:
 
 def _identity(obj: ApiObject) -> str | None:
     """How the engine keys ``obj`` (None for the Configuration, of which the last one read is used)."""
-    if isinstance(obj, LocalQueue):
-        return f"LocalQueue {obj.namespace}/{obj.name}"
-    if isinstance(obj, ResourceFlavor):
-        return f"ResourceFlavor {obj.name}"
-    if isinstance(obj, ClusterQueue):
-        return f"ClusterQueue {obj.name}"
-    if isinstance(obj, Cohort):
-        return f"Cohort {obj.name}"
-    if isinstance(obj, WorkloadPriorityClass):
-        return f"WorkloadPriorityClass {obj.name}"
-    if isinstance(obj, Namespace):
-        return f"Namespace {obj.name}"
-    return None
+    if isinstance(obj, Configuration):
+        return None
+    # Every other kind is keyed by its name; a LocalQueue, the one namespaced kind, by namespace and name.
+    return f"{type(obj).__name__} {f'{obj.namespace}/{obj.name}' if isinstance(obj, LocalQueue) else obj.name}"
 
 
 def _check_cohort_tree(objects: Sequence[ApiObject], places: Mapping[str, str]) -> None:

@@ -371,3 +371,34 @@ def test_an_unreachable_api_server_gets_a_clear_error_and_exit_5(cluster: Cluste
     assert run.exit_code == 5, run.stderr
     assert "the API server at https://127.0.0.1:1 did not answer a list of" in run.stderr
     assert f"check the server in --kubeconfig {unreachable}" in run.stderr
+
+
+def test_a_kubectl_dump_of_the_same_workloads_gives_the_same_history(
+    cluster: Cluster,
+    live_report: ReportRun,
+    live_history: LiveHistory,
+    no_metrics_prometheus: PrometheusServer,
+    tmp_path: Path,
+) -> None:
+    """The --workloads reader against kubectl's own output (a List of the API server's Workloads), not against a
+    dump the tests made up: with the same queues, it must read what the live listing reads."""
+    dump = tmp_path / "workloads.json"
+    dump.write_text(cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-A", "-o", "json").stdout)
+    queues = []
+    for kind in ("resourceflavors", "clusterqueues", "localqueues", "cohorts"):
+        for item in json.loads(cluster.kubectl("get", f"{kind}.kueue.x-k8s.io", "-A", "-o", "json").stdout)["items"]:
+            metadata = {key: item["metadata"][key] for key in ("name", "namespace") if key in item["metadata"]}
+            queues.append(
+                {"apiVersion": item["apiVersion"], "kind": item["kind"], "metadata": metadata, "spec": item["spec"]}
+            )
+    config = tmp_path / "queues.yaml"
+    config.write_text(yaml.safe_dump_all(queues))
+    from_dump = run_report(
+        "--prometheus", no_metrics_prometheus.url, "--workloads", str(dump), "--config", str(config),
+        "--end", str(live_history.end), "--window", "7d", out=tmp_path / "out",
+    )  # fmt: skip
+    assert from_dump.exit_code == 0, from_dump.stderr
+    live, dumped = live_report.json(), from_dump.json()
+    for team in (live_history.train, live_history.batch):
+        assert _team(dumped, team)["failed_gpu_hours"] == _team(live, team)["failed_gpu_hours"]
+    assert dumped["whatif"] == live["whatif"]
