@@ -1,4 +1,5 @@
-"""Put the CA into the ``caBundle`` of every webhook in kuota's Mutating/ValidatingWebhookConfigurations.
+"""Put the CA into the ``caBundle`` of every webhook in kuota's Mutating/ValidatingWebhookConfigurations, and of
+the conversion webhook of kuota's CustomResourceDefinitions.
 
 A read-modify-replace with the object's resourceVersion: a concurrent writer (another replica, Helm) makes
 the replace fail with 409, and the loop re-reads and tries again instead of overwriting their change.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +19,16 @@ from kuota.kube.client import ApiResponse, KubeApi
 from kuota.kube.errors import ApiResponseError, ApiUnreachableError, ConflictError
 
 _API = "/apis/admissionregistration.k8s.io/v1"
+_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 @dataclass(frozen=True)
 class WebhookConfigurations:
-    """Names of the cluster-scoped webhook configurations kuota owns."""
+    """Names of the cluster-scoped webhook configurations kuota owns, and of the CRDs its webhook converts."""
 
     mutating: tuple[str, ...] = ()
     validating: tuple[str, ...] = ()
+    conversion: tuple[str, ...] = ()
 
 
 async def inject_ca_bundle(
@@ -34,17 +38,36 @@ async def inject_ca_bundle(
     request_timeout: float,
     attempts: int = 8,
 ) -> int:
-    """Set ``caBundle`` on every webhook of every named configuration; returns how many objects changed."""
+    """Set ``caBundle`` on every webhook of every named configuration and on the conversion webhook of every
+    named CRD (one without a conversion webhook has none to set); returns how many objects changed."""
     encoded = base64.b64encode(ca_bundle_pem).decode()
-    targets = [("Mutating", name) for name in configurations.mutating]
-    targets += [("Validating", name) for name in configurations.validating]
+    targets = [
+        _Target(api, f"{kind}WebhookConfiguration {name}", f"{_API}/{kind.lower()}webhookconfigurations/{name}", _hooks)
+        for kind, names in (("Mutating", configurations.mutating), ("Validating", configurations.validating))
+        for name in names
+    ]
+    targets += [
+        _Target(api, f"CustomResourceDefinition {name}", f"{_CRDS}/{name}", _conversion_hook)
+        for name in configurations.conversion
+    ]
     changed = 0
-    for kind, name in targets:
-        target = _Target(
-            api, f"{kind}WebhookConfiguration {name}", f"{_API}/{kind.lower()}webhookconfigurations/{name}"
-        )
+    for target in targets:
         changed += await target.inject(encoded, attempts, request_timeout)
     return changed
+
+
+ClientConfigs = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _hooks(configuration: dict[str, Any]) -> list[dict[str, Any]]:
+    return [webhook.setdefault("clientConfig", {}) for webhook in configuration.get("webhooks") or []]
+
+
+def _conversion_hook(crd: dict[str, Any]) -> list[dict[str, Any]]:
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") != "Webhook":
+        return []
+    return [conversion.setdefault("webhook", {}).setdefault("clientConfig", {})]
 
 
 @dataclass(frozen=True)
@@ -52,6 +75,7 @@ class _Target:
     api: KubeApi
     what: str
     path: str
+    client_configs: ClientConfigs
 
     async def inject(self, encoded: str, attempts: int, request_timeout: float) -> int:
         for attempt in range(attempts):
@@ -62,11 +86,11 @@ class _Target:
                     "does) or remove it from the manager's webhook configuration list"
                 )
             configuration = self._object(read)
-            webhooks = configuration.get("webhooks") or []
-            if all((webhook.get("clientConfig") or {}).get("caBundle") == encoded for webhook in webhooks):
+            client_configs = self.client_configs(configuration)
+            if all(client_config.get("caBundle") == encoded for client_config in client_configs):
                 return 0
-            for webhook in webhooks:
-                webhook.setdefault("clientConfig", {})["caBundle"] = encoded
+            for client_config in client_configs:
+                client_config["caBundle"] = encoded
             # The body keeps the resourceVersion just read: a concurrent writer's change makes this a 409.
             replaced = await self._send("PUT", request_timeout, configuration)
             if replaced.ok:

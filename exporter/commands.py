@@ -62,6 +62,11 @@ class ExporterCommand:
             parser.add_argument(
                 f"--{flag}", type=positive_seconds, default=positive_seconds(_env(flag, default) or default), help=text
             )
+        parser.add_argument(
+            "--hostname-label",
+            default=_env("hostname-label", "Hostname"),
+            help="name of the node label on every series: Hostname (dcgm-exporter's) or hostname (its next release's)",
+        )
         parser.add_argument("--log-level", default=_env("log-level", "INFO"), help="DEBUG, INFO, WARNING, ERROR")
 
     def run(self, args: argparse.Namespace) -> int:

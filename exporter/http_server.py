@@ -12,16 +12,22 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from kuota.exporter.exposition import CONTENT_TYPE, ScrapeRenderer
+from kuota.exporter.exposition import CONTENT_TYPE, DEFAULT_HOSTNAME_LABEL, ScrapeRenderer
 from kuota.exporter.snapshot import Snapshot
 
 
-def build_app(snapshot: Callable[[], Snapshot]) -> web.Application:
-    renderer = ScrapeRenderer(snapshot)
+def build_app(snapshot: Callable[[], Snapshot], hostname_label: str = DEFAULT_HOSTNAME_LABEL) -> web.Application:
+    renderer = ScrapeRenderer(snapshot, hostname_label)
 
-    async def metrics(request: web.Request) -> web.Response:
-        del request
-        return web.Response(body=renderer.render(), headers={"Content-Type": CONTENT_TYPE})
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        cached, health = renderer.chunks()
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
+        response.content_length = len(cached) + len(health)
+        await response.prepare(request)
+        await response.write(cached)
+        await response.write(health)
+        await response.write_eof()
+        return response
 
     async def healthz(request: web.Request) -> web.Response:
         del request

@@ -4,6 +4,7 @@ Every call blocks, so a reader belongs to one worker thread: the sampler runs al
 single-thread executor, never on the event loop. Failures are contained per call:
 
 - ``NOT_SUPPORTED`` -> the figure is None (the series is left out), not counted as a failure;
+- no GPM (GPUs older than Hopper, MIG instances) -> the profiling figures are None, said once per GPU in the log;
 - ``GPU_IS_LOST`` (or XID 79) -> that GPU is down, the others keep reporting;
 - ``UNINITIALIZED`` -> :class:`NvmlReinitRequiredError` (the driver was reloaded: the sampler opens NVML again);
 - a library older than the bindings (``NVMLLibraryMismatchError``, not an ``NVMLError``) or no library at
@@ -12,6 +13,8 @@ single-thread executor, never on the event loop. Failures are contained per call
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,9 +24,12 @@ from typing import Any, TypeVar
 from kuota.exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
 from kuota.exporter.readings import DeviceReading, DeviceSample, Gpu, GpuProcess, GpuStatus, ProcessSample
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 XID_GPU_FALLEN_OFF_BUS = 79
 MIB = 1024 * 1024
+ALL_LINKS = 0xFFFFFFFF  # a field value's scopeId asking for the sum over every NVLink
+PROFILING_SERIES = "DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, DCGM_FI_PROF_DRAM_ACTIVE"
 
 
 def _text(value: str | bytes) -> str:
@@ -37,6 +43,16 @@ def _mig_profile(name: str) -> str:
 
 
 @dataclass
+class _Gpm:
+    """Two GPM sample buffers per GPU, used in turn: each device reading takes one sample and compares it
+    with the previous one, so the profiling ratios cover one device interval for one sample and one query."""
+
+    samples: tuple[Any, Any]
+    newest: int = 0  # index of the last sample taken
+    primed: bool = False  # whether samples[newest] holds a valid sample to compare against
+
+
+@dataclass
 class _PhysicalGpu:
     index: int
     handle: Any
@@ -44,6 +60,7 @@ class _PhysicalGpu:
     migs: list[tuple[Gpu, Any]] = field(default_factory=list)
     lost: bool = False
     last_xid: int | None = None
+    gpm: _Gpm | None = None
 
 
 class NvmlReader:
@@ -54,6 +71,7 @@ class NvmlReader:
         self._process_interval = process_interval
         self._last_seen_us: dict[str, int] = {}
         self._last_read: dict[str, float] = {}
+        self._gpm_request: Any = None  # one nvmlGpmMetricsGet_t (19 KB) for every GPU: reads are sequential
         self.driver_version = ""
 
     # ---- lifecycle ----
@@ -76,6 +94,8 @@ class NvmlReader:
         self._nvml = pynvml
         self.driver_version = _text(pynvml.nvmlSystemGetDriverVersion())
         self._gpus = [self._discover(index) for index in range(pynvml.nvmlDeviceGetCount())]
+        for physical in self._gpus:
+            physical.gpm = self._open_gpm(physical)
         self._events = self._register_xid_events()
         self._last_seen_us.clear()
         self._last_read.clear()
@@ -86,6 +106,10 @@ class NvmlReader:
         if nvml is None:
             return
         try:
+            for physical in self._gpus:
+                for sample in physical.gpm.samples if physical.gpm else ():
+                    with contextlib.suppress(nvml.NVMLError):  # a lost GPU's buffers: nothing more to release
+                        nvml.nvmlGpmSampleFree(sample)
             if self._events is not None:
                 nvml.nvmlEventSetFree(self._events)
             nvml.nvmlShutdown()
@@ -128,10 +152,13 @@ class NvmlReader:
             uuid = _text(self._call(nvml.nvmlDeviceGetUUID, handle))
             model = _text(self._call(nvml.nvmlDeviceGetName, handle))
             minor = self._call(nvml.nvmlDeviceGetMinorNumber, handle)
+            bus_id = self._pci_bus_id(handle)
         except nvml.NVMLError_GpuIsLost:
             return _PhysicalGpu(index=index, handle=None, gpu=None, lost=True)
         physical = _PhysicalGpu(
-            index=index, handle=handle, gpu=Gpu(index=index, uuid=uuid, parent_uuid=uuid, minor=minor, model=model)
+            index=index,
+            handle=handle,
+            gpu=Gpu(index=index, uuid=uuid, parent_uuid=uuid, minor=minor, model=model, pci_bus_id=bus_id),
         )
         try:
             mig_on = self._call(nvml.nvmlDeviceGetMigMode, handle)[0] == nvml.NVML_DEVICE_MIG_ENABLE
@@ -150,12 +177,53 @@ class NvmlReader:
                     parent_uuid=uuid,
                     minor=minor,
                     model=model,
+                    pci_bus_id=bus_id,
                     mig_profile=_mig_profile(name),
                     gpu_instance=self._call(nvml.nvmlDeviceGetGpuInstanceId, mig),
                     compute_instance=self._call(nvml.nvmlDeviceGetComputeInstanceId, mig),
                 )
                 physical.migs.append((gpu, mig))
         return physical
+
+    def _pci_bus_id(self, handle: Any) -> str:
+        nvml = self._module()
+        try:
+            return _text(self._call(nvml.nvmlDeviceGetPciInfo, handle).busId)
+        except nvml.NVMLError_NotSupported:
+            return ""
+
+    def _open_gpm(self, physical: _PhysicalGpu) -> _Gpm | None:
+        """GPM buffers for a GPU that supports it; one log line for one that does not."""
+        nvml = self._module()
+        if physical.gpu is None or physical.lost:
+            return None
+        try:
+            supported = bool(self._call(nvml.nvmlGpmQueryDeviceSupport, physical.handle).isSupportedDevice)
+        except nvml.NVMLError_GpuIsLost:
+            return None
+        except nvml.NVMLError:  # NOT_SUPPORTED, or a driver too old to know GPM
+            supported = False
+        if not supported:
+            log.info(
+                "GPU %d (%s) does not support GPM (Hopper or newer needed): %s are left out for it",
+                physical.index,
+                physical.gpu.model,
+                PROFILING_SERIES,
+            )
+            return None
+        if self._gpm_request is None:
+            request = nvml.c_nvmlGpmMetricsGet_t()
+            request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+            metric_ids = (
+                nvml.NVML_GPM_METRIC_GRAPHICS_UTIL,
+                nvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                nvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+            )
+            request.numMetrics = len(metric_ids)
+            for slot, metric_id in enumerate(metric_ids):
+                request.metrics[slot].metricId = metric_id
+            self._gpm_request = request
+        return _Gpm(samples=(self._call(nvml.nvmlGpmSampleAlloc), self._call(nvml.nvmlGpmSampleAlloc)))
 
     def _register_xid_events(self) -> Any:
         nvml = self._module()
@@ -182,7 +250,7 @@ class NvmlReader:
             if physical.gpu is None or physical.lost:
                 continue
             try:
-                reading, failed = self._read_gpu(physical.gpu, physical.handle, whole=True)
+                reading, failed = self._read_gpu(physical.gpu, physical.handle, whole=True, gpm=physical.gpm)
                 readings.append(reading)
                 failures += failed
                 for gpu, handle in physical.migs:
@@ -195,9 +263,15 @@ class NvmlReader:
             GpuStatus(index=p.index, uuid=p.gpu.uuid if p.gpu else "", up=not p.lost, last_xid=p.last_xid)
             for p in self._gpus
         )
-        return DeviceSample(at=time.time(), readings=tuple(readings), statuses=statuses, failures=failures)
+        return DeviceSample(
+            at=time.time(),
+            readings=tuple(readings),
+            statuses=statuses,
+            failures=failures,
+            driver_version=self.driver_version,
+        )
 
-    def _read_gpu(self, gpu: Gpu, handle: Any, *, whole: bool) -> tuple[DeviceReading, int]:
+    def _read_gpu(self, gpu: Gpu, handle: Any, *, whole: bool, gpm: _Gpm | None = None) -> tuple[DeviceReading, int]:
         nvml = self._module()
         failures = 0
 
@@ -213,16 +287,44 @@ class NvmlReader:
                 failures += 1
                 return None
 
-        memory = optional(nvml.nvmlDeviceGetMemoryInfo)
+        def number(value: Any) -> float | None:
+            return None if value is None else float(value)
+
+        # v2 counts the driver's reservation apart from used, as dcgm-exporter's FB_USED / FB_RESERVED do.
+        memory = optional(nvml.nvmlDeviceGetMemoryInfo, nvml.nvmlMemory_v2)
         fb_used = memory.used / MIB if memory is not None else None
         fb_free = memory.free / MIB if memory is not None else None
+        fb_reserved = memory.reserved / MIB if memory is not None else None
         if not whole:
-            return DeviceReading(gpu=gpu, fb_used_mib=fb_used, fb_free_mib=fb_free), failures
+            return DeviceReading(
+                gpu=gpu, fb_used_mib=fb_used, fb_free_mib=fb_free, fb_reserved_mib=fb_reserved
+            ), failures
         rates = optional(nvml.nvmlDeviceGetUtilizationRates)
         power_mw = optional(nvml.nvmlDeviceGetPowerUsage)
         energy = optional(nvml.nvmlDeviceGetTotalEnergyConsumption)
         temp = optional(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU)
         clock = optional(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)
+        mem_clock = optional(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_MEM)
+        encoder = optional(nvml.nvmlDeviceGetEncoderUtilization)
+        decoder = optional(nvml.nvmlDeviceGetDecoderUtilization)
+        replays = optional(nvml.nvmlDeviceGetPcieReplayCounter)
+        rows = optional(nvml.nvmlDeviceGetRemappedRows)
+        fields = optional(
+            nvml.nvmlDeviceGetFieldValues,
+            [
+                nvml.NVML_FI_DEV_MEMORY_TEMP,
+                (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ALL_LINKS),
+                (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ALL_LINKS),
+            ],
+        )
+        memory_temp = sent = received = None
+        if fields is not None:
+            memory_temp, sent, received = (self._field_number(value) for value in fields)
+            failures += sum(
+                1 for value in fields if value.nvmlReturn not in (nvml.NVML_SUCCESS, nvml.NVML_ERROR_NOT_SUPPORTED)
+            )
+        profiling, failed = self._gpm_ratios(handle, gpm)
+        failures += failed
         reading = DeviceReading(
             gpu=gpu,
             gpu_util_percent=float(rates.gpu) if rates is not None else None,
@@ -233,8 +335,68 @@ class NvmlReader:
             temp_c=float(temp) if temp is not None else None,
             sm_clock_mhz=float(clock) if clock is not None else None,
             energy_mj=float(energy) if energy is not None else None,
+            mem_clock_mhz=number(mem_clock),
+            memory_temp_c=memory_temp,
+            pcie_replays=number(replays),
+            enc_util_percent=number(encoder[0]) if encoder is not None else None,
+            dec_util_percent=number(decoder[0]) if decoder is not None else None,
+            fb_reserved_mib=fb_reserved,
+            nvlink_kib=sent + received if sent is not None and received is not None else None,
+            remapped_rows_correctable=number(rows[0]) if rows is not None else None,
+            remapped_rows_uncorrectable=number(rows[1]) if rows is not None else None,
+            row_remap_failure=number(rows[3]) if rows is not None else None,
+            gr_engine_active=profiling[0],
+            tensor_active=profiling[1],
+            dram_active=profiling[2],
         )
         return reading, failures
+
+    def _field_number(self, value: Any) -> float | None:
+        """A field value's number by its declared type; None when NVML answered it with an error."""
+        nvml = self._module()
+        if value.nvmlReturn != nvml.NVML_SUCCESS:
+            return None
+        member = {
+            nvml.NVML_VALUE_TYPE_DOUBLE: "dVal",
+            nvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+            nvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+            nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+            nvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+            nvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+            nvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+        }.get(value.valueType)
+        return None if member is None else float(getattr(value.value, member))
+
+    def _gpm_ratios(self, handle: Any, gpm: _Gpm | None) -> tuple[tuple[float | None, ...], int]:
+        """(graphics, tensor, DRAM) activity as 0-1 ratios since the previous reading, and failed calls."""
+        nvml = self._module()
+        unknown: tuple[float | None, ...] = (None, None, None)
+        if gpm is None:
+            return unknown, 0
+        previous, current = gpm.samples[gpm.newest], gpm.samples[1 - gpm.newest]
+        try:
+            self._call(nvml.nvmlGpmSampleGet, handle, current)
+        except nvml.NVMLError_GpuIsLost:
+            raise
+        except nvml.NVMLError as error:
+            gpm.primed = False  # the next reading starts a fresh pair
+            return unknown, 0 if isinstance(error, nvml.NVMLError_NotSupported) else 1
+        primed, gpm.primed, gpm.newest = gpm.primed, True, 1 - gpm.newest
+        if not primed:
+            return unknown, 0
+        request = self._gpm_request
+        request.sample1, request.sample2 = previous, current
+        try:
+            self._call(nvml.nvmlGpmMetricsGet, request)
+        except nvml.NVMLError_GpuIsLost:
+            raise
+        except nvml.NVMLError as error:
+            return unknown, 0 if isinstance(error, nvml.NVMLError_NotSupported) else 1
+        metrics = request.metrics
+        ratios = tuple(
+            metrics[slot].value / 100.0 if metrics[slot].nvmlReturn == nvml.NVML_SUCCESS else None for slot in range(3)
+        )
+        return ratios, 0
 
     def _drain_xids(self) -> int:
         """Collect XID events that arrived since the last reading, without waiting."""

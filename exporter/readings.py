@@ -19,6 +19,7 @@ class Gpu:
     parent_uuid: str  # the physical GPU's UUID (== uuid for a whole GPU)
     minor: int  # /dev/nvidia<minor>
     model: str
+    pci_bus_id: str = ""  # the physical GPU's, e.g. "00000000:18:00.0"
     mig_profile: str = ""  # e.g. "1g.10gb"
     gpu_instance: int | None = None
     compute_instance: int | None = None
@@ -43,6 +44,20 @@ class DeviceReading:
     temp_c: float | None = None
     sm_clock_mhz: float | None = None
     energy_mj: float | None = None
+    mem_clock_mhz: float | None = None
+    memory_temp_c: float | None = None
+    pcie_replays: float | None = None
+    enc_util_percent: float | None = None
+    dec_util_percent: float | None = None
+    fb_reserved_mib: float | None = None
+    nvlink_kib: float | None = None  # data sent plus received over all links since boot (KiB)
+    remapped_rows_correctable: float | None = None
+    remapped_rows_uncorrectable: float | None = None
+    row_remap_failure: float | None = None  # 1 once a row remap has failed
+    # GPM ratios (0-1) over the last device interval; None without GPM (pre-Hopper, MIG) or on the first read.
+    gr_engine_active: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,7 @@ class DeviceSample:
     readings: tuple[DeviceReading, ...]
     statuses: tuple[GpuStatus, ...]
     failures: int = 0  # calls that failed for a reason other than NOT_SUPPORTED
+    driver_version: str = ""
 
 
 @dataclass(frozen=True)

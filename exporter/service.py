@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kuota.addresses import parse_host_port
 from kuota.exporter.errors import ExporterConfigurationError
+from kuota.exporter.exposition import HOSTNAME_LABELS
 from kuota.exporter.http_server import build_app
 from kuota.exporter.pod_watch import PodWatch
 from kuota.exporter.sampling import NodeSampler, SamplerSettings
@@ -26,6 +27,7 @@ class ServiceSettings:
     port: int
     kubeconfig: Path | None
     watch_pods: bool
+    hostname_label: str = HOSTNAME_LABELS[0]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServiceSettings:
@@ -35,6 +37,11 @@ class ServiceSettings:
             raise ExporterConfigurationError(f"--listen {problem}") from problem
         if not args.node_name:
             raise ExporterConfigurationError("--node-name is empty: pass the node's name (env NODE_NAME)")
+        if args.hostname_label not in HOSTNAME_LABELS:
+            raise ExporterConfigurationError(
+                f"--hostname-label {args.hostname_label!r} is not one of {', '.join(HOSTNAME_LABELS)}: pass Hostname "
+                "(dcgm-exporter's spelling so far) or hostname (its next release's)"
+            )
         return cls(
             sampler=SamplerSettings(
                 node_name=args.node_name,
@@ -50,6 +57,7 @@ class ServiceSettings:
             port=port,
             kubeconfig=args.kubeconfig,
             watch_pods=not args.no_pod_watch,
+            hostname_label=args.hostname_label,
         )
 
 
@@ -59,7 +67,13 @@ class ExporterService:
         self.sampler = sampler or NodeSampler(settings.sampler)
 
     async def run(self) -> None:
-        runner = (await serve(build_app(lambda: self.sampler.snapshot), self.settings.host, self.settings.port)).runner
+        runner = (
+            await serve(
+                build_app(lambda: self.sampler.snapshot, self.settings.hostname_label),
+                self.settings.host,
+                self.settings.port,
+            )
+        ).runner
         try:
             log.info(
                 "kuota exporter for node %s serving on %s:%d",

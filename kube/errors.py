@@ -5,6 +5,7 @@ A caller catches the cause it can act on (``except NotFoundError``) instead of c
     KubeError
     ├── KubeconfigError          a kubeconfig or the pod's service account cannot be used
     └── KubeApiError             a request to the API server failed; ``status`` is the HTTP status (0: no answer)
+        ├── CredentialPluginError  not sent: the kubeconfig's exec plugin is missing, fails or prints no credential
         ├── ApiUnreachableError  no answer: connection refused or reset, TLS failure, timeout
         └── ApiResponseError     an answer that is not what was asked for
             ├── BadRequestError          400, and any other 4xx not below
@@ -35,6 +36,12 @@ class KubeApiError(KubeError):
     """A request to the Kubernetes API server failed."""
 
     status = 0
+
+
+class CredentialPluginError(KubeApiError):
+    """The request was not sent: the kubeconfig's exec credential plugin is not installed, failed (its exit code
+    and the end of its stderr are in the message) or printed no usable credential. Like an unreachable server,
+    it may pass (a sign-in that expired, a network blip to the cloud's token service), so retry loops retry it."""
 
 
 class ApiUnreachableError(KubeApiError):

@@ -11,13 +11,14 @@ Each package has one module that defines its part of the tree (named below); eve
     │   └── kuota.exporter.errors.ExporterConfigurationError
     ├── kuota.kube.errors.KubeError        Kubernetes access
     │   ├── KubeconfigError
-    │   └── KubeApiError                   ApiUnreachableError, and ApiResponseError typed by status:
-    │                                      NotFound, Conflict (AlreadyExists), Gone, Forbidden, Unauthorized,
-    │                                      Unavailable, BadRequest, MalformedResponse
+    │   └── KubeApiError                   CredentialPluginError, ApiUnreachableError, and ApiResponseError
+    │                                      typed by status: NotFound, Conflict (AlreadyExists), Gone, Forbidden,
+    │                                      Unauthorized, Unavailable, BadRequest, MalformedResponse
     ├── kuota.engine.errors.EngineError    InvalidObjectError (API-server wording), UnknownObjectError
     ├── kuota.simulator.errors.SimulateError   ConfigFileError, WorkloadFileError, TraceFormatError, SourceSpecError
     ├── kuota.webhook.admission.errors.AdmissionError   MalformedReviewError, MalformedObjectError
     ├── kuota.webhook.controller.errors.ControllerError   ApiWriteError (StaleObjectError), JobConflictError
+    ├── kuota.webhook.conversion.errors.ConversionError   MalformedConversionReviewError, UnconvertibleObjectError
     ├── kuota.webhook.manager.ManagerError
     ├── kuota.webhook.controller.leader_election.LostLeadershipError
     ├── kuota.exporter.errors.ExporterError   NVML, PodResources and pod-watch failures

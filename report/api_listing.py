@@ -3,9 +3,10 @@ objects the what-if replays (ResourceFlavors, ClusterQueues, LocalQueues, Cohort
 and Namespaces for namespaceSelectors).
 
 The imperative shell in front of ``workload_history`` and ``queue_config``, which stay pure. kuota's
-:class:`~kuota.kube.client.KubeApi` with the credentials it reads (a kubeconfig's client certificate or token, or
-the pod's service account); lists page by page (``limit``/``continue``), every request under a timeout; every failure a
-:class:`~kuota.report.errors.KubernetesError` naming the server, the resource and what to do.
+:class:`~kuota.kube.client.KubeApi` with the credentials it reads (a kubeconfig context's client certificate,
+token or exec plugin, or the pod's service account); lists page by page (``limit``/``continue``), every request
+under a timeout; every failure a :class:`~kuota.report.errors.KubernetesError` naming the server, the resource
+and what to do.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from kuota.errors import ConfigurationError
-from kuota.kube.client import ApiServerAccess, KubeApi, from_kubeconfig, in_cluster
+from kuota.kube.client import KubeApi
+from kuota.kube.credentials import ApiServerAccess, in_cluster
 from kuota.kube.errors import (
     ApiResponseError,
     ApiUnreachableError,
+    CredentialPluginError,
     ForbiddenError,
     MalformedResponseError,
     NotFoundError,
     UnauthorizedError,
 )
+from kuota.kube.kubeconfig import from_kubeconfig
 from kuota.kube.listing import PAGE_SIZE, list_all
 from kuota.report.errors import (
     KubernetesError,
@@ -72,15 +76,19 @@ QUEUE_RESOURCES = (
 @dataclass(frozen=True)
 class ApiSource:
     access: ApiServerAccess
-    origin: str  # where the credentials came from, for messages: "--kubeconfig PATH" or "--in-cluster"
+    origin: str  # where the credentials came from, for messages: "--kubeconfig PATH", "--in-cluster", ...
 
 
-def api_source(kubeconfig: Path | None) -> ApiSource:
-    """Credentials from ``kubeconfig``'s current context, or (None) the pod's service account."""
-    if kubeconfig is not None:
-        origin = f"--kubeconfig {kubeconfig}"
+def api_source(kubeconfig: Path | None, context: str | None = None, *, pod: bool = False) -> ApiSource:
+    """The pod's service account (``pod``), else context ``context`` (default: the current one) of the kubeconfig
+    at ``kubeconfig`` or (None) of the files KUBECONFIG lists, else of ~/.kube/config."""
+    if not pod:
+        listed = os.environ.get("KUBECONFIG")
+        origin = f"--kubeconfig {kubeconfig}" if kubeconfig else f"KUBECONFIG {listed}" if listed else "~/.kube/config"
+        if context:
+            origin += f" --context {context}"
         try:
-            return ApiSource(from_kubeconfig(kubeconfig), origin)
+            return ApiSource(from_kubeconfig(kubeconfig, context), origin)
         except ConfigurationError as error:
             raise ReportInputError(f"{origin} is not a usable kubeconfig: {error}") from error
     if not os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -141,6 +149,10 @@ class _Lister:
             listing = await list_all(
                 self._api, resource.path, page_size=self._page_size, client_timeout=self._timeout_s
             )
+        except CredentialPluginError as error:
+            raise KubernetesRequestError(
+                f"listing {resource.described} at {self._api.server}: no credentials for it ({error})"
+            ) from error
         except ApiUnreachableError as error:
             raise KubernetesUnreachableError(
                 f"the API server at {self._api.server} did not answer a list of {resource.described} "

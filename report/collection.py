@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 from typing import TypeVar
 
@@ -88,11 +88,22 @@ class _Runner:
     async def hourly(self, name: str, query: str) -> list[RangeSeries]:
         """Range queries are all of gauges (hourly GPU-hours and averages)."""
         self.queries[name] = query
-        first = self._window.start + 3600
+        bucket = self._window.bucket_s
         async with self._limit:
-            series = await self._client.range(query, first, self._window.end, 3600)
+            series = await self._client.range(query, self._window.start + bucket, self._window.end, bucket)
         return [
             RangeSeries(s.labels, {t: v for t, v in s.points.items() if self._keep(name, Meaning.GAUGE, s.labels, v)})
+            for s in series
+        ]
+
+    async def daily(self, name: str, query: str) -> list[RangeSeries]:
+        """Range queries of counts (histogram buckets), one point per trend day: see ``trend_day_ends``."""
+        self.queries[name] = query
+        ends = trend_day_ends(self._window)
+        async with self._limit:
+            series = await self._client.range(query, ends[0], ends[-1], promql.trend_day_s(self._window.length_s))
+        return [
+            RangeSeries(s.labels, {t: v for t, v in s.points.items() if self._keep(name, Meaning.COUNT, s.labels, v)})
             for s in series
         ]
 
@@ -105,6 +116,34 @@ class _Runner:
             f"Prometheus answered NaN for {count} point(s) of {name}: they count as no data."
             for name, count in sorted(self.no_data.items())
         )
+
+
+def trend_day_ends(window: Window) -> list[int]:
+    """The ends of the trend's days, oldest first: whole days back from the window's end (hours before the first
+    whole day are in no trend point), or the whole window when it is shorter than a day."""
+    day_s = promql.trend_day_s(window.length_s)
+    days = window.length_s // day_s
+    return [window.end - day_s * (days - 1 - k) for k in range(days)]
+
+
+K = TypeVar("K")
+
+
+def _summed(pairs: Iterable[tuple[K, Hourly]]) -> dict[K, Hourly]:
+    """Hourly series added up per key (two series may share a key once their labels are narrowed)."""
+    totals: dict[K, Hourly] = {}
+    for key, hourly in pairs:
+        previous = totals.get(key)
+        totals[key] = hourly if previous is None else tuple(a + b for a, b in zip(previous, hourly, strict=True))
+    return totals
+
+
+def _by_pair(series: list[RangeSeries], first: str, second: str, window: Window) -> dict[tuple[str, str], Hourly]:
+    return _summed(((s.labels.get(first, ""), s.labels.get(second, "")), _hourly(s, window)) for s in series)
+
+
+def _namespace_totals(by_model: Mapping[tuple[str, str], Hourly]) -> dict[str, Hourly]:
+    return _summed((namespace, hourly) for (namespace, _), hourly in by_model.items())
 
 
 def _hourly(series: RangeSeries, window: Window) -> Hourly:
@@ -179,19 +218,23 @@ async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuS
         if "idle" in got
         else None
     )
+    allocated = _by_pair(got["allocated"], "namespace", promql.MODEL_LABEL, window)
+    used = _by_pair(got["used"], "namespace", promql.MODEL_LABEL, window) if "used" in got else None
     return GpuMeasurements(
         source=" + ".join(gpu.names) + (" (exported_namespace relabelled)" if gpu.relabelled else ""),
-        allocated=_by_label(got["allocated"], "namespace", window),
-        used=_by_label(got["used"], "namespace", window) if "used" in got else None,
+        allocated=_namespace_totals(allocated),
+        used=_namespace_totals(used) if used is not None else None,
         idle_held=idle,
         inventory=_single(got["inventory"], window) if "inventory" in got else None,
         cluster_used=_single(got["cluster_used"], window) if "cluster_used" in got else None,
+        allocated_by_model=allocated,
+        used_by_model=used,
     )
 
 
-def _bucket_bound(run: _Runner, sample: InstantSample) -> float:
+def _bucket_bound(run: _Runner, labels: Mapping[str, str], name: str = "wait_buckets") -> float:
     """A bucket's ``le``: a number inside ``VALUE_RANGE``, or +Inf."""
-    text = sample.labels.get("le")
+    text = labels.get("le")
     try:
         bound = float(text) if text is not None else math.nan
     except ValueError:
@@ -200,8 +243,8 @@ def _bucket_bound(run: _Runner, sample: InstantSample) -> float:
         return bound
     shown = "no 'le' label" if text is None else f"le={quoted(text)}, not a bucket bound"
     raise PrometheusQueryError(
-        f"Prometheus at {run.client_url} answered a series with {shown} for wait_buckets "
-        f"(query {run.queries['wait_buckets']!r}); check the series {promql.WAIT_BUCKET}"
+        f"Prometheus at {run.client_url} answered a series with {shown} for {name} "
+        f"(query {run.queries[name]!r}); check the series {promql.WAIT_BUCKET}"
     )
 
 
@@ -209,9 +252,22 @@ def _buckets(run: _Runner, samples: list[InstantSample]) -> dict[str, tuple[tupl
     grouped: dict[str, list[tuple[float, float]]] = {}
     for sample in samples:
         grouped.setdefault(sample.labels.get("cluster_queue", ""), []).append(
-            (_bucket_bound(run, sample), sample.value)
+            (_bucket_bound(run, sample.labels), sample.value)
         )
     return {cq: tuple(sorted(points)) for cq, points in grouped.items()}
+
+
+def _daily_buckets(
+    run: _Runner, series: list[RangeSeries], day_ends: list[int]
+) -> dict[str, tuple[tuple[tuple[float, float], ...], ...]]:
+    grouped: dict[str, list[list[tuple[float, float]]]] = {}
+    for s in series:
+        bound = _bucket_bound(run, s.labels, "wait_buckets_daily")
+        days = grouped.setdefault(s.labels.get("cluster_queue", ""), [[] for _ in day_ends])
+        for index, end in enumerate(day_ends):
+            if end in s.points:
+                days[index].append((bound, s.points[end]))
+    return {cq: tuple(tuple(sorted(day)) for day in days) for cq, days in grouped.items()}
 
 
 def _evictions(samples: list[InstantSample]) -> dict[str, dict[str, float]]:
@@ -228,6 +284,8 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
         usage=run.hourly("usage_hourly", queries.usage_hourly()),
         borrowed=run.hourly("borrowed_hourly", queries.borrowed_hourly()),
         pending=run.hourly("pending_hourly", queries.pending_hourly()),
+        usage_by_flavor=run.hourly("usage_by_flavor_hourly", queries.usage_by_flavor_hourly()),
+        buckets_daily=run.daily("wait_buckets_daily", queries.wait_buckets_daily()),
     )
     vectors = await _gather(
         buckets=run.instant("wait_buckets", queries.wait_buckets(), Meaning.COUNT),
@@ -264,6 +322,8 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
         cluster_unused_average=scalars["unused"],
         preemptions=_values(vectors["preemptions"], "preempting_cluster_queue") if vectors["preemptions"] else None,
         evictions=_evictions(vectors["evictions"]) if vectors["evictions"] else None,
+        usage_by_flavor=_by_pair(hourly["usage_by_flavor"], "cluster_queue", "flavor", window),
+        wait_buckets_daily=_daily_buckets(run, hourly["buckets_daily"], trend_day_ends(window)),
     )
 
 

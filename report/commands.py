@@ -25,9 +25,18 @@ class _ReportCommand:
         cluster = source.add_mutually_exclusive_group()
         cluster.add_argument(
             "--kubeconfig",
+            nargs="?",
+            const="",
             metavar="PATH",
-            help="read the retained Workloads and the current queue objects from this "
-            "kubeconfig's cluster (its current context; client certificate or token)",
+            help="read the retained Workloads and the current queue objects from this kubeconfig's cluster "
+            "(its current context; token, client certificate or exec plugin such as aws eks get-token, with "
+            "its proxy-url); without PATH, the files KUBECONFIG lists, merged as kubectl merges them, else "
+            "~/.kube/config",
+        )
+        source.add_argument(
+            "--context",
+            metavar="NAME",
+            help="use this kubeconfig context instead of the current one (implies --kubeconfig)",
         )
         cluster.add_argument(
             "--in-cluster",
@@ -65,8 +74,57 @@ class _ReportCommand:
             metavar="SECONDS",
             help="timeout of each Prometheus query (default 120)",
         )
+        access = parser.add_argument_group(
+            "Prometheus access", "credentials, headers and TLS for --prometheus (a managed Prometheus, Thanos, Mimir)"
+        )
+        authorization = access.add_mutually_exclusive_group()
+        authorization.add_argument(
+            "--prometheus-bearer-token-file",
+            metavar="FILE",
+            help="send the bearer token this file holds; read again whenever the file changes (a rotated token)",
+        )
+        authorization.add_argument(
+            "--prometheus-bearer-token",
+            metavar="TOKEN",
+            help="send this bearer token; every user of the machine can read it (ps, shell history): "
+            "prefer --prometheus-bearer-token-file",
+        )
+        authorization.add_argument(
+            "--prometheus-basic-auth", metavar="USER", help="basic auth as USER, with --prometheus-password-file"
+        )
+        access.add_argument(
+            "--prometheus-password-file",
+            metavar="FILE",
+            help="the basic-auth password, read from this file (again whenever it changes)",
+        )
+        access.add_argument(
+            "--prometheus-header",
+            action="append",
+            default=[],
+            metavar="'NAME: VALUE'",
+            help="send this header too, e.g. 'X-Scope-OrgID: team-a' (a Mimir or Cortex tenant); repeatable",
+        )
+        access.add_argument(
+            "--prometheus-ca-file", metavar="FILE", help="PEM CA that signed Prometheus' certificate (https)"
+        )
+        access.add_argument("--prometheus-cert-file", metavar="FILE", help="PEM client certificate, with a key file")
+        access.add_argument(
+            "--prometheus-key-file", metavar="FILE", help="unencrypted PEM key of --prometheus-cert-file"
+        )
+        access.add_argument(
+            "--prometheus-server-name",
+            metavar="NAME",
+            help="the name in Prometheus' certificate, when it is not the URL's host",
+        )
+        access.add_argument(
+            "--prometheus-insecure-skip-verify",
+            action="store_true",
+            help="do not verify Prometheus' certificate (tests only: anyone on the path can read the credentials)",
+        )
         window = parser.add_argument_group("window")
-        window.add_argument("--window", default="7d", help="length, a whole number of hours (default 7d)")
+        window.add_argument(
+            "--window", default="7d", help="length, a whole number of hours or under an hour (default 7d)"
+        )
         window.add_argument("--end", help="end of the window, RFC 3339 or Unix seconds (default now)")
         window.add_argument(
             "--resolution", default="1m", help="step of time-weighted sums; at least the scrape interval (default 1m)"
@@ -76,9 +134,16 @@ class _ReportCommand:
         rules = parser.add_argument_group("thresholds and prices")
         rules.add_argument(
             "--price",
-            default="p5.48xlarge",
-            help="dollars per GPU-hour, or a preset: p5.48xlarge (8xH100, $55.04/h), "
-            "p4d.24xlarge (8xA100, $21.96/h) (default p5.48xlarge)",
+            action="append",
+            metavar="[FLAVOR=]PRICE",
+            help="dollars per GPU-hour, or an instance preset (p5.48xlarge: 8xH100, $55.04/h; p4d.24xlarge: "
+            "8xA100, $21.96/h; docs/report.md); repeat as FLAVOR=PRICE to price a ResourceFlavor or a "
+            "GPU model (modelName) apart; the bare one is the default for the others (default p5.48xlarge)",
+        )
+        rules.add_argument(
+            "--previous",
+            metavar="PATH",
+            help="an earlier report.json: adds a week-over-week comparison per team",
         )
         rules.add_argument(
             "--low-utilization",
@@ -109,7 +174,8 @@ class _ReportCommand:
             "--out",
             default="kuota-report",
             metavar="DIR",
-            help="folder for report.md, report.html, report.json (default ./kuota-report)",
+            help="folder for report.md, report.html, report.json, report.csv and the trend charts' SVG files "
+            "(default ./kuota-report)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
@@ -120,11 +186,15 @@ class _ReportCommand:
         from kuota.report.api_listing import api_source
         from kuota.report.errors import ReportError, ReportInputError
         from kuota.report.pipeline import ReportRequest, measure, write
-        from kuota.report.prices import parse_price
+        from kuota.report.prices import parse_prices
+        from kuota.report.prometheus_access import prometheus_access
         from kuota.report.prometheus_api import prometheus_url
         from kuota.report.queue_config import load_objects
         from kuota.report.verdicts import Thresholds
         from kuota.report.window import MAX_WINDOW_S, Window, WorkHours, parse_end, whole_seconds
+
+        def optional_path(text: str | None) -> Path | None:
+            return Path(text) if text is not None else None
 
         def progress(line: str) -> None:
             print(f"kuota report: {line}", file=sys.stderr, flush=True)
@@ -138,6 +208,19 @@ class _ReportCommand:
 
         try:
             prometheus = prometheus_url(args.prometheus)
+            access = prometheus_access(
+                prometheus,
+                bearer_token=args.prometheus_bearer_token,
+                bearer_token_file=optional_path(args.prometheus_bearer_token_file),
+                basic_auth=args.prometheus_basic_auth,
+                password_file=optional_path(args.prometheus_password_file),
+                headers=args.prometheus_header,
+                ca_file=optional_path(args.prometheus_ca_file),
+                cert_file=optional_path(args.prometheus_cert_file),
+                key_file=optional_path(args.prometheus_key_file),
+                insecure_skip_verify=args.prometheus_insecure_skip_verify,
+                server_name=args.prometheus_server_name,
+            )
             resolution = whole_seconds(args.resolution, "--resolution")
             window = Window.build(
                 whole_seconds(args.window, "--window"),
@@ -155,7 +238,11 @@ class _ReportCommand:
                 idle_elsewhere_gpus=args.idle_elsewhere_gpus,
             )
             timeout = bounded(args.timeout, "--timeout", 0, 86400, above=True)
-            live = args.kubeconfig is not None or args.in_cluster
+            if args.context is not None and args.in_cluster:
+                raise ReportInputError(
+                    "--context picks a kubeconfig context: pass it with --kubeconfig, not --in-cluster"
+                )
+            live = args.kubeconfig is not None or args.context is not None or args.in_cluster
             if live and args.workloads:
                 raise ReportInputError(
                     "--workloads and --kubeconfig/--in-cluster both give the retained Workloads: pass one"
@@ -167,17 +254,23 @@ class _ReportCommand:
                 )
             if not 1 <= args.more_gpus <= 1_000_000:
                 raise ReportInputError("--more-gpus must be from 1 to 1000000")
+            prices = parse_prices(args.price or [])
             request = ReportRequest(
                 prometheus,
                 window,
                 thresholds,
-                parse_price(args.price),
+                prices.default,
                 timeout,
                 config_objects=objects,
                 history=Path(args.history) if args.history else None,
                 more_gpus=args.more_gpus,
+                prices=prices,
+                previous=Path(args.previous) if args.previous else None,
                 workloads=Path(args.workloads) if args.workloads else None,
-                api=api_source(Path(args.kubeconfig) if args.kubeconfig else None) if live else None,
+                api=api_source(optional_path(args.kubeconfig or None), args.context, pod=args.in_cluster)
+                if live
+                else None,
+                prometheus_access=access,
             )
             report = asyncio.run(measure(request, progress))
             written = write(report, Path(args.out), progress)

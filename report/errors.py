@@ -8,6 +8,7 @@
     │                                 out (a warning names the item and the field), so it never stops a report
     ├── PrometheusError         Prometheus could not answer (exit 3)
     │   ├── PrometheusUnreachableError   no HTTP answer (connection refused, DNS, timeout)
+    │   ├── PrometheusAccessError        the TLS handshake failed, or the credentials were refused (401, 403)
     │   └── PrometheusQueryError         for one query (named): an HTTP or PromQL error, an answer too large
     │                                    or of the wrong shape, or a value the figure cannot have
     ├── WhatIfError             ``kuota simulate`` could not replay the window's demand (exit 4)
@@ -45,6 +46,10 @@ class PrometheusError(ReportError):
 
 
 class PrometheusUnreachableError(PrometheusError):
+    pass
+
+
+class PrometheusAccessError(PrometheusError):
     pass
 
 

@@ -27,6 +27,9 @@ class GpuMeasurements:
     idle_held: Mapping[tuple[str, str], Hourly] | None  # (namespace, pod) -> GPU-hours held while idle
     inventory: Hourly | None  # GPU-hours of GPUs present per hour
     cluster_used: Hourly | None
+    # (namespace, GPU model) -> the same figures by the model of the GPUs held ("" where none is known)
+    allocated_by_model: Mapping[tuple[str, str], Hourly] = field(default_factory=dict)
+    used_by_model: Mapping[tuple[str, str], Hourly] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class QueueMeasurements:
     cluster_unused_average: float | None
     preemptions: Mapping[str, float] | None  # preempting cq -> count
     evictions: Mapping[str, Mapping[str, float]] | None  # cq -> reason -> count
+    usage_by_flavor: Mapping[tuple[str, str], Hourly] = field(default_factory=dict)  # (cq, flavor) -> GPU-hours
+    # cq -> one histogram per trend day, oldest first: (upper bound, cumulative count of that day)
+    wait_buckets_daily: Mapping[str, tuple[tuple[tuple[float, float], ...], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """One report run, end to end: read the job history and queues, collect from Prometheus, compute, replay the
-what-if, write the three files.
+what-if, write the files (report.json, report.csv, report.md, report.html and the trend charts' SVG files).
 
 This is the imperative shell; the policy lives in ``team_report`` and ``verdicts``. Every input is read and
-checked before the first query, so a bad file fails in a second, not after minutes of PromQL. The three
+checked before the first query, so a bad file fails in a second, not after minutes of PromQL. The
 files are rendered whole before the first is written, and each is written through :mod:`kuota.files`: a
-temporary file beside it, renamed over the final name only once all three are on disk, so a failed run
+temporary file beside it, renamed over the final name only once all of them are on disk, so a failed run
 leaves the previous report as it was, and a symlink planted at a final name is replaced, never followed.
 ``--out`` itself may be a symlink to a folder (the user named it); it is created when missing.
 """
@@ -21,15 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from kuota.files import PRIVATE_FILE_MODE, atomic_writer
-from kuota.report import report_html, report_json, report_markdown
+from kuota.report import report_csv, report_html, report_json, report_markdown
 from kuota.report.api_listing import ApiSource, read_cluster
-from kuota.report.collection import collect
+from kuota.report.collection import collect, trend_day_ends
 from kuota.report.errors import ReportInputError
 from kuota.report.measurements import Measurements
-from kuota.report.prices import Price
+from kuota.report.previous import read_previous
+from kuota.report.prices import Price, PriceTable
+from kuota.report.prometheus_access import PrometheusAccess
 from kuota.report.prometheus_api import PrometheusClient
 from kuota.report.queue_config import namespace_queues
+from kuota.report.svg_charts import all_charts
 from kuota.report.team_report import Report, build_report
+from kuota.report.trends import TREND_CHARTS
 from kuota.report.verdicts import Thresholds
 from kuota.report.whatif import check_replayable, run_whatif
 from kuota.report.window import Window
@@ -51,9 +55,16 @@ class ReportRequest:
     workloads: Path | None = None  # `kubectl get workloads -A -o json` output
     api: ApiSource | None = None  # read Workloads (and queue objects, without --config) from the API server
     more_gpus: int = 8
+    prometheus_access: PrometheusAccess | None = None  # credentials, headers, TLS; None: none
+    prices: PriceTable | None = None  # per flavor or GPU model; ``price`` for the others (default: for all)
+    previous: Path | None = None  # an earlier report.json, compared with week over week
 
 
 async def measure(request: ReportRequest, progress: Progress) -> Report:
+    previous = None
+    if request.previous is not None:
+        progress(f"reading the previous report {request.previous}")
+        previous = read_previous(request.previous)
     config_objects, retained = await _read_sources(request, progress)
     teams = namespace_queues(config_objects) if config_objects else {}
     scenarios = None
@@ -102,6 +113,9 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
         failed_gpu_hours=failed,
         whatif=scenarios,
         notes=notes,
+        prices=request.prices,
+        trend_day_ends=trend_day_ends(request.window),
+        previous=previous,
     )
 
 
@@ -118,7 +132,9 @@ def _replayed(
 
 
 async def _collect(request: ReportRequest, progress: Progress) -> Measurements:
-    async with PrometheusClient(request.prometheus_url, request.query_timeout_s) as client:
+    async with PrometheusClient(
+        request.prometheus_url, request.query_timeout_s, access=request.prometheus_access
+    ) as client:
         return await collect(
             client,
             request.window,
@@ -169,19 +185,26 @@ def _write_history(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
             file.write(json.dumps(record, allow_nan=False).encode("utf-8") + b"\n")
 
 
-REPORT_FILES = (
-    ("report.json", report_json.render),
-    ("report.md", report_markdown.render),
-    ("report.html", report_html.render),
-)
-
-
 def write(report: Report, out_dir: Path, progress: Progress) -> list[Path]:
-    """The three files in ``out_dir``, all of them or (on any failure) none: see the module's docstring."""
+    """report.json, report.csv, report.md, report.html and the trend charts' SVG files in ``out_dir``, all of
+    them or (on any failure) none: see the module's docstring."""
+    progress("drawing the charts")
+    charts = all_charts(report)
+    trend_files = {chart.chart_id: chart.file_name for chart in TREND_CHARTS}
     rendered = []
-    for name, render in REPORT_FILES:
+    for name, render in (
+        ("report.json", report_json.render),
+        ("report.csv", report_csv.render),
+        ("report.md", report_markdown.render),
+        ("report.html", lambda whole: report_html.render(whole, charts)),
+    ):
         progress(f"rendering {name}")
         rendered.append((out_dir / name, render(report).encode("utf-8")))
+    rendered += [
+        (out_dir / trend_files[cid], svg.encode("utf-8"))
+        for cid, _, svg in charts
+        if svg is not None and cid in trend_files
+    ]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:

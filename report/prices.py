@@ -1,8 +1,14 @@
-"""Price per GPU-hour: a number, or a named instance preset (the guide's on-demand prices, us-east-1, Oct 2026)."""
+"""Price per GPU-hour: a number, or a named instance preset; one default and one per ResourceFlavor or GPU model.
+
+The presets are the guide's on-demand list prices (Linux, per instance-hour, USD, us-east-1, Oct 2026). Only
+prices with a source kuota can name are presets: other instance types' list prices vary by region and change, so
+a report meant for a budget names its own per flavor or GPU model (``--price FLAVOR=4.10``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kuota.report.errors import ReportInputError
 
@@ -19,6 +25,7 @@ class InstancePrice:
 
 
 PRESETS = {
+    # the guide's: AWS us-east-1, Oct 2026
     "p5.48xlarge": InstancePrice("p5.48xlarge", 8, 55.04),  # 8x H100
     "p4d.24xlarge": InstancePrice("p4d.24xlarge", 8, 21.96),  # 8x A100
 }
@@ -26,6 +33,8 @@ PRESETS = {
 
 # Far above any GPU's price, and low enough that a week's idle cost stays a finite number.
 MAX_PER_GPU_HOUR = 1_000_000.0
+# A flavor name or an NVML model name ("NVIDIA H100 80GB HBM3"): longer than either needs to be.
+MAX_KEY_CHARS = 253
 
 
 @dataclass(frozen=True)
@@ -53,3 +62,45 @@ def parse_price(text: str) -> Price:
             f"--price {text!r} is not dollars per GPU-hour from 0 to {MAX_PER_GPU_HOUR:,.0f} (e.g. 6.88)"
         )
     return Price(value, f"--price {value:g} per GPU-hour")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """The default price, and the prices named for a ResourceFlavor or a GPU model (``--price KEY=PRICE``)."""
+
+    default: Price
+    named: Mapping[str, Price] = field(default_factory=dict)
+
+    def of(self, flavor: str | None, model: str | None) -> Price:
+        """A flavor's price first (two flavors may share a model at different prices), then the model's."""
+        for key in (flavor, model):
+            if key is not None and key in self.named:
+                return self.named[key]
+        return self.default
+
+
+def parse_prices(texts: Sequence[str]) -> PriceTable:
+    """``--price`` as given, once or more: at most one bare default, and ``KEY=PRICE_OR_PRESET`` per key."""
+    default: Price | None = None
+    named: dict[str, Price] = {}
+    for text in texts:
+        key, separator, value = text.rpartition("=")
+        if not separator:
+            if default is not None:
+                raise ReportInputError(
+                    f"--price {text!r}: the default price is given twice; name the others' flavor or GPU model "
+                    "(--price FLAVOR=PRICE)"
+                )
+            default = parse_price(text)
+            continue
+        if not key.isprintable() or not key.strip() or len(key.strip()) > MAX_KEY_CHARS:
+            raise ReportInputError(
+                f"--price {text[:80]!r}: FLAVOR=PRICE needs a ResourceFlavor or GPU model name of 1 to "
+                f"{MAX_KEY_CHARS} printable characters before '='"
+            )
+        key = key.strip()
+        if key in named:
+            raise ReportInputError(f"--price {text!r}: {key!r} has a price already; give each one once")
+        price = parse_price(value)
+        named[key] = Price(price.per_gpu_hour, f"{key}: {price.source}")
+    return PriceTable(default or parse_price("p5.48xlarge"), named)

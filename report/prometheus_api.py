@@ -2,6 +2,8 @@
 
 It only moves JSON: it never interprets what a series means. Every request has a timeout, and every failure
 becomes a :class:`~kuota.report.errors.PrometheusError` whose one-line message names the URL and the query.
+Credentials, headers and TLS come from a :class:`~kuota.report.prometheus_access.PrometheusAccess`; a failed
+TLS handshake and a 401 or 403 answer say which of them were refused, never a secret.
 
 Answers are read whole, so their size is bounded: at most ``MAX_ANSWER_BYTES`` (64 MiB) per query, counted
 after decompression. That holds an hourly week of some 100,000 series (a big cluster's pods), and parsed it
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -28,7 +31,13 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from kuota.report.errors import PrometheusQueryError, PrometheusUnreachableError, ReportInputError
+from kuota.report.errors import (
+    PrometheusAccessError,
+    PrometheusQueryError,
+    PrometheusUnreachableError,
+    ReportInputError,
+)
+from kuota.report.prometheus_access import PrometheusAccess
 from kuota.report.quoting import excerpt, quoted
 
 MAX_ANSWER_BYTES = 64 * 2**20
@@ -59,6 +68,12 @@ def prometheus_url(text: str) -> str:
     if not valid or parts.query or parts.fragment:
         raise ReportInputError(
             f"--prometheus {quoted(text)} is not an http(s) URL of a server: give e.g. http://prometheus:9090"
+        )
+    if parts.username is not None or parts.password is not None:
+        # a password in the URL would be in every message that names the server
+        raise ReportInputError(
+            "--prometheus carries credentials (user:password@): give the URL without them, and "
+            "--prometheus-basic-auth USER with --prometheus-password-file FILE"
         )
     return text.strip().rstrip("/")
 
@@ -192,6 +207,11 @@ def range_series(data: Mapping[str, object], url: str, query: str) -> list[Range
     return series
 
 
+def _is_tls_failure(error: aiohttp.ClientConnectionError) -> bool:
+    """A refused certificate: while connecting, or (TLS 1.3) as the server's alert on the first read."""
+    return isinstance(error, aiohttp.ClientSSLError) or isinstance(error.__cause__, ssl.SSLError)
+
+
 def _size(count: int) -> str:
     return f"{count / 2**20:g} MiB" if count >= 2**20 else f"{count} bytes"
 
@@ -199,14 +219,25 @@ def _size(count: int) -> str:
 class PrometheusClient:
     """``async with PrometheusClient(url) as prom: await prom.instant("up", at)``."""
 
-    def __init__(self, url: str, timeout_s: float = 120.0, max_answer_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 120.0,
+        max_answer_bytes: int | None = None,
+        access: PrometheusAccess | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         self._max_answer_bytes = MAX_ANSWER_BYTES if max_answer_bytes is None else max_answer_bytes
+        self._access = access if access is not None else PrometheusAccess()
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> PrometheusClient:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        context = self._access.ssl_context
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+            connector=aiohttp.TCPConnector(ssl=context if context is not None else True),
+        )
         return self
 
     async def __aexit__(
@@ -226,7 +257,12 @@ class PrometheusClient:
             "the report reads for one query; shorten --window or aggregate the series it reads"
         )
         try:
-            async with self._session.post(f"{self.url}{path}", data=dict(params)) as response:
+            async with self._session.post(
+                f"{self.url}{path}",
+                data=dict(params),
+                headers=self._access.request_headers(),
+                server_hostname=self._access.server_name,
+            ) as response:
                 if response.content_length is not None and response.content_length > limit:
                     raise too_large
                 body = bytearray()
@@ -234,13 +270,18 @@ class PrometheusClient:
                     body += chunk
                     if len(body) > limit:
                         raise too_large
-                return response.status, bytes(body)
         except TimeoutError as error:
             raise PrometheusUnreachableError(
                 f"Prometheus at {self.url} did not answer query {query!r} within {self._timeout_s:g} s; "
                 "check that the server is up, or give it longer with --timeout"
             ) from error
         except aiohttp.ClientConnectionError as error:
+            if _is_tls_failure(error):
+                raise PrometheusAccessError(
+                    f"the TLS handshake with Prometheus at {self.url} failed ({excerpt(str(error))}); check "
+                    "--prometheus-ca-file (the CA of the server's certificate), --prometheus-server-name, and "
+                    "--prometheus-cert-file with --prometheus-key-file where the server wants a client certificate"
+                ) from error
             raise PrometheusUnreachableError(
                 f"Prometheus at {self.url} did not answer ({type(error).__name__}: {excerpt(str(error))}); "
                 "check --prometheus and that the server is up"
@@ -249,6 +290,14 @@ class PrometheusClient:
             raise PrometheusQueryError(
                 f"Prometheus at {self.url} failed for query {query!r}: {type(error).__name__}: {excerpt(str(error))}"
             ) from error
+        if response.status in (401, 403):
+            said = excerpt(self._access.redact(body[:400].decode("utf-8", "replace")))
+            raise PrometheusAccessError(
+                f"Prometheus at {self.url} refused {self._access.described} (HTTP {response.status}"
+                f"{': ' + said if said else ''}); check the credentials, and the tenant header where the server "
+                "is multi-tenant"
+            )
+        return response.status, bytes(body)
 
     async def instant(self, query: str, at: int) -> list[InstantSample]:
         status, body = await self._fetch("/api/v1/query", {"query": query, "time": str(at)})

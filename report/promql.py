@@ -4,7 +4,8 @@ Prometheus 2.x range selectors include both ends, so a bare ``[1h]`` sees the sa
 hour too. Hourly and window sums therefore use ranges 1 ms short of the span (``[3599999ms:60s]``): with a
 resolution-aligned end, each span then holds exactly ``span / resolution`` evaluation points and consecutive
 hours never share one. Counters keep the full, inclusive range: ``increase`` is exact when samples sit on
-both ends and only extrapolates (by at most one scrape interval) when they do not.
+both ends and only extrapolates (by at most one scrape interval) when they do not; a counter series first
+scraped inside the window counts from zero. A window shorter than an hour is its own one "hour".
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 GPU_RESOURCE = "nvidia.com/gpu"
+MODEL_LABEL = "modelName"
+DAY_S = 86400
 KUOTA_UTIL = "kuota_pod_gpu_sm_utilization_percent"
 KUOTA_ALLOCATED = "kuota_gpu_allocated"
 KUOTA_UP = "kuota_gpu_up"
@@ -73,6 +76,16 @@ class GpuSeries:
             return f"sum({self.util}) / 100"
         return f"sum(max by (UUID) ({DCGM_UTIL})) / 100"
 
+    def by_model(self, expr: str) -> str:
+        """``expr`` (per pod and GPU) with the GPU's ``modelName``: dcgm-exporter's series carry it; kuota's pod
+        series take it from the GPU's ``DCGM_FI_DEV_GPU_UTIL`` (which kuota's exporter also exports) by UUID,
+        and keep no model where none is known (``or on (UUID)``), so no GPU-hour is lost to the join."""
+        if self.family is GpuFamily.DCGM:
+            return expr
+        # one model per UUID even if two series disagreed: a join must never fail on a duplicate
+        models = f"topk by (UUID) (1, group by (UUID, {MODEL_LABEL}) ({DCGM_UTIL}))"
+        return f"(({expr}) * on (UUID) group_left ({MODEL_LABEL}) {models}) or on (UUID) ({expr})"
+
     @property
     def names(self) -> list[str]:
         if self.family is GpuFamily.KUOTA:
@@ -83,6 +96,11 @@ class GpuSeries:
 def span(seconds: int) -> str:
     """A range that excludes its left end (see the module docstring)."""
     return f"{seconds * 1000 - 1}ms"
+
+
+def trend_day_s(window_s: int) -> int:
+    """The span of one trend point: a day, or the whole window when it is shorter."""
+    return min(DAY_S, window_s)
 
 
 def presence(metric: str, window_s: int, matcher: str = "") -> str:
@@ -98,28 +116,40 @@ class Queries:
     idle_percent: float
     idle_elsewhere_gpus: int
 
+    def _window_increase(self, counter: str) -> str:
+        """``increase`` over the window, counting a series first scraped inside it from zero: a counter child is
+        created at its first increment, so Prometheus 2.x first sees it at, say, 4 and ``increase`` alone would
+        count 0 (a ClusterQueue's first admissions or preemptions, every series of a new leader)."""
+        window = f"[{self.window_s}s]"
+        born = f"min_over_time({counter}{window}) unless {counter} offset {self.window_s}s"
+        return f"(increase({counter}{window}) + ({born})) or increase({counter}{window})"
+
+    def _span(self, seconds: int) -> str:
+        """``span``, never reaching before the window: an "hour" of a window shorter than an hour is the window."""
+        return span(min(seconds, self.window_s))
+
     def _gpu_hours(self, expr: str, seconds: int) -> str:
-        return f"sum_over_time(({expr})[{span(seconds)}:{self.resolution_s}s]) * {self.resolution_s} / 3600"
+        return f"sum_over_time(({expr})[{self._span(seconds)}:{self.resolution_s}s]) * {self.resolution_s} / 3600"
 
     def _avg(self, expr: str, seconds: int) -> str:
-        return f"avg_over_time(({expr})[{span(seconds)}:{self.resolution_s}s])"
+        return f"avg_over_time(({expr})[{self._span(seconds)}:{self.resolution_s}s])"
 
     def _max(self, expr: str, seconds: int) -> str:
-        return f"max_over_time(({expr})[{span(seconds)}:{self.resolution_s}s])"
+        return f"max_over_time(({expr})[{self._span(seconds)}:{self.resolution_s}s])"
 
     def _steps(self, indicator: str) -> str:
         return f"sum_over_time(({indicator})[{span(self.window_s)}:{self.resolution_s}s])"
 
     # GPU series, hourly (range queries, step 1h)
     def namespace_allocated_hourly(self, gpu: GpuSeries) -> str:
-        return self._gpu_hours(f"sum by (namespace) ({gpu.allocated})", 3600)
+        return self._gpu_hours(f"sum by (namespace, {MODEL_LABEL}) ({gpu.by_model(gpu.allocated)})", 3600)
 
     def namespace_used_hourly(self, gpu: GpuSeries) -> str:
-        return self._gpu_hours(f"sum by (namespace) ({gpu.util}) / 100", 3600)
+        return self._gpu_hours(f"sum by (namespace, {MODEL_LABEL}) ({gpu.by_model(gpu.util)}) / 100", 3600)
 
     def pod_idle_hourly(self, gpu: GpuSeries) -> str:
         """GPU-hours each pod held GPUs whose hourly mean was under the idle threshold."""
-        sub = f"[{span(3600)}:{self.resolution_s}s]"
+        sub = f"[{self._span(3600)}:{self.resolution_s}s]"
         idle = f"(avg_over_time(({gpu.util}){sub}) < bool {self.idle_percent:g})"
         held = f"count_over_time(({gpu.util}){sub})"
         return f"sum by (namespace, pod) ({idle} * {held}) * {self.resolution_s} / 3600"
@@ -145,6 +175,10 @@ class Queries:
         gpu = f'{{resource="{GPU_RESOURCE}"}}'
         return f"clamp_min({NOMINAL}{gpu} - {USAGE}{gpu}, 0)"
 
+    def usage_by_flavor_hourly(self) -> str:
+        gpu = f'{{resource="{GPU_RESOURCE}"}}'
+        return self._gpu_hours(f"sum by (cluster_queue, flavor) ({USAGE}{gpu})", 3600)
+
     def nominal_hourly(self) -> str:
         return self._gpu_hours(self._gpu_quota(NOMINAL), 3600)
 
@@ -159,7 +193,11 @@ class Queries:
 
     # queue series, whole window (instant queries at the window's end)
     def wait_buckets(self) -> str:
-        return f"sum by (cluster_queue, le) (increase({WAIT_BUCKET}[{self.window_s}s]))"
+        return f"sum by (cluster_queue, le) ({self._window_increase(WAIT_BUCKET)})"
+
+    def wait_buckets_daily(self) -> str:
+        """Range query, one step per trend day: each point counts the admissions of the day that ends at it."""
+        return f"sum by (cluster_queue, le) (increase({WAIT_BUCKET}[{trend_day_s(self.window_s)}s]))"
 
     def pending_average(self) -> str:
         return self._avg(f"sum by (cluster_queue) ({PENDING})", self.window_s)
@@ -175,8 +213,12 @@ class Queries:
         return f"(sum by (cluster_queue) ({PENDING}) > bool 0)"
 
     def _waiting_while_idle_elsewhere(self) -> str:
-        unused = self._unused()
-        elsewhere = f"(scalar(sum({unused})) - sum by (cluster_queue) ({unused}))"
+        # Idle is quota nobody uses: what a queue lends is in the borrower's usage, so the cluster's idle quota is
+        # all nominal less all usage, not the sum of every lender's unused nominal (that counted lent GPUs twice,
+        # and told a queue borrowing every spare GPU that idle quota sat elsewhere).
+        gpu = f'{{resource="{GPU_RESOURCE}"}}'
+        idle = f"scalar(sum({NOMINAL}{gpu}) - sum({USAGE}{gpu}))"
+        elsewhere = f"({idle} - sum by (cluster_queue) ({self._unused()}))"
         return f"({self._waiting()} * ({elsewhere} >= bool {self.idle_elsewhere_gpus}))"
 
     def waiting_steps(self) -> str:
@@ -199,7 +241,7 @@ class Queries:
         return self._avg(f"sum({self._unused()})", self.window_s)
 
     def preemptions(self) -> str:
-        return f"sum by (preempting_cluster_queue) (increase({PREEMPTED}[{self.window_s}s]))"
+        return f"sum by (preempting_cluster_queue) ({self._window_increase(PREEMPTED)})"
 
     def evictions(self) -> str:
-        return f"sum by (cluster_queue, reason) (increase({EVICTED}[{self.window_s}s]))"
+        return f"sum by (cluster_queue, reason) ({self._window_increase(EVICTED)})"

@@ -73,8 +73,10 @@ def _team(team: TeamReport) -> str:
     return "".join(parts)
 
 
-def render(report: Report) -> str:
-    charts = all_charts(report)
+def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None = None) -> str:
+    """The page; ``charts`` as :func:`~kuota.report.svg_charts.all_charts` drew them (drawn here when None)."""
+    if charts is None:
+        charts = all_charts(report)
     drawn = [(cid, caption, svg) for cid, caption, svg in charts if svg is not None]
     c = report.cluster
     sections = [
@@ -119,6 +121,28 @@ def render(report: Report) -> str:
         ),
     ]
     sections += [_team(team) for team in report.teams]
+    sections += [
+        "<h2>Money per team</h2>",
+        "<p>Each GPU-hour is priced by its ResourceFlavor, else by its GPU model, else at the default price. "
+        "Idle $ is allocated minus used.</p>",
+    ]
+    named = text.prices_text(report)
+    if named:
+        sections.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in named) + "</ul>")
+    sections += [
+        _table(text.MONEY_COLUMNS, [text.money_row(team) for team in report.teams]),
+        "<h2>Namespaces</h2>",
+        _table(text.NAMESPACE_COLUMNS, [text.namespace_row(namespace) for namespace in report.namespaces]),
+        "<h2>Daily trends</h2>",
+        _table(text.TREND_COLUMNS, text.trend_rows(report)),
+    ]
+    if report.week_over_week is not None:
+        comparison = report.week_over_week
+        sections += [
+            "<h2>Week over week</h2>",
+            f"<p>Compared with the report of {html.escape(comparison.previous_window)}; teams matched by name.</p>",
+            _table(text.CHANGE_COLUMNS, [text.change_row(c) for c in (comparison.cluster, *comparison.teams)]),
+        ]
     sections.append("<h2>What-if</h2>")
     if report.whatif is None:
         sections.append('<p class="missing">not run</p>')

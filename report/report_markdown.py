@@ -10,9 +10,13 @@ report's own (figure names, numbers) are written as they are.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
-from kuota.report.team_report import IdleCost, Queueing, Report, TeamReport
+from kuota.report.promql import trend_day_s
+from kuota.report.team_report import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
+from kuota.report.trends import TREND_CHARTS
+from kuota.report.trends import lines as trend_lines
 
 MISSING = "missing data"
 
@@ -102,6 +106,114 @@ def team_row(team: TeamReport) -> list[str]:
         number(queue.pending_average if queue else None),
         team.verdict.quadrant.value,
     ]
+
+
+MONEY_COLUMNS = ("team", "price per GPU-h", "allocated $", "used $", "idle $ (allocated - used)", "priced by")
+
+
+def _money_cells(money: Money | None) -> list[str]:
+    return [
+        MISSING if money is None else money_exact(money.price_per_gpu_hour),
+        money_text(money.allocated_dollars if money else None),
+        money_text(money.used_dollars if money else None),
+        money_text(money.idle_dollars if money else None),
+    ]
+
+
+def money_text(value: float | None) -> str:
+    return MISSING if value is None else f"${value:,.2f}"
+
+
+def money_exact(value: float | None) -> str:
+    return MISSING if value is None else f"${value:,.3f}"
+
+
+def money_row(team: TeamReport) -> list[str]:
+    """A team's money, in ``MONEY_COLUMNS`` order (names raw: each format escapes them)."""
+    return [team.name, *_money_cells(team.money), "; ".join(team.money.priced_by) if team.money else MISSING]
+
+
+NAMESPACE_COLUMNS = (
+    "namespace",
+    "team",
+    "GPU models (GPU-h)",
+    "allocated GPU-h",
+    "used GPU-h",
+    "util avg",
+    "idle-held GPU-h",
+    "allocated $",
+    "used $",
+    "idle $",
+)
+
+
+def models_text(models: Mapping[str, float]) -> str:
+    if not models:
+        return "-"
+    return "; ".join(f"{model or 'unknown'} ({hours:,.1f})" for model, hours in models.items())
+
+
+def namespace_row(namespace: NamespaceReport) -> list[str]:
+    """A namespace's cells, in ``NAMESPACE_COLUMNS`` order (names raw: each format escapes them)."""
+    return [
+        namespace.name,
+        namespace.team,
+        models_text(namespace.gpu_models),
+        number(namespace.allocated_gpu_hours),
+        number(namespace.used_gpu_hours),
+        percent(namespace.utilization_percent),
+        number(namespace.idle_held_gpu_hours),
+        *_money_cells(namespace.money)[1:],
+    ]
+
+
+TREND_COLUMNS = ("day (UTC, start)", "cluster util", "cluster wait p50", "cluster wait p95")
+
+
+def trend_rows(report: Report) -> list[list[str]]:
+    daily = report.cluster.daily
+    day_s = trend_day_s(report.window.length_s)
+    rows = []
+    for index, end in enumerate(report.trend_day_ends):
+        start = datetime.fromtimestamp(end - day_s, tz=UTC).strftime("%a %Y-%m-%d %H:%M")
+        rows.append(
+            [
+                start,
+                percent(daily.utilization_percent[index] if daily else None),
+                hours_text(daily.wait_p50_s[index] if daily else None),
+                hours_text(daily.wait_p95_s[index] if daily else None),
+            ]
+        )
+    return rows
+
+
+CHANGE_COLUMNS = (
+    "team",
+    "util before / now",
+    "wait p50 before / now",
+    "wait p95 before / now",
+    "idle cost before / now",
+    "verdict before / now",
+)
+
+
+def change_row(change: Change) -> list[str]:
+    """One team's week-over-week cells, in ``CHANGE_COLUMNS`` order (the name raw)."""
+    return [
+        change.name,
+        f"{percent(change.utilization_before_percent)} / {percent(change.utilization_now_percent)}",
+        f"{hours_text(change.wait_p50_before_s)} / {hours_text(change.wait_p50_now_s)}",
+        f"{hours_text(change.wait_p95_before_s)} / {hours_text(change.wait_p95_now_s)}",
+        f"{money(change.idle_cost_before_dollars)} / {money(change.idle_cost_now_dollars)}",
+        f"{change.verdict_before or MISSING} / {change.verdict_now or MISSING}",
+    ]
+
+
+def prices_text(report: Report) -> list[str]:
+    """The prices applied: the default, and each named one (names raw)."""
+    table = report.prices
+    named = table.named if table is not None else {}
+    return [f"{key}: ${price.per_gpu_hour:.3f} per GPU-hour ({price.source})" for key, price in named.items()]
 
 
 def _markdown_team_row(team: TeamReport) -> list[str]:
@@ -218,6 +330,9 @@ def render(report: Report) -> str:
                 f"{i}. **{markdown_text(lv.name)}** ({number(lv.gpu_hours)} GPU-h): {markdown_text(lv.evidence)}"
                 for i, lv in enumerate(team.levers, 1)
             ] + [""]
+    lines += _money_and_namespaces(report)
+    lines += _trends(report)
+    lines += _week_over_week(report)
     lines += ["## What-if", ""]
     if report.whatif is None:
         lines += ["Not run (give --history or --kubeconfig, and --config, for a replay through `kuota simulate`).", ""]
@@ -238,3 +353,55 @@ def render(report: Report) -> str:
     if report.notes:
         lines += ["## Notes", ""] + [f"- {markdown_text(note)}" for note in report.notes] + [""]
     return "\n".join(lines)
+
+
+def _money_and_namespaces(report: Report) -> list[str]:
+    lines = [
+        "## Money per team",
+        "",
+        "Each GPU-hour is priced by its ResourceFlavor (the ClusterQueue's GPU usage per flavor), else by its GPU "
+        "model, else at the default price. Idle $ is allocated minus used: GPU-hours held but not busy.",
+        "",
+    ]
+    named = prices_text(report)
+    if named:
+        lines += ["Prices named with --price:", ""] + [f"- {markdown_text(line)}" for line in named] + [""]
+    lines += _table(
+        MONEY_COLUMNS,
+        ([markdown_text(cells[0]), *cells[1:-1], markdown_text(cells[-1])] for cells in map(money_row, report.teams)),
+    )
+    lines += ["## Namespaces", ""]
+    lines += _table(
+        NAMESPACE_COLUMNS,
+        (
+            [markdown_text(cells[0]), markdown_text(cells[1]), markdown_text(cells[2]), *cells[3:]]
+            for cells in map(namespace_row, report.namespaces)
+        ),
+    )
+    return lines
+
+
+def _trends(report: Report) -> list[str]:
+    lines = ["## Daily trends", ""]
+    for chart in TREND_CHARTS:
+        if trend_lines(report, chart):
+            lines += [f"![{chart.caption}]({chart.file_name})", ""]
+        else:
+            lines += [f"{chart.caption}: {MISSING}.", ""]
+    lines += _table(TREND_COLUMNS, trend_rows(report))
+    return lines
+
+
+def _week_over_week(report: Report) -> list[str]:
+    comparison = report.week_over_week
+    if comparison is None:
+        return []
+    rows = [comparison.cluster, *comparison.teams]
+    return [
+        "## Week over week",
+        "",
+        f"Compared with the report of {markdown_text(comparison.previous_window)} (--previous); teams are matched "
+        "by name.",
+        "",
+        *_table(CHANGE_COLUMNS, ([markdown_text(c[0]), *c[1:]] for c in map(change_row, rows))),
+    ]

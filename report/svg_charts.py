@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
@@ -17,7 +18,9 @@ import matplotlib
 # Figure objects draw through their own canvas: no pyplot, no global backend or figure registry.
 from matplotlib.figure import Figure
 
+from kuota.report.promql import trend_day_s
 from kuota.report.team_report import Report
+from kuota.report.trends import TREND_CHARTS, TrendChart, lines
 
 _MAX_ROWS = 40
 _LABEL_CHARS = 48
@@ -145,8 +148,36 @@ def quadrant(report: Report) -> str | None:
     return _svg(figure)
 
 
+def trend(report: Report, chart: TrendChart) -> str | None:
+    drawn = lines(report, chart)
+    if not drawn:
+        return None
+    day_s = trend_day_s(report.window.length_s)
+    days = [datetime.fromtimestamp(end - day_s, tz=UTC).strftime("%a %m-%d %H:%M") for end in report.trend_day_ends]
+    figure, axes = _figure(9, 4.2)
+    positions = range(len(days))
+    for index, (label, values) in enumerate(drawn):
+        ys = [math.nan if v is None else (max(v, 1.0) if chart.unit == "s" else v) for v in values]
+        cluster = index == 0 and label == "cluster"
+        axes.plot(positions, ys, marker="o", linewidth=2.5 if cluster else 1.2, label=_label(label))
+    axes.set_xticks(positions, days, fontsize=8)
+    if chart.unit == "s":
+        axes.set_yscale("log")
+        axes.axhline(
+            report.thresholds.long_wait_s, color="red", linestyle="--", linewidth=1, label="long-wait threshold"
+        )
+        axes.set_ylabel("p95 admission wait (s)")
+    else:
+        axes.set_ylim(0, 100)
+        axes.set_ylabel("GPU utilization (%)")
+    axes.set_xlabel(f"{day_s // 3600} h starting at (UTC)")
+    axes.set_title(chart.caption, fontsize=10)
+    axes.legend(fontsize=7, ncol=2)
+    return _svg(figure)
+
+
 def all_charts(report: Report) -> list[tuple[str, str, str | None]]:
-    """(id, caption, SVG or None when the data for it is missing)."""
+    """(id, caption, SVG or None when the data for it is missing); the trend charts' ids are their files'."""
     # read when a text is made and when it is drawn (tick labels are made in savefig): set around both
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
         return [
@@ -154,4 +185,4 @@ def all_charts(report: Report) -> list[tuple[str, str, str | None]]:
             ("wait-distribution", "Admission wait distribution per ClusterQueue", wait_distribution(report)),
             ("allocated-used", "Allocated versus used GPU-hours", allocated_versus_used(report)),
             ("quadrant", "Every team on the verdict quadrant", quadrant(report)),
-        ]
+        ] + [(chart.chart_id, chart.caption, trend(report, chart)) for chart in TREND_CHARTS]

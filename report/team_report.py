@@ -8,11 +8,13 @@ capacity for the cluster, where idle GPUs count as idle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kuota.report.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
-from kuota.report.prices import Price
+from kuota.report.previous import PreviousFigures, PreviousReport
+from kuota.report.prices import Price, PriceTable
+from kuota.report.promql import trend_day_s
 from kuota.report.statistics import histogram_count, histogram_quantile, percentile
 from kuota.report.verdicts import (
     Lever,
@@ -66,6 +68,66 @@ class IdleCost:
 
 
 @dataclass(frozen=True)
+class Money:
+    """Dollars of the window's GPU-hours, each priced by its ResourceFlavor, else its GPU model, else the default.
+
+    ``allocated_dollars`` is GPU-hours held x price, ``used_dollars`` busy GPU-hours x price, and
+    ``idle_dollars`` their difference (held but not busy); ``idle_cost`` elsewhere counts only hours held at
+    under the idle threshold."""
+
+    allocated_dollars: float
+    used_dollars: float | None
+    idle_dollars: float | None
+    price_per_gpu_hour: float | None  # allocated dollars over allocated GPU-hours (None when none held)
+    priced_by: tuple[str, ...]  # the sources of the prices applied
+
+
+@dataclass(frozen=True)
+class Daily:
+    """One value per trend day (``Report.trend_day_ends``), oldest first; None where the day has no data."""
+
+    utilization_percent: tuple[float | None, ...]
+    wait_p50_s: tuple[float | None, ...]
+    wait_p95_s: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class NamespaceReport:
+    name: str
+    team: str
+    allocated_gpu_hours: float
+    used_gpu_hours: float | None
+    utilization_percent: float | None
+    idle_held_gpu_hours: float | None
+    gpu_models: Mapping[str, float]  # model -> allocated GPU-hours ("" where the model is not known)
+    money: Money
+
+
+@dataclass(frozen=True)
+class Change:
+    """One team's figures in the previous report (``--previous``) and in this one; None where either lacks it."""
+
+    name: str
+    utilization_before_percent: float | None
+    utilization_now_percent: float | None
+    wait_p50_before_s: float | None
+    wait_p50_now_s: float | None
+    wait_p95_before_s: float | None
+    wait_p95_now_s: float | None
+    idle_cost_before_dollars: float | None  # idle-held cost, all hour classes
+    idle_cost_now_dollars: float | None
+    verdict_before: str | None
+    verdict_now: str | None
+
+
+@dataclass(frozen=True)
+class WeekOverWeek:
+    previous_window: str  # as the previous report described it
+    cluster: Change
+    teams: tuple[Change, ...]  # this report's teams first, then those only the previous one had
+
+
+@dataclass(frozen=True)
 class TeamReport:
     name: str
     cluster_queue: str | None
@@ -77,6 +139,8 @@ class TeamReport:
     failed_gpu_hours: float | None
     verdict: Verdict
     levers: tuple[Lever, ...]
+    money: Money | None = None
+    daily: Daily | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +160,8 @@ class ClusterReport:
     failed_gpu_hours: float | None
     verdict: Verdict
     levers: tuple[Lever, ...]
+    money: Money | None = None
+    daily: Daily | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +185,10 @@ class Report:
     whatif: tuple[WhatIfScenario, ...] | None
     notes: tuple[str, ...] = ()
     queries: Mapping[str, str] = field(default_factory=dict)
+    prices: PriceTable | None = None
+    namespaces: tuple[NamespaceReport, ...] = ()
+    trend_day_ends: tuple[int, ...] = ()  # Unix seconds; each trend point covers the day (or window) before it
+    week_over_week: WeekOverWeek | None = None
 
     @property
     def empty(self) -> bool:
@@ -159,11 +229,137 @@ def _utilization(allocated: Hourly, used: Hourly | None, window: Window) -> Util
     )
 
 
-def _split_by_class(hourly: Hourly, window: Window, price: Price) -> IdleCost:
+def _split_by_class(hourly: Hourly, window: Window, dollars_hourly: Hourly) -> IdleCost:
     hours = {hour_class.value: 0.0 for hour_class in HourClass}
-    for index, value in enumerate(hourly):
+    dollars = dict.fromkeys(hours, 0.0)
+    for index, (value, cost) in enumerate(zip(hourly, dollars_hourly, strict=True)):
         hours[window.hour_class(index).value] += value
-    return IdleCost(hours, {name: value * price.per_gpu_hour for name, value in hours.items()})
+        dollars[window.hour_class(index).value] += cost
+    return IdleCost(hours, dollars)
+
+
+def _priced(hourly: Hourly, price_per_gpu_hour: float) -> Hourly:
+    return tuple(value * price_per_gpu_hour for value in hourly)
+
+
+@dataclass(frozen=True)
+class _NamespacePrices:
+    """What one namespace's GPU-hours cost: a price per GPU model, and the average over its GPU-hours."""
+
+    by_model: Mapping[str, float]
+    average: float
+    sources: tuple[str, ...]
+
+
+def _flavor_shares(queues: QueueMeasurements | None, cluster_queue: str | None) -> dict[str | None, float]:
+    """The share of a ClusterQueue's GPU quota usage over the window in each flavor; {None: 1} when unknown."""
+    if queues is None or cluster_queue is None:
+        return {None: 1.0}
+    used = {f: sum(h) for (cq, f), h in queues.usage_by_flavor.items() if cq == cluster_queue and sum(h) > 0}
+    total = sum(used.values())
+    return {flavor: value / total for flavor, value in used.items()} if total > 0 else {None: 1.0}
+
+
+@dataclass(frozen=True)
+class _ModelHours:
+    """The window's GPU-hours per namespace and GPU model ("" where the model is not known)."""
+
+    allocated: Mapping[str, Mapping[str, float]]
+    used: Mapping[str, Mapping[str, float]] | None
+    idle_held: Mapping[str, float] | None = None  # namespace -> GPU-hours held while idle
+
+
+def _model_hours(gpu: GpuMeasurements) -> _ModelHours:
+    def totals(by_model: Mapping[tuple[str, str], Hourly]) -> dict[str, dict[str, float]]:
+        result: dict[str, dict[str, float]] = {}
+        for (namespace, model), hourly in by_model.items():
+            models = result.setdefault(namespace, {})
+            models[model] = models.get(model, 0.0) + sum(hourly)
+        return result
+
+    idle: dict[str, float] | None = None
+    if gpu.idle_held is not None:
+        idle = {}
+        for (namespace, _), hourly in gpu.idle_held.items():
+            idle[namespace] = idle.get(namespace, 0.0) + sum(hourly)
+    # measurements made without the model (hand-made ones) count every GPU-hour as of an unknown model
+    allocated = gpu.allocated_by_model or {(ns, ""): hourly for ns, hourly in gpu.allocated.items()}
+    used = None
+    if gpu.used is not None:
+        used = totals(gpu.used_by_model or {(ns, ""): hourly for ns, hourly in gpu.used.items()})
+    return _ModelHours(totals(allocated), used, idle)
+
+
+def _namespace_prices(
+    models: Mapping[str, float], shares: Mapping[str | None, float], prices: PriceTable
+) -> _NamespacePrices:
+    """The price of each GPU model a namespace held: its team's flavors' prices weighted by their shares."""
+    sources: list[str] = []
+    by_model: dict[str, float] = {}
+    for model in models or {"": 0.0}:
+        price = 0.0
+        for flavor, weight in shares.items():
+            chosen = prices.of(flavor, model or None)
+            price += weight * chosen.per_gpu_hour
+            if chosen.source not in sources:
+                sources.append(chosen.source)
+        by_model[model] = price
+    held = sum(models.values())
+    average = (
+        sum(by_model[m] * hours for m, hours in models.items()) / held if held > 0 else next(iter(by_model.values()))
+    )
+    return _NamespacePrices(by_model, average, tuple(sources))
+
+
+def _money(hours: _ModelHours, namespaces: Iterable[str], priced: Mapping[str, _NamespacePrices]) -> Money:
+    allocated_hours = allocated = used = 0.0
+    sources: set[str] = set()
+    for ns in namespaces:
+        if ns not in priced:
+            continue
+        sources.update(priced[ns].sources)
+        for model, held in hours.allocated.get(ns, {}).items():
+            allocated_hours += held
+            allocated += held * priced[ns].by_model[model]
+        if hours.used is not None:
+            used += sum(
+                busy * priced[ns].by_model.get(m, priced[ns].average) for m, busy in hours.used.get(ns, {}).items()
+            )
+    has_used = hours.used is not None
+    return Money(
+        allocated_dollars=allocated,
+        used_dollars=used if has_used else None,
+        idle_dollars=allocated - used if has_used else None,
+        price_per_gpu_hour=allocated / allocated_hours if allocated_hours > 0 else None,
+        priced_by=tuple(sorted(sources)),
+    )
+
+
+def _day_slices(day_ends: Sequence[int], window: Window) -> list[list[int]]:
+    """The indices of the hour buckets of each trend day: those that end inside it."""
+    day_s = trend_day_s(window.length_s)
+    ends = window.hour_ends()
+    return [[i for i, hour_end in enumerate(ends) if day_end - day_s < hour_end <= day_end] for day_end in day_ends]
+
+
+def _daily(
+    allocated: Hourly | None,
+    used: Hourly | None,
+    buckets: Sequence[Sequence[Sequence[tuple[float, float]]]],
+    days: Sequence[Sequence[int]],
+) -> Daily:
+    utilization = tuple(
+        _ratio(sum(used[i] for i in day), sum(allocated[i] for i in day))
+        if used is not None and allocated is not None
+        else None
+        for day in days
+    )
+    merged = [_merge_buckets([histograms[index] for histograms in buckets]) for index in range(len(days))]
+    return Daily(
+        utilization_percent=utilization,
+        wait_p50_s=tuple(histogram_quantile(0.5, day) for day in merged),
+        wait_p95_s=tuple(histogram_quantile(0.95, day) for day in merged),
+    )
 
 
 def _bucket_increments(cumulative: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
@@ -184,7 +380,7 @@ def _merge_buckets(histograms: Sequence[Sequence[tuple[float, float]]]) -> tuple
 
 
 def _queueing(
-    queues: QueueMeasurements, members: Sequence[str], resolution_s: int, preempting: Sequence[str]
+    queues: QueueMeasurements, members: Sequence[str], window: Window, preempting: Sequence[str]
 ) -> Queueing | None:
     present = [
         cq for cq in members if cq in queues.nominal or cq in queues.wait_buckets or cq in queues.pending_average
@@ -199,10 +395,9 @@ def _queueing(
 
     def hours(values: Mapping[str, float]) -> float | None:
         steps = summed(values)
-        return None if steps is None else steps * resolution_s / 3600
+        return None if steps is None else steps * window.resolution_s / 3600
 
     nominal = [sum(queues.nominal[cq]) for cq in present if cq in queues.nominal]
-    hours_in_window = len(next(iter(queues.nominal.values()))) if queues.nominal else 0
     borrowed = [sum(queues.borrowed[cq]) for cq in present if cq in queues.borrowed]
     evictions: dict[str, float] | None = None
     if queues.evictions is not None:
@@ -221,7 +416,7 @@ def _queueing(
         wait_buckets=_bucket_increments(buckets),
         pending_average=summed(queues.pending_average),
         pending_max=summed(queues.pending_max) if len(present) == 1 else None,
-        nominal_gpus_average=sum(nominal) / hours_in_window if nominal and hours_in_window else None,
+        nominal_gpus_average=sum(nominal) / (window.length_s / 3600) if nominal else None,
         cohort=", ".join(sorted(cohorts)) if cohorts else None,
         borrowed_gpu_hours=sum(borrowed) if borrowed else None,
         waiting_hours=hours(queues.waiting_steps),
@@ -284,27 +479,46 @@ def build_report(
     failed_gpu_hours: Mapping[str, float] | None = None,
     whatif: Sequence[WhatIfScenario] | None = None,
     notes: Sequence[str] = (),
+    prices: PriceTable | None = None,
+    trend_day_ends: Sequence[int] = (),
+    previous: PreviousReport | None = None,
 ) -> Report:
-    """Every figure, verdict and lever of the report for the given measurements."""
+    """Every figure, verdict and lever of the report for the given measurements. ``prices`` (default: ``price``
+    for every GPU-hour) prices GPU-hours per flavor or model; ``trend_day_ends`` are the days of the trends
+    (those the wait histograms were queried for); ``previous`` is compared with, week over week."""
     gpu, queues = measurements.gpu, measurements.queues
     hours = measurements.hours
-    resolution = window.resolution_s
+    table = prices if prices is not None else PriceTable(price)
+    days = _day_slices(trend_day_ends, window)
     borrowing_whatif = next((s for s in whatif or () if s.name == "borrowing"), None)
     team_reports: list[TeamReport] = []
+    namespace_reports: list[NamespaceReport] = []
+    namespace_prices: dict[str, _NamespacePrices] = {}
+    model_hours = _model_hours(gpu) if gpu is not None else _ModelHours({}, None)
     for team in _teams(gpu, queues, namespace_queues):
         utilization = None
         idle_holders: tuple[IdleHolder, ...] = ()
         idle_cost = None
         idle_total = None
+        money = None
+        allocated = used = None
         if gpu is not None:
+            shares = _flavor_shares(queues, team.cluster_queue)
+            for ns in team.namespaces:
+                namespace_prices[ns] = _namespace_prices(model_hours.allocated.get(ns, {}), shares, table)
             allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
             used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
             utilization = _utilization(allocated, used, window)
+            money = _money(model_hours, team.namespaces, namespace_prices)
+            namespace_reports += [
+                _namespace_report(gpu, model_hours, ns, team.name, namespace_prices) for ns in team.namespaces
+            ]
             if gpu.idle_held is not None:
                 held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
                 idle_hourly = _add(list(held.values()), hours)
                 idle_total = sum(idle_hourly)
-                idle_cost = _split_by_class(idle_hourly, window, price)
+                idle_dollars = _add([_priced(h, namespace_prices[ns].average) for (ns, _), h in held.items()], hours)
+                idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
                 idle_holders = tuple(
                     sorted(
                         (
@@ -318,7 +532,7 @@ def build_report(
         queueing = None
         reclaimable = None
         if queues is not None and team.cluster_queue is not None:
-            queueing = _queueing(queues, [team.cluster_queue], resolution, [team.cluster_queue])
+            queueing = _queueing(queues, [team.cluster_queue], window, [team.cluster_queue])
             reclaimable = _reclaimable(queues, team.cluster_queue)
         verdict = _verdict(utilization.average_percent if utilization else None, queueing, thresholds)
         scenario_p95 = None
@@ -329,6 +543,9 @@ def build_report(
         failed = None
         if failed_gpu_hours is not None:
             failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
+        daily_buckets = None
+        if queues is not None and team.cluster_queue is not None:
+            daily_buckets = queues.wait_buckets_daily.get(team.cluster_queue)
         team_reports.append(
             TeamReport(
                 team.name,
@@ -341,6 +558,8 @@ def build_report(
                 failed,
                 verdict,
                 tuple(levers),
+                money=money,
+                daily=_daily(allocated, used, [daily_buckets] if daily_buckets else [], days),
             )
         )
     cluster = _cluster(
@@ -351,6 +570,9 @@ def build_report(
         teams=team_reports,
         failed_gpu_hours=failed_gpu_hours,
         borrowing_whatif=borrowing_whatif,
+        namespace_prices=namespace_prices,
+        model_hours=model_hours,
+        days=days,
     )
     return Report(
         window=window,
@@ -363,6 +585,27 @@ def build_report(
         whatif=tuple(whatif) if whatif is not None else None,
         notes=tuple(notes),
         queries=measurements.queries,
+        prices=table,
+        namespaces=tuple(namespace_reports),
+        trend_day_ends=tuple(trend_day_ends),
+        week_over_week=compare(previous, team_reports, cluster) if previous is not None else None,
+    )
+
+
+def _namespace_report(
+    gpu: GpuMeasurements, hours: _ModelHours, namespace: str, team: str, priced: Mapping[str, _NamespacePrices]
+) -> NamespaceReport:
+    allocated = sum(gpu.allocated.get(namespace, ()))
+    used = None if gpu.used is None else sum(gpu.used.get(namespace, ()))
+    return NamespaceReport(
+        name=namespace,
+        team=team,
+        allocated_gpu_hours=allocated,
+        used_gpu_hours=used,
+        utilization_percent=_ratio(used, allocated),
+        idle_held_gpu_hours=None if hours.idle_held is None else hours.idle_held.get(namespace, 0.0),
+        gpu_models=dict(sorted(hours.allocated.get(namespace, {}).items())),
+        money=_money(hours, (namespace,), priced),
     )
 
 
@@ -405,6 +648,9 @@ def _cluster(
     teams: Sequence[TeamReport],
     failed_gpu_hours: Mapping[str, float] | None,
     borrowing_whatif: WhatIfScenario | None,
+    namespace_prices: Mapping[str, _NamespacePrices],
+    model_hours: _ModelHours,
+    days: Sequence[Sequence[int]],
 ) -> ClusterReport:
     gpu, queues, hours = measurements.gpu, measurements.queues, measurements.hours
     capacity: Hourly | None = None
@@ -421,15 +667,26 @@ def _cluster(
         hourly_util = [100.0 * u / c for c, u in zip(capacity, used, strict=True) if c > 0]
     idle_cost = None
     if capacity is not None and allocated is not None:
-        idle_held = _add(list(gpu.idle_held.values()), hours) if gpu is not None and gpu.idle_held else (0.0,) * hours
-        idle = tuple(max(0.0, c - a) + i for c, a, i in zip(capacity, allocated, idle_held, strict=True))
-        idle_cost = _split_by_class(idle, window, price)
+        held = gpu.idle_held if gpu is not None and gpu.idle_held else {}
+        idle_held = _add(list(held.values()), hours)
+        unallocated = tuple(max(0.0, c - a) for c, a in zip(capacity, allocated, strict=True))
+        idle = tuple(u + i for u, i in zip(unallocated, idle_held, strict=True))
+        # a free GPU's flavor and model are not known: it is priced at the default
+        dollars = _add(
+            [_priced(unallocated, price.per_gpu_hour)]
+            + [
+                _priced(h, namespace_prices[ns].average if ns in namespace_prices else price.per_gpu_hour)
+                for (ns, _), h in held.items()
+            ],
+            hours,
+        )
+        idle_cost = _split_by_class(idle, window, dollars)
     queueing = None
     waiting_share = idle_share = None
     if queues is not None:
         names = sorted(set(queues.nominal) | set(queues.wait_buckets) | set(queues.pending_average))
         preempting = list(queues.preemptions) if queues.preemptions is not None else []
-        queueing = _queueing(queues, names, window.resolution_s, preempting)
+        queueing = _queueing(queues, names, window, preempting)
         if queueing is not None:
             queueing = _with_cluster_waiting(queueing, queues, window.resolution_s)
         steps = queues.queue_steps
@@ -471,6 +728,45 @@ def _cluster(
         failed_gpu_hours=sum(failed_gpu_hours.values()) if failed_gpu_hours is not None else None,
         verdict=verdict,
         levers=tuple(levers),
+        money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,
+        daily=_daily(capacity, used, list(queues.wait_buckets_daily.values()) if queues else [], days),
+    )
+
+
+def _idle_cost_total(cost: IdleCost | None) -> float | None:
+    return None if cost is None else sum(cost.dollars.values())
+
+
+def _change(name: str, before: PreviousFigures | None, now: TeamReport | ClusterReport | None) -> Change:
+    if isinstance(now, ClusterReport):
+        utilization = now.utilization_average_percent
+    else:
+        utilization = now.utilization.average_percent if now is not None and now.utilization else None
+    queue = now.queueing if now is not None else None
+    return Change(
+        name=name,
+        utilization_before_percent=before.utilization_percent if before else None,
+        utilization_now_percent=utilization,
+        wait_p50_before_s=before.wait_p50_s if before else None,
+        wait_p50_now_s=queue.wait_p50_s if queue else None,
+        wait_p95_before_s=before.wait_p95_s if before else None,
+        wait_p95_now_s=queue.wait_p95_s if queue else None,
+        idle_cost_before_dollars=before.idle_cost_dollars if before else None,
+        idle_cost_now_dollars=_idle_cost_total(now.idle_cost) if now is not None else None,
+        verdict_before=before.verdict if before else None,
+        verdict_now=now.verdict.quadrant.value if now is not None else None,
+    )
+
+
+def compare(previous: PreviousReport, teams: Sequence[TeamReport], cluster: ClusterReport) -> WeekOverWeek:
+    """This report's teams and cluster beside the previous report's, matched by team name."""
+    now = {team.name: team for team in teams}
+    gone = [name for name in previous.teams if name not in now]
+    return WeekOverWeek(
+        previous_window=previous.window,
+        cluster=_change("cluster", previous.cluster, cluster),
+        teams=tuple(_change(t.name, previous.teams.get(t.name), t) for t in teams)
+        + tuple(_change(name, previous.teams[name], None) for name in gone),
     )
 
 

@@ -2,7 +2,8 @@
 
 Every figure is computed over the hours ``(start + (k-1)h, start + kh]`` for k = 1..hours, so the window must
 be a whole number of hours and the resolution must divide an hour: then hourly sums add up exactly to window
-totals.
+totals. A window shorter than an hour (a first look at a new cluster, a test run) is one bucket of its own
+length, which the resolution must divide.
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ class Window:
 
     @classmethod
     def build(cls, length_s: int, end: int, resolution_s: int, work_hours: WorkHours) -> Window:
-        if length_s <= 0 or length_s % HOUR_S:
-            raise ReportInputError(f"--window must be a positive whole number of hours, got {length_s} s")
+        if length_s <= 0 or (length_s > HOUR_S and length_s % HOUR_S):
+            raise ReportInputError(
+                f"--window must be a whole number of hours, or shorter than an hour, got {length_s} s"
+            )
         if length_s > MAX_WINDOW_S:
             raise ReportInputError(
                 f"--window {length_s // 86400} days is longer than {MAX_WINDOW_S // 86400} days, the longest "
@@ -103,6 +106,10 @@ class Window:
             )
         if resolution_s <= 0 or HOUR_S % resolution_s:
             raise ReportInputError(f"--resolution must divide an hour (e.g. 15s, 30s, 1m, 5m), got {resolution_s} s")
+        if length_s % resolution_s:
+            raise ReportInputError(
+                f"--window {length_s} s, shorter than an hour, must be a whole number of --resolution {resolution_s} s"
+            )
         return cls(end - length_s, end, resolution_s, work_hours)
 
     @property
@@ -110,15 +117,21 @@ class Window:
         return self.end - self.start
 
     @property
+    def bucket_s(self) -> int:
+        """An hour, or the whole window when it is shorter."""
+        return min(HOUR_S, self.length_s)
+
+    @property
     def hours(self) -> int:
-        return self.length_s // HOUR_S
+        """The number of hour buckets (one for a window shorter than an hour)."""
+        return self.length_s // self.bucket_s
 
     def hour_ends(self) -> list[int]:
         """The evaluation time of each hour bucket (its inclusive end)."""
-        return [self.start + HOUR_S * (k + 1) for k in range(self.hours)]
+        return [self.start + self.bucket_s * (k + 1) for k in range(self.hours)]
 
     def _local_start(self, hour_index: int) -> datetime:
-        moment = datetime.fromtimestamp(self.start + HOUR_S * hour_index, tz=UTC)
+        moment = datetime.fromtimestamp(self.start + self.bucket_s * hour_index, tz=UTC)
         return moment.astimezone(ZoneInfo(self.work_hours.timezone))
 
     def hour_class(self, hour_index: int) -> HourClass:

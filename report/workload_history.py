@@ -291,7 +291,8 @@ def retained_workload(item: object) -> RetainedWorkload:
     finished = _condition_time(conditions, "Finished")
     if finished is None:
         evicted = _condition_time(conditions, "Evicted")
-        finished = evicted if evicted is not None and evicted[1] == "Deactivated" else None
+        # Kueue's (and kuota's) deactivating evictions: Deactivated, or DeactivatedDueTo<cause>.
+        finished = evicted if evicted is not None and str(evicted[1]).startswith("Deactivated") else None
     max_execution = spec.get("maximumExecutionTimeSeconds")
     return RetainedWorkload(
         namespace=_name(metadata.get("namespace"), "metadata.namespace"),
@@ -390,7 +391,9 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
                 "podSets": [pod_set.record() for pod_set in workload.pod_sets],
             }
         )
-        if workload.ended is not None and workload.ended.reason in FAILED_REASONS:
+        if workload.ended is not None and (
+            workload.ended.reason in FAILED_REASONS or str(workload.ended.reason).startswith("Deactivated")
+        ):
             gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
             failed[workload.namespace] = failed.get(workload.namespace, 0.0) + gpus * ran / 3600
     return JobHistory(records, failed, skipped)

@@ -6,6 +6,7 @@ webhooks only see namespaces labelled ``kuota.test/managed=true``, so other test
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kuota.webhook.crds import crd_manifests
+from kuota.webhook.crds.versions import DEFAULT_CONVERSION_SERVICE, conversion
 from tests.cluster import Cluster
 from tests.cluster.controlplane import free_port
 from tests.waiting import wait_until
@@ -32,8 +35,13 @@ class ManagerProcess:
         identity: str = "manager-0",
         extra_args: tuple[str, ...] = (),
         kubeconfig: Path | None = None,
+        *,
+        secure_metrics: bool = False,
     ) -> None:
+        """``secure_metrics`` leaves /metrics as the manager defaults it (HTTPS, callers checked); tests about
+        something else read it over plain HTTP."""
         self.cluster = cluster
+        self.secure_metrics = secure_metrics
         self.namespace = namespace
         self.identity = identity
         self.extra_args = extra_args
@@ -59,6 +67,7 @@ class ManagerProcess:
             "--webhook-ip=127.0.0.1",
             f'--job-namespace-selector={{"matchLabels": {{"{MANAGED_LABEL}": "true"}}}}',
             "--lease-duration=4",
+            *(() if self.secure_metrics else ("--no-metrics-secure",)),
             *self.extra_args,
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
@@ -108,8 +117,21 @@ class ManagerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def unregister(self) -> None:
-        """Remove the webhook configurations so a stopped manager blocks nothing."""
+        """Remove the webhook configurations so a stopped manager blocks nothing, and point the CRDs' conversion
+        back at the generated Service."""
         self.cluster.kubectl("delete", "mutatingwebhookconfiguration", "kuota-mutating-webhook", "--ignore-not-found")
         self.cluster.kubectl(
             "delete", "validatingwebhookconfiguration", "kuota-validating-webhook", "--ignore-not-found"
         )
+        restore_crd_conversion(self.cluster)
+
+
+def restore_crd_conversion(cluster: Cluster) -> None:
+    """Point the installed kuota CRDs' conversion webhook back at the generated Service, as a manager registered
+    by URL leaves it at its URL: applied over a URL, the chart's Service would make the clientConfig invalid."""
+    client_config = {"url": None, "caBundle": None, "service": DEFAULT_CONVERSION_SERVICE}
+    patch = json.dumps({"spec": {"conversion": conversion(client_config)}})
+    for manifest in crd_manifests():
+        name = manifest["metadata"]["name"]
+        if cluster.kubectl("get", "crd", name, check=False).returncode == 0:
+            cluster.kubectl("patch", "crd", name, "--type=merge", "-p", patch)

@@ -6,7 +6,9 @@ Tests that need PromQL answered by the real engine use this module instead of mo
   ``promtool tsdb create-blocks-from openmetrics``;
 - :meth:`PrometheusServer.start` runs ``prometheus`` on a free loopback port in a temp folder, scraping the
   given targets and/or serving a given TSDB folder, and returns once ``/-/ready`` answers;
-- :meth:`PrometheusServer.stop` terminates it and waits, so no process outlives the test.
+- :meth:`PrometheusServer.stop` terminates it and waits, so no process outlives the test;
+- a :class:`WebConfig` serves it over TLS and/or behind basic auth or client certificates
+  (``--web.config.file``), as a managed Prometheus is; the harness's own checks present what it says.
 
 Backfilled series carry no staleness markers (only a live scrape writes them), so an instant selector keeps
 seeing a series' last sample for the whole lookback delta after it ended. Tests that need exact time-weighted
@@ -16,16 +18,18 @@ figures from backfilled data pass ``lookback_delta`` shorter than their sample s
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -99,6 +103,24 @@ def backfill_openmetrics(source: str | Path, tsdb_dir: Path, timeout_s: float = 
         )
 
 
+@dataclass(frozen=True)
+class WebConfig:
+    """Prometheus' ``--web.config.file`` and what the harness presents to get through it.
+
+    ``document`` is the file as YAML would hold it (``tls_server_config``, ``basic_auth_users``); with a
+    ``tls_server_config`` the server's URL is https. ``ssl_context`` (the CA, maybe a client certificate) and
+    ``headers`` (maybe basic auth) are what the readiness and series checks send.
+    """
+
+    document: Mapping[str, object]
+    ssl_context: ssl.SSLContext | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if "tls_server_config" in self.document else "http"
+
+
 def _free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -109,11 +131,14 @@ def _free_loopback_port() -> int:
 class PrometheusServer:
     """A running ``prometheus`` process on 127.0.0.1; use :meth:`start`, then :meth:`stop` (or ``with``)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path, web: WebConfig | None = None
+    ) -> None:
         self._process = process
         self.url = url
         self.workdir = workdir
         self.log_path = log_path
+        self._web = web if web is not None else WebConfig({})
 
     @classmethod
     def start(
@@ -125,11 +150,15 @@ class PrometheusServer:
         tsdb: Path | None = None,
         lookback_delta: str | None = None,
         ready_timeout_s: float = _READY_TIMEOUT_S,
+        web: WebConfig | None = None,
+        scrape_configs: Sequence[Mapping[str, object]] = (),
     ) -> PrometheusServer:
-        """Start Prometheus scraping ``scrape_targets`` ("host:port", path /metrics) every ``scrape_interval``.
+        """Start Prometheus scraping ``scrape_targets`` ("host:port", path /metrics) every ``scrape_interval``,
+        and with ``scrape_configs`` (entries of prometheus.yml's ``scrape_configs``) besides.
 
         ``tsdb`` is the storage folder (e.g. one filled by :func:`backfill_openmetrics`); without it a fresh
         folder under ``workdir`` is used. Retention is unlimited so backfilled history of any age stays.
+        ``web`` puts TLS, basic auth or client certificates in front of it (:class:`WebConfig`).
         """
         binaries = find_binaries()
         workdir.mkdir(parents=True, exist_ok=True)
@@ -137,16 +166,19 @@ class PrometheusServer:
         storage.mkdir(parents=True, exist_ok=True)
         config: dict[str, object] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
-            "scrape_configs": [
-                {
-                    "job_name": "targets",
-                    "scrape_interval": scrape_interval,
-                    "scrape_timeout": scrape_interval,
-                    "static_configs": [{"targets": list(scrape_targets)}],
-                }
-            ]
-            if scrape_targets
-            else [],
+            "scrape_configs": (
+                [
+                    {
+                        "job_name": "targets",
+                        "scrape_interval": scrape_interval,
+                        "scrape_timeout": scrape_interval,
+                        "static_configs": [{"targets": list(scrape_targets)}],
+                    }
+                ]
+                if scrape_targets
+                else []
+            )
+            + [dict(config) for config in scrape_configs],
         }
         config_path = workdir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -162,9 +194,14 @@ class PrometheusServer:
         ]
         if lookback_delta is not None:
             command.append(f"--query.lookback-delta={lookback_delta}")
+        if web is not None:
+            web_config_path = workdir / "web.yml"
+            web_config_path.write_text(yaml.safe_dump(dict(web.document)), encoding="utf-8")
+            command.append(f"--web.config.file={web_config_path}")
         with log_path.open("wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-        server = cls(process, f"http://127.0.0.1:{port}", workdir, log_path)
+        scheme = web.scheme if web is not None else "http"
+        server = cls(process, f"{scheme}://127.0.0.1:{port}", workdir, log_path, web)
         try:
             server._wait_ready(ready_timeout_s)
         except BaseException:
@@ -182,7 +219,7 @@ class PrometheusServer:
                 )
             with (
                 contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError),
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response,
+                self._open("/-/ready", timeout_s=2) as response,
             ):
                 if response.status == 200:
                     return
@@ -196,12 +233,19 @@ class PrometheusServer:
         deadline = time.monotonic() + timeout_s
         query = urllib.parse.urlencode({"query": selector})
         while time.monotonic() < deadline:
-            with urllib.request.urlopen(f"{self.url}/api/v1/query?{query}", timeout=5) as response:
+            with self._open(f"/api/v1/query?{query}", timeout_s=5) as response:
                 body = json.loads(response.read())
             if body.get("status") == "success" and body["data"]["result"]:
                 return
             time.sleep(0.2)
         raise PrometheusHarnessError(f"no series for {selector!r} at {self.url} within {timeout_s:.0f} s")
+
+    def _open(self, path: str, timeout_s: float) -> contextlib.AbstractContextManager[http.client.HTTPResponse]:
+        request = urllib.request.Request(f"{self.url}{path}", headers=dict(self._web.headers))
+        response: http.client.HTTPResponse = urllib.request.urlopen(
+            request, timeout=timeout_s, context=self._web.ssl_context
+        )
+        return response
 
     def _log_tail(self) -> str:
         try:

@@ -23,7 +23,17 @@ class _Manager:
     example = "kuota manager --kubeconfig ~/.kube/config --config manager.yaml --webhook-url https://127.0.0.1:9443"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--kubeconfig", type=Path, help="kubeconfig to use (default: in-cluster service account)")
+        parser.add_argument(
+            "--kubeconfig",
+            nargs="?",
+            const="",
+            metavar="PATH",
+            help="kubeconfig to use (default: in-cluster service account); without PATH, the files KUBECONFIG "
+            "lists, else ~/.kube/config",
+        )
+        parser.add_argument(
+            "--context", metavar="NAME", help="use this kubeconfig context, not the current one (implies --kubeconfig)"
+        )
         parser.add_argument("--config", type=Path, help="a config.kueue.x-k8s.io/v1beta2 Configuration YAML file")
         parser.add_argument(
             "--namespace",
@@ -37,6 +47,12 @@ class _Manager:
         )
         parser.add_argument("--webhook-listen", default=":9443", help="HOST:PORT of the TLS webhook (default :9443)")
         parser.add_argument("--metrics-listen", default=":8080", help="HOST:PORT of /metrics (default :8080)")
+        parser.add_argument(
+            "--metrics-secure",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="serve /metrics over HTTPS to callers whose token may get /metrics (default on; off: plain HTTP)",
+        )
         parser.add_argument(
             "--health-listen", default=":8081", help="HOST:PORT of plain-HTTP /healthz and /readyz (default :8081)"
         )
@@ -92,7 +108,9 @@ class _Manager:
             metrics_host, metrics_port = _flag("--metrics-listen", parse_host_port, args.metrics_listen)
             health_host, health_port = _flag("--health-listen", parse_host_port, args.health_listen)
             options = ManagerOptions(
-                kubeconfig=args.kubeconfig,
+                kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+                context=args.context,
+                in_cluster=args.kubeconfig is None and args.context is None,
                 config=args.config,
                 namespace=args.namespace,
                 identity=args.identity,
@@ -115,6 +133,7 @@ class _Manager:
                 failure_policy=args.failure_policy,
                 job_namespace_selector=json.loads(args.job_namespace_selector) if args.job_namespace_selector else None,
                 workload_retention=_flag("--workload-retention", parse_duration, args.workload_retention),
+                metrics_secure=args.metrics_secure,
             )
             asyncio.run(run_manager(options))
         except (ManagerError, EngineError, json.JSONDecodeError) as error:

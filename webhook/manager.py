@@ -35,14 +35,25 @@ from kuota.webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webh
 from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from kuota.webhook.admission.reflected_cluster import ReflectedClusterFacts
 from kuota.webhook.admission.server import AdmissionRoutes, AdmissionServer, ReadinessCheck, build_app
-from kuota.webhook.controller.api_writes import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, ApiWriter
+from kuota.webhook.controller.api_writes import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    MUTATING_WEBHOOKS,
+    VALIDATING_WEBHOOKS,
+    ApiWriter,
+)
 from kuota.webhook.controller.controller import QuotaController
 from kuota.webhook.controller.leader_election import LeaderElector
-from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.metrics import FOLLOWER, LEADER, STANDALONE, ControllerMetrics
+from kuota.webhook.conversion.endpoint import add_conversion_route
+from kuota.webhook.crds.definitions import DEFINITIONS
+from kuota.webhook.crds.versions import CONVERSION_PATH, conversion, conversion_service_name
+from kuota.webhook.metrics_access import MetricsAccess
 
 log = logging.getLogger("kuota.manager")
 
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+# The CRDs whose v1beta1 the webhook converts: their conversion clientConfig gets the webhook's CA.
+CONVERTED_CRDS = tuple(definition.name for definition in DEFINITIONS)
 
 
 class ManagerError(KuotaError):
@@ -51,7 +62,7 @@ class ManagerError(KuotaError):
 
 @dataclass(frozen=True)
 class ManagerOptions:
-    kubeconfig: Path | None
+    kubeconfig: Path | None  # None, unless in_cluster: the files KUBECONFIG lists, else ~/.kube/config
     config: Path | None
     namespace: str
     identity: str
@@ -74,6 +85,10 @@ class ManagerOptions:
     job_namespace_selector: dict[str, Any] | None = None
     lease_duration: float = 15.0
     workload_retention: float = 8 * 24 * 3600
+    # HTTPS with the serving certificate, and only for callers allowed to get /metrics (as Kueue serves it).
+    metrics_secure: bool = True
+    context: str | None = None  # the kubeconfig's context to use; None: its current-context
+    in_cluster: bool = False  # the pod's service account instead of a kubeconfig
 
 
 def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
@@ -123,7 +138,11 @@ class Manager:
     async def run(self, stop: asyncio.Event) -> None:
         options = self.options
         try:
-            api = KubeApi.in_cluster() if options.kubeconfig is None else KubeApi.from_kubeconfig(options.kubeconfig)
+            api = (
+                KubeApi.in_cluster()
+                if options.in_cluster
+                else KubeApi.from_kubeconfig(options.kubeconfig, options.context)
+            )
         except ConfigurationError as error:
             raise ManagerError(str(error)) from error
         async with api:
@@ -145,6 +164,7 @@ class Manager:
             ReadinessCheck("caches synced", facts.synced),
         ]
         app = build_app(AdmissionRoutes(rules=kuota_rules(policy, facts), readiness=readiness))
+        add_conversion_route(app)
         server = AdmissionServer(app, context.context, options.webhook_host, options.webhook_port)
         self.controller = QuotaController(
             api, self.configuration, self.metrics, workload_retention=options.workload_retention
@@ -158,11 +178,12 @@ class Manager:
             renew_deadline=options.lease_duration * 2 / 3,
             retry_period=options.lease_duration / 7.5,
         )
+        self.metrics.replica_role = FOLLOWER if options.leader_elect else STANDALONE
         runners: list[web.AppRunner] = []
         try:
             runners.append(await server.start())
             self.webhook_port = server.bound_port
-            runners.append(await self._plain_server(self._metrics_app(), options.metrics_host, options.metrics_port))
+            runners.append(await self._metrics_server(api, context))
             health = build_app(AdmissionRoutes({}, readiness))
             runners.append(await self._plain_server(health, options.health_host, options.health_port))
             async with asyncio.TaskGroup() as group:
@@ -173,8 +194,7 @@ class Manager:
                 ]
                 if options.webhook_url is not None:
                     background.append(group.create_task(self._register_by_url(api)))
-                controller = self.controller
-                work = group.create_task(elector.run(controller.run) if options.leader_elect else controller.run())
+                work = group.create_task(elector.run(self._lead) if options.leader_elect else self.controller.run())
                 await stop.wait()
                 log.info("stopping: controller first, then the Lease, then the webhook")
                 work.cancel()
@@ -198,27 +218,31 @@ class Manager:
             source = SecretBackedCertificates(
                 api=api,
                 secret=SecretLocation(options.namespace, options.cert_secret),
-                identity=ServingIdentity.for_service(options.service_name, options.namespace, options.webhook_ips),
+                identity=_serving_identity(options),
                 # Registered by URL, the configurations are written with the CA by _register_by_url instead.
                 configurations=WebhookConfigurations()
                 if options.webhook_url is not None
                 else WebhookConfigurations(
-                    mutating=(options.mutating_webhook_config,), validating=(options.validating_webhook_config,)
+                    mutating=(options.mutating_webhook_config,),
+                    validating=(options.validating_webhook_config,),
+                    conversion=CONVERTED_CRDS,
                 ),
                 context=context,
             )
         await source.run(self.certificates_ready)
 
     async def _register_by_url(self, api: KubeApi) -> None:
-        """Out of cluster: create kuota's webhook configurations pointing at ``--webhook-url``."""
+        """Out of cluster: create kuota's webhook configurations, and point kuota's CRDs' conversion webhook, at
+        ``--webhook-url``."""
         options = self.options
         assert options.webhook_url is not None
         await self.certificates_ready.wait()
         stored = await read_bundle(api, SecretLocation(options.namespace, options.cert_secret), 10)
         if stored is None:
             raise ManagerError(f"Secret {options.namespace}/{options.cert_secret} vanished after certificates loaded")
+        endpoint = WebhookEndpoint(url=options.webhook_url)
         mutating, validating = webhook_configurations(
-            WebhookEndpoint(url=options.webhook_url),
+            endpoint,
             stored.bundle.ca_cert_pem,
             failure_policy=options.failure_policy,
             namespace_selector=options.job_namespace_selector,
@@ -232,7 +256,35 @@ class Manager:
                 await writer.create(resource, None, body)
             else:
                 await writer.merge_patch(resource, None, name, {"webhooks": body["webhooks"]})
+        client_config = endpoint.client_config(CONVERSION_PATH, stored.bundle.ca_cert_pem)
+        for name in CONVERTED_CRDS:
+            crd = await writer.get(CUSTOM_RESOURCE_DEFINITIONS, None, name)
+            if crd is None:
+                raise ManagerError(f"CustomResourceDefinition {name} is not installed; install kuota's CRDs first")
+            if crd["spec"].get("conversion") != conversion(client_config):
+                # A merge patch would keep the Service beside the URL; null removes it.
+                patch = {"spec": {"conversion": conversion({"service": None, **client_config})}}
+                await writer.merge_patch(CUSTOM_RESOURCE_DEFINITIONS, None, name, patch)
         log.info("webhooks registered at %s", options.webhook_url)
+
+    async def _lead(self) -> None:
+        """Run the controller while holding the Lease; the metrics say ``leader`` only meanwhile."""
+        assert self.controller is not None
+        self.metrics.replica_role = LEADER
+        try:
+            await self.controller.run()
+        finally:
+            self.metrics.replica_role = FOLLOWER
+
+    async def _metrics_server(self, api: KubeApi, context: ReloadableServerContext) -> web.AppRunner:
+        """``/metrics`` over HTTPS with the webhook's serving certificate, for allowed callers only; plain HTTP
+        for anyone with ``--no-metrics-secure``."""
+        options = self.options
+        app = self._metrics_app()
+        if not options.metrics_secure:
+            return await self._plain_server(app, options.metrics_host, options.metrics_port)
+        app.middlewares.append(MetricsAccess(api).guard)
+        return (await serve(app, options.metrics_host, options.metrics_port, ssl_context=context.context)).runner
 
     def _metrics_app(self) -> web.Application:
         app = web.Application()
@@ -248,6 +300,13 @@ class Manager:
     @staticmethod
     async def _plain_server(app: web.Application, host: str, port: int) -> web.AppRunner:
         return (await serve(app, host, port)).runner
+
+
+def _serving_identity(options: ManagerOptions) -> ServingIdentity:
+    """The admission webhook's Service names, the conversion webhook's Service names, and ``--webhook-ip``."""
+    admission = ServingIdentity.for_service(options.service_name, options.namespace, options.webhook_ips)
+    converting = ServingIdentity.for_service(conversion_service_name(options.service_name), options.namespace)
+    return ServingIdentity(admission.dns_names + converting.dns_names, admission.ip_addresses)
 
 
 async def run_manager(options: ManagerOptions) -> None:

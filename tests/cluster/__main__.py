@@ -1,5 +1,5 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
-``python -m tests.cluster build``: build (or find cached) the control-plane binaries and Kueue's manager."""
+``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.cluster.binaries import ensure_binaries, ensure_kueue, ensure_vegeta
+from tests.cluster.binaries import ensure_binaries, ensure_kueue, ensure_kueuectl, ensure_vegeta
 from tests.cluster.controlplane import Cluster
 from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
 
@@ -23,6 +23,7 @@ def main() -> int:
             print(f"{name}: {path}")
         # The side-by-side tests compare kuota with Kueue: its manager is cached here too, never committed.
         print(f"kueue: {ensure_kueue()}")
+        print(f"kueuectl: {ensure_kueuectl()}")  # Kueue's kubectl plugin, run against kuota by its tests
         print(f"vegeta: {ensure_vegeta()}")  # the webhook benchmark's load generator
         return 0
     if args.workdir is None:

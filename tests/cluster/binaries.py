@@ -213,6 +213,24 @@ def ensure_kueue() -> Path:
     return folder / "kueue"
 
 
+def _build_kueuectl(target: Path) -> None:
+    # Kueue's kubectl plugin, from the same module and version as its manager; named as Kueue ships it, so
+    # kubectl finds it on PATH as `kubectl kueue`.
+    ldflags = f"-s -w -X {KUEUE_MODULE}/pkg/version.GitVersion={KUEUE_VERSION}"
+    _go_install(target, f"{KUEUE_MODULE}/cmd/kueuectl@{KUEUE_VERSION}", f"kueuectl {KUEUE_VERSION}", ldflags)
+    (target / "kueuectl").rename(target / "kubectl-kueue")
+
+
+def ensure_kueuectl() -> Path:
+    """Return the cached ``kubectl-kueue`` (Kueue's kueuectl), building it when missing (minutes when cold)."""
+    folder = cache_root() / "bin" / f"kueuectl-{KUEUE_VERSION}"
+    binary = folder / "kubectl-kueue"
+    if not binary.is_file():
+        shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
+        _build_kueuectl(folder)
+    return binary
+
+
 def ensure_binaries() -> Binaries:
     """Return the cached binaries, building whichever are missing (tens of minutes when cold)."""
     bin_root = cache_root() / "bin"

@@ -14,19 +14,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kuota.exporter.exposition import ScrapeRenderer
-from kuota.webhook.controller.metrics import (
-    ClusterQueueGauges,
-    ControllerMetrics,
-    LocalQueueGauges,
-    QueueStateCollector,
-    QuotaLine,
-)
+from tests.metrics_table import exporter_exposition, manager_exposition
 from tests.unit.chart.rendering import VALUES_SETS, render
-from tests.unit.exporter.test_exposition import SNAPSHOT
 from tests.unit.report.conftest import END, every_series_present, run_report, serving
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "kuota" / "files" / "dashboards" / "kuota-overview.json"
@@ -76,24 +67,11 @@ def _exposed(text: str) -> Series:
 
 
 def _manager_series() -> Series:
-    metrics = ControllerMetrics()
-    quota = QuotaLine("pool", "research", "h100-ondemand", "nvidia.com/gpu", 8.0, 8.0, 4.0, 2.0)
-    cluster_queue = ClusterQueueGauges("research", "active", 1, 1, 1, 1, 0.5, (quota,))
-    local_queue = LocalQueueGauges("research", "research-queue", 1, 1, 1, 1)
-    metrics.watch_queues(QueueStateCollector(lambda: [cluster_queue], lambda: [local_queue]))
-    # Every labelled counter and histogram gets one child, so its labels show in the exposition.
-    for collector in list(metrics.registry._collector_to_names):
-        names = getattr(collector, "_labelnames", ())
-        if names and hasattr(collector, "labels"):
-            child = collector.labels(*("x" for _ in names))
-            (child.observe if hasattr(child, "observe") else child.inc)(1)
-    return _exposed(generate_latest(metrics.registry).decode())
+    return _exposed(manager_exposition())
 
 
 def _exporter_series() -> Series:
-    renderer = ScrapeRenderer(lambda: SNAPSHOT)
-    renderer.render()  # a previous scrape, so the scrape-duration series exists
-    return _exposed(renderer.render().decode())
+    return _exposed(exporter_exposition())
 
 
 def _rules() -> list[dict[str, str]]:

@@ -52,6 +52,7 @@ EVENTS = Resource("", "v1", "events")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
 VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+CUSTOM_RESOURCE_DEFINITIONS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 
 class ApiWriter:

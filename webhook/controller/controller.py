@@ -44,14 +44,17 @@ from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
-from kuota.webhook.controller.metrics import (
-    ClusterQueueGauges,
-    ControllerMetrics,
-    LocalQueueGauges,
-    QueueStateCollector,
-)
+from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.queue_gauges import cluster_queue_gauges, local_queue_gauges
+from kuota.webhook.controller.queue_gauges import (
+    cluster_queue_gauges,
+    cohort_gauges,
+    finished_workloads,
+    local_queue_details,
+    local_queue_gauges,
+    queue_conditions,
+    with_finished,
+)
 from kuota.webhook.controller.queue_status import QueueStatusWriter
 from kuota.webhook.controller.state import ControllerState, gather, key_of, owner_job, trim
 from kuota.webhook.controller.workload_retention import expire_finished
@@ -116,6 +119,7 @@ class QuotaController:
             decisions=self._decisions,
             events=self._events,
             flavors=self.config_reflectors["ResourceFlavor"],
+            metrics=metrics,
         )
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
@@ -124,7 +128,7 @@ class QuotaController:
             reflector.subscribe(self._config_handler(kind))
         self.workload_reflector.subscribe(self._on_workload)
         self.job_reflector.subscribe(self._on_job)
-        metrics.watch_queues(QueueStateCollector(self.cluster_queue_gauges, self.local_queue_gauges))
+        metrics.watch_queues(self.cluster_queue_gauges, self.local_queue_gauges, self.cohort_gauges)
 
     @property
     def engine(self) -> QuotaEngine:
@@ -136,6 +140,8 @@ class QuotaController:
             if not self.ready.is_set():
                 return  # the initial build reads every store at once
             value = None if event.type is EventType.DELETED else event.value
+            if value is None and kind in ("ClusterQueue", "LocalQueue"):
+                self._queue_status.forget(kind, event.key)
             if value is not None and self._applied.get(f"{kind} {event.key}") == _what_the_engine_reads(value):
                 return  # a status write (often our own): re-applying would re-route every pending workload
             self._apply_config(kind, event.key, value)
@@ -275,12 +281,21 @@ class QuotaController:
     def cluster_queue_gauges(self) -> list[ClusterQueueGauges]:
         if not self.ready.is_set():
             return []
-        return cluster_queue_gauges(self.state.engine)
+        conditions = queue_conditions(self.state.engine, self.state.invalid)
+        return with_finished(cluster_queue_gauges(self.state.engine, conditions), finished_workloads(self.workloads))
 
     def local_queue_gauges(self) -> list[LocalQueueGauges]:
         if not self.ready.is_set():
             return []
-        return local_queue_gauges(self.state.engine, self.workloads)
+        engine = self.state.engine
+        gauges = local_queue_gauges(engine, self.workloads)
+        conditions = queue_conditions(engine, self.state.invalid)
+        return local_queue_details(engine, self.workloads, gauges, finished_workloads(self.workloads), conditions)
+
+    def cohort_gauges(self) -> list[CohortGauges]:
+        if not self.ready.is_set():
+            return []
+        return cohort_gauges(self.state.engine)
 
 
 def _what_the_engine_reads(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine.engine import Admission, Eviction
+from kuota.engine.engine import Admission, Eviction, EvictionReason
 from kuota.engine.errors import EngineError
 from kuota.webhook.controller import job_workloads as jobs
 from kuota.webhook.controller import workload_status as status
@@ -181,7 +181,7 @@ class DecisionWriter:
             admission.workload, obj, lambda fresh: status.admission_patch(fresh, admission)
         )
         if written is None:
-            metrics.attempts.labels("inadmissible").inc()
+            metrics.record_attempt("inadmissible", time.perf_counter() - attempt_started)
             return False
         log.info(
             "admitted %s to %s%s",
@@ -190,17 +190,22 @@ class DecisionWriter:
             " borrowing" if admission.borrowing else "",
         )
         self._reasons.forget(admission.workload)
-        priority_class = written.get("spec", {}).get("priorityClassRef", {}).get("name", "")
-        queued_since = status.queued_since(written)
-        metrics.admission_wait.labels(admission.cluster_queue, priority_class).observe(max(0.0, now - queued_since))
-        metrics.quota_reserved.labels(admission.cluster_queue, priority_class).inc()
-        metrics.admitted.labels(admission.cluster_queue, priority_class).inc()
-        metrics.local_admitted.labels(written["spec"].get("queueName", ""), written["metadata"]["namespace"]).inc()
-        metrics.attempts.labels("success").inc()
-        metrics.attempt_duration.labels("success").observe(time.perf_counter() - attempt_started)
-        borrowing = " (borrowing from the cohort)" if admission.borrowing else ""
+        waited = max(0.0, now - status.queued_since(written))
+        metrics.record_admission(written, admission.cluster_queue, self._cohorts_above(admission.cluster_queue), waited)
+        metrics.record_attempt("success", time.perf_counter() - attempt_started)
+        # Kueue's two events: quota reserved (with the wait since queued), then admitted (kuota has no admission
+        # checks, so admission follows the reservation at once).
         self._events.record(
-            written, "Normal", "QuotaReserved", f"Quota reserved in ClusterQueue {admission.cluster_queue}{borrowing}"
+            written,
+            "Normal",
+            "QuotaReserved",
+            f"Quota reserved in ClusterQueue {admission.cluster_queue}, wait time since queued was {waited:.0f}s",
+        )
+        self._events.record(
+            written,
+            "Normal",
+            "Admitted",
+            f"Admitted by ClusterQueue {admission.cluster_queue}, wait time since reservation was 0s",
         )
         owner = owner_job(written)
         if owner is not None:
@@ -216,10 +221,16 @@ class DecisionWriter:
         if obj is None:
             return False
         namespace, name = eviction.workload.split("/", 1)
-        preemptor = state.workloads.get(eviction.preempted_by) if eviction.preempted_by else None
-        preemptor_uid = preemptor["metadata"].get("uid") if preemptor else None
+        preempted_message = None
+        if eviction.preempted_by is not None and eviction.preemption_reason is not None:
+            preempted_message = status.preemption_message(
+                state.workloads.get(eviction.preempted_by),
+                eviction.preemption_reason.value,
+                self._queue_path(self._engine_cluster_queue(eviction.preempted_by)),
+                self._queue_path(eviction.cluster_queue),
+            )
         written = await self._write_decided(
-            eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preemptor_uid)
+            eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preempted_message)
         )
         if written is None:
             # A victim that finished, or is being deleted, gave its quota back by itself: the decisions that
@@ -253,19 +264,61 @@ class DecisionWriter:
             eviction.reason.value,
             eviction.preempted_by,
         )
-        priority_class = written.get("spec", {}).get("priorityClassRef", {}).get("name", "")
-        cause = eviction.preemption_reason.value if eviction.preemption_reason else ""
-        self._metrics.evicted.labels(eviction.cluster_queue, eviction.reason.value, cause, priority_class).inc()
+        cause = _underlying_cause(eviction, obj)
+        self._metrics.record_eviction(written, eviction.cluster_queue, eviction.reason.value, cause)
         if eviction.preemption_reason is not None and eviction.preempted_by is not None:
             preempting_queue = self._engine_cluster_queue(eviction.preempted_by)
-            self._metrics.preempted.labels(preempting_queue, eviction.preemption_reason.value).inc()
-        message = status.condition(written["status"]["conditions"], "Evicted")
-        self._events.record(written, "Normal", eviction.reason.value, str((message or {}).get("message", "")))
+            self._metrics.record_preemption(preempting_queue, eviction.preemption_reason.value)
+        evicted = status.condition(written["status"]["conditions"], "Evicted") or {}
+        message = str(evicted.get("message", ""))
+        # Kueue's event reasons: EvictedDueTo<the Evicted condition's reason>; Preempted on a victim and
+        # PreemptedWorkload on its preemptor.
+        self._events.record(written, "Normal", f"EvictedDueTo{evicted.get('reason', eviction.reason.value)}", message)
+        if preempted_message is not None:
+            preemptor = state.workloads.get(eviction.preempted_by or "") or {}
+            priorities = (
+                f"; preemptor effective priority: {_priority(preemptor)} (base: {_priority(preemptor)}, boost: 0)"
+                f"; preemptee effective priority: {_priority(written)} (base: {_priority(written)}, boost: 0)"
+            )
+            self._events.record(written, "Normal", "Preempted", preempted_message + priorities)
+            if preemptor:
+                self._events.record(
+                    preemptor,
+                    "Normal",
+                    "PreemptedWorkload",
+                    f"Preempted workload {eviction.workload} (UID: {written['metadata'].get('uid')}) in ClusterQueue "
+                    f"{eviction.cluster_queue}{priorities}",
+                )
+        if evicted.get("reason") == "DeactivatedDueToMaximumExecutionTimeExceeded":
+            limit = written.get("spec", {}).get("maximumExecutionTimeSeconds")
+            self._events.record(
+                written, "Warning", "MaximumExecutionTimeExceeded", f"The maximum execution time ({limit}s) exceeded"
+            )
         owner = owner_job(written)
         if owner is not None:
             state.dirty_jobs.add(owner)
             state.wake.set()
         return True
+
+    def _queue_path(self, cluster_queue: str) -> str:
+        """A ClusterQueue's place in its cohort tree as Kueue writes it: ``/root-cohort/.../queue``."""
+        engine = self._state.engine
+        found = engine.cluster_queues.get(cluster_queue)
+        if found is None:
+            return ""
+        parts = [cluster_queue]
+        cohort = found.cohort
+        seen: set[str] = set()
+        while cohort is not None and cohort not in seen:  # a parentName cycle ends the walk
+            seen.add(cohort)
+            parts.append(cohort)
+            parent = engine.cohorts.get(cohort)
+            cohort = parent.parent if parent is not None else None
+        return "/" + "/".join(reversed(parts))
+
+    def _cohorts_above(self, cluster_queue: str) -> list[str]:
+        node = self._state.engine.tree.cluster_queues.get(cluster_queue)
+        return [cohort.name for cohort in node.upward[1:]] if node is not None else []
 
     def _engine_cluster_queue(self, key: str) -> str:
         try:
@@ -282,6 +335,20 @@ class DecisionWriter:
             log.warning("could not re-read Workload %s: %s", key, error)
             return
         self._state.take_fresh(key, fresh)
+
+    async def write_reactivated(self, obj: Mapping[str, Any]) -> None:
+        """Say that a deactivated Workload made active again is back in its queue (``Requeued`` True)."""
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        patch = status.reactivated_patch(obj, self._state.clock())
+        try:
+            written = await self._writer.merge_patch(WORKLOADS, namespace, name, patch, "status")
+        except StaleObjectError:
+            await self.refresh_workload(key_of(obj))  # synced again from the fresh copy, and told then
+            return
+        except ApiWriteError as error:
+            log.warning("reactivation of %s not written: %s", key_of(obj), error)
+            return
+        self._state.workloads.wrote(written)
 
     async def release_finalizer(self, obj: Mapping[str, Any]) -> None:
         """Let a finished or deleted Workload go: its quota is no longer in use."""
@@ -301,6 +368,10 @@ class DecisionWriter:
             log.warning("finalizer of %s not removed: %s", key_of(obj), error)
 
 
+def _priority(workload: Mapping[str, Any]) -> int:
+    return int(workload.get("spec", {}).get("priority") or 0)
+
+
 def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
     """Whether a Workload changed only in ways no quota decision reads (e.g. a pending reason was written)."""
     return (
@@ -311,6 +382,16 @@ def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) 
         and status.is_true(decided, "QuotaReserved") == status.is_true(fresh, "QuotaReserved")
         and status.is_true(decided, "Finished") == status.is_true(fresh, "Finished")
     )
+
+
+def _underlying_cause(eviction: Eviction, before: Mapping[str, Any]) -> str:
+    """Kueue's ``underlying_cause`` of an eviction: ``""`` when its reason is the cause (a preemption's own reason
+    is in ``kueue_preempted_workloads_total``; a Workload someone set inactive), else why kuota deactivated it."""
+    if not eviction.deactivated or not before.get("spec", {}).get("active", True):
+        return ""
+    if eviction.reason is EvictionReason.PODS_READY_TIMEOUT:
+        return "RequeuingLimitExceeded"
+    return "MaximumExecutionTimeExceeded"
 
 
 def _waves(decisions: list[Admission | Eviction]) -> list[list[Admission | Eviction]]:

@@ -19,6 +19,7 @@ from kuota.webhook.controller.api_writes import JOBS, WORKLOADS, ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.state import ControllerState, key_of, owner_job
 from kuota.webhook.controller.workload_sync import WorkloadSync
 
@@ -35,8 +36,10 @@ class JobReconciler:
         decisions: DecisionWriter,
         events: EventRecorder,
         flavors: Reflector[dict[str, Any]],
+        metrics: ControllerMetrics,
     ) -> None:
         self._state = state
+        self._metrics = metrics
         self._writer = writer
         self._sync = sync
         self._decisions = decisions
@@ -81,7 +84,7 @@ class JobReconciler:
                 if finished is None:
                     await self._create_workload(job)
                     if not jobs.is_suspended(job):
-                        await self._suspend(job, "it has no admitted Workload yet")
+                        await self._suspend(job, None)
                 return
             if finished is not None:
                 if not status.is_true(workload, "Finished"):
@@ -91,7 +94,7 @@ class JobReconciler:
                 if jobs.is_suspended(job):
                     await self._start_job(job, workload)
             elif not jobs.is_suspended(job):
-                await self._suspend(job, "its Workload holds no admission")
+                await self._suspend(job, workload)
             elif not jobs.has_active_pods(job):
                 original = workload["spec"]["podSets"][0]["template"]
                 if not jobs.template_matches(job, original):
@@ -143,7 +146,7 @@ class JobReconciler:
             return
         state.workloads.wrote(created)
         self._sync.sync(key_of(created))
-        self._events.record(job, "Normal", "CreatedWorkload", f"Created Workload {key_of(created)}")
+        self._events.record(job, "Normal", "CreatedWorkload", f"Created Workload: {key_of(created)}")
 
     async def _finish_workload(self, workload: Mapping[str, Any], finished: tuple[str, str]) -> None:
         state = self._state
@@ -158,12 +161,25 @@ class JobReconciler:
             state.dirty_jobs.add(owner_job(workload) or "")
             return
         state.workloads.wrote(written)
+        cluster_queue = status.admitted_cluster_queue(written)
+        if cluster_queue is not None:
+            self._metrics.record_finish(written, cluster_queue)
         self._sync.sync(key_of(written))
+        job = state.jobs.get(owner_job(written) or "")
+        if job is not None:
+            self._events.record(job, "Normal", "FinishedWorkload", f"Workload '{key_of(written)}' is declared finished")
         await self._decisions.release_finalizer(state.workloads.get(key_of(written)) or written)
 
-    async def _suspend(self, job: Mapping[str, Any], why: str) -> None:
+    async def _suspend(self, job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> None:
+        """Suspend a Job running without an admission; the event says why as Kueue's does: the eviction's
+        message, or that it is not admitted."""
         await self._patch_job(job, {"spec": {"suspend": True}})
-        self._events.record(job, "Normal", "Suspended", f"kuota suspended the Job: {why}")
+        evicted = status.condition((workload or {}).get("status", {}).get("conditions") or [], "Evicted")
+        if evicted is not None and evicted.get("status") == "True":
+            why = str(evicted.get("message", ""))
+        else:
+            why = "Not admitted by cluster queue"
+        self._events.record(job, "Normal", "Stopped", why)
 
     async def _start_job(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
         admission = workload["status"]["admission"]
@@ -196,7 +212,7 @@ class JobReconciler:
             job,
             "Normal",
             "Started",
-            f"Admitted by ClusterQueue {admission.get('clusterQueue')} on flavor {', '.join(flavor_names)}; "
+            f"Admitted by clusterQueue {admission.get('clusterQueue')}; flavor {', '.join(flavor_names)}, "
             f"its pods get nodeSelector {selector or '(none)'}",
         )
 

@@ -1,4 +1,4 @@
-"""Why each pending Workload waits, written into its QuotaReserved condition (and told once on its Job).
+"""Why each pending Workload waits, written into its QuotaReserved condition (and told once in a Warning event).
 
 Kept apart from the decisions because it is the controller's heaviest optional work: at thousands of pending
 Workloads, writing and wording every reason every round would take the API server and the controller's time
@@ -16,7 +16,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
-from kuota.webhook.controller.state import ControllerState, gather, key_of, owner_job
+from kuota.webhook.controller.state import ControllerState, gather, key_of
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class PendingReasons:
     async def write(self) -> None:
         """Tell each pending Workload why it waits, once it has waited ``_REASON_GRACE_SECONDS`` (most are
         admitted sooner and need no such write). A reason whose text changed (often just its numbers, "16 in
-        use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and the Job hears of it once; each round
+        use") is rewritten at most every ``_REASON_REFRESH_SECONDS`` and told in an event once; each round
         writes at most ``_REASON_WRITES_PER_ROUND``, never-told Workloads first, oldest first. At thousands of
         pending Workloads, one write per change per round would be most of the API server's load, taken from
         the admissions themselves; and only the reasons about to be written are put into words (at most
@@ -114,10 +114,5 @@ class PendingReasons:
         self._state.workloads.wrote(written)
         if not first:
             return
-        # One event where people look: on the Job when there is one (the Workload's condition says it too).
-        owner = owner_job(written)
-        job = self._state.jobs.get(owner) if owner else None
-        if job is not None:
-            self._events.record(job, "Normal", "Pending", f"waiting for quota: {reason}")
-        else:
-            self._events.record(written, "Normal", "Pending", reason)
+        # Kueue's event: a Warning on the Workload, its message the pending reason.
+        self._events.record(written, "Warning", "Pending", reason)

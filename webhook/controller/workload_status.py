@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kuota.engine import quantities
-from kuota.engine.engine import Admission, Eviction
+from kuota.engine.engine import Admission, Eviction, EvictionReason
 from kuota.engine.errors import FieldError, InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
 
@@ -98,27 +98,61 @@ def _assignment(pod_set: PodSetAssignment) -> dict[str, Any]:
     }
 
 
-_PREEMPTION_MESSAGES = {
-    "InClusterQueue": "in the ClusterQueue",
-    "InCohortReclamation": "due to reclamation within the cohort",
-    "InCohortFairSharing": "due to fair sharing within the cohort",
-    "InCohortReclaimWhileBorrowing": "due to reclamation within the cohort while borrowing",
+# Kueue's words for each preemption reason, as its Preempted and Evicted conditions say them.
+_PREEMPTION_CAUSES = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortFairSharing": "Fair Sharing within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
 }
 
 
-def eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preemptor_uid: str | None) -> dict[str, Any]:
-    """Evicted, quota released at once, and requeued (or deactivated for max execution time)."""
-    reason = eviction.reason.value
-    if eviction.preempted_by is not None and eviction.preemption_reason is not None:
-        cause = eviction.preemption_reason.value
-        message = (
-            f"Preempted to accommodate workload {eviction.preempted_by} (UID {preemptor_uid or 'unknown'}) "
-            f"{_PREEMPTION_MESSAGES.get(cause, cause)}"
+def preemption_message(
+    preemptor: Mapping[str, Any] | None, cause: str, preemptor_path: str, preemptee_path: str
+) -> str:
+    """Kueue's message on a preempted Workload: who preempted it (by UID), why, and both queues' cohort paths."""
+    metadata = (preemptor or {}).get("metadata") or {}
+    uid = metadata.get("uid") or "UNKNOWN"
+    job_uid = (metadata.get("labels") or {}).get("kueue.x-k8s.io/job-uid") or "UNKNOWN"
+    return (
+        f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to "
+        f"{_PREEMPTION_CAUSES.get(cause, 'UNKNOWN')}; preemptor path: {preemptor_path or 'UNKNOWN'}; "
+        f"preemptee path: {preemptee_path or 'UNKNOWN'}"
+    )
+
+
+def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str, str]:
+    """The Evicted condition's reason and message, in Kueue's words (a deactivation names its cause)."""
+    reason = eviction.reason
+    if reason is EvictionReason.DEACTIVATED:
+        if workload.get("spec", {}).get("active", True) is False:
+            return "Deactivated", "The workload is deactivated"
+        return (
+            "DeactivatedDueToMaximumExecutionTimeExceeded",
+            "The workload is deactivated due to exceeding the maximum execution time",
         )
-    elif eviction.deactivated:
-        message = "The workload exceeded its maximum execution time and was deactivated"
+    if reason is EvictionReason.PODS_READY_TIMEOUT and eviction.deactivated:
+        return (
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        )
+    messages = {
+        EvictionReason.CLUSTER_QUEUE_STOPPED: "The ClusterQueue is stopped",
+        EvictionReason.LOCAL_QUEUE_STOPPED: "The LocalQueue is stopped",
+        EvictionReason.PODS_READY_TIMEOUT: f"Exceeded the PodsReady timeout {eviction.workload}",
+    }
+    return reason.value, messages.get(reason, f"The workload was evicted: {reason.value}")
+
+
+def eviction_patch(
+    workload: Mapping[str, Any], eviction: Eviction, preempted_message: str | None = None
+) -> dict[str, Any]:
+    """Evicted, quota released at once, and requeued, or deactivated (not requeued: ``Requeued`` False with the
+    cause, until ``spec.active`` is true again). ``preempted_message`` says who preempted it."""
+    if eviction.preemption_reason is not None and preempted_message is not None:
+        reason, message = eviction.reason.value, preempted_message
     else:
-        message = f"The workload was evicted: {reason}"
+        reason, message = eviction_cause(workload, eviction)
     updates = [
         ("Evicted", True, reason, message),
         ("QuotaReserved", False, "Pending", message),
@@ -126,8 +160,11 @@ def eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preemptor_ui
     ]
     if eviction.preemption_reason is not None:
         updates.append(("Preempted", True, eviction.preemption_reason.value, message))
-    if not eviction.deactivated:
-        updates.append(("Requeued", True, reason, "The workload is back in its queue"))
+    updates.append(
+        ("Requeued", False, reason, message)
+        if eviction.deactivated
+        else ("Requeued", True, reason, "The workload is back in its queue")
+    )
     status: dict[str, Any] = {
         "admission": None,
         "conditions": set_conditions(workload.get("status", {}).get("conditions") or [], updates, eviction.at),
@@ -135,10 +172,32 @@ def eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preemptor_ui
     if eviction.requeue_at is not None:
         previous = (workload.get("status", {}).get("requeueState") or {}).get("count") or 0
         status["requeueState"] = {"count": int(previous) + 1, "requeueAt": rfc3339(eviction.requeue_at)}
+    elif eviction.deactivated:
+        status["requeueState"] = None  # as Kueue: a deactivated workload starts afresh when reactivated
     patch = _patch(workload, status)
     if eviction.deactivated:
         patch["spec"] = {"active": False}
     return patch
+
+
+def reactivated_patch(workload: Mapping[str, Any], at: float) -> dict[str, Any]:
+    """``spec.active`` true again after a deactivation: back in its queue, ``Requeued`` True (Kueue's words)."""
+    conditions = set_conditions(
+        workload.get("status", {}).get("conditions") or [],
+        [("Requeued", True, "Reactivated", "The workload was reactivated")],
+        at,
+    )
+    return _patch(workload, {"conditions": conditions})
+
+
+def was_deactivated(workload: Mapping[str, Any]) -> bool:
+    """Whether the Workload's last eviction deactivated it (its ``Requeued`` condition is False for that)."""
+    requeued = condition(workload.get("status", {}).get("conditions") or [], "Requeued")
+    return (
+        requeued is not None
+        and requeued.get("status") == "False"
+        and str(requeued.get("reason", "")).startswith("Deactivated")
+    )
 
 
 def pending_patch(workload: Mapping[str, Any], message: str, at: float, reason: str = "Pending") -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Making the engine agree with the API about one Workload: submitted, restored as admitted (after a restart or
-a rebuild), evicted when deactivated, or forgotten once finished or deleted.
+a rebuild), evicted when deactivated, queued again when reactivated, or forgotten once finished or deleted.
 
 The API is the truth the engine is rebuilt from; this is the one place that reads a Workload's status back into
 the engine, so a restarted controller resumes exactly the admissions the API shows.
@@ -100,4 +100,9 @@ class WorkloadSync:
         if known is WorkloadState.ADMITTED:
             log.info("workload %s lost its admission outside kuota; its quota is free", key)
             engine.finish(key)  # someone else removed the admission: its quota is free
+        if parsed.active and known is WorkloadState.DEACTIVATED:
+            log.info("workload %s was reactivated; it is queued again", key)
+            engine.finish(key)  # the engine keeps a deactivated workload out of every queue until it forgets it
         engine.submit(parsed)
+        if parsed.active and status.was_deactivated(obj):
+            state.spawn(self._decisions.write_reactivated(obj))

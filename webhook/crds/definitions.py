@@ -515,7 +515,7 @@ WORKLOAD = Definition(
     kind="Workload",
     plural="workloads",
     namespaced=True,
-    short_names=("wl",),
+    short_names=("kwl", "kueueworkload", "kueueworkloads"),  # Kueue's: "wl" is left to other Workload kinds
     columns=(
         PrinterColumn("Queue", ".spec.queueName", "string", "Name of the queue this workload was submitted to"),
         PrinterColumn(

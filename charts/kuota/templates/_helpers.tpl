@@ -56,7 +56,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "kuota.manager.serviceAccountName" -}}{{ include "kuota.fullname" . }}-manager{{- end }}
 {{- define "kuota.manager.configMapName" -}}{{ include "kuota.fullname" . }}-manager-config{{- end }}
 {{- define "kuota.manager.metricsServiceName" -}}{{ include "kuota.fullname" . }}-manager-metrics{{- end }}
+{{- define "kuota.manager.metricsReaderName" -}}{{ include "kuota.fullname" . }}-metrics-reader{{- end }}
+{{- define "kuota.manager.metricsScraperName" -}}{{ include "kuota.fullname" . }}-metrics-scraper{{- end }}
 {{- define "kuota.webhook.serviceName" -}}{{ include "kuota.fullname" . }}-webhook{{- end }}
+{{- /* kuota.webhook.crds.versions.conversion_service_name: the manager's certificate names it too. */}}
+{{- define "kuota.webhook.conversionServiceName" -}}{{ include "kuota.webhook.serviceName" . }}-conversion{{- end }}
 {{- define "kuota.webhook.mutatingName" -}}{{ include "kuota.fullname" . }}-mutating-webhook{{- end }}
 {{- define "kuota.webhook.validatingName" -}}{{ include "kuota.fullname" . }}-validating-webhook{{- end }}
 {{- define "kuota.webhook.certificateName" -}}{{ include "kuota.fullname" . }}-webhook-serving{{- end }}

@@ -13,11 +13,17 @@
  *                                            NVML_ERROR_UNINITIALIZED until the caller re-initialises
  *   sample_period_us <n>                     the driver's process-sampling tick (default 100000)
  *   gpu <uuid> <minor> <fb_total_mib> <fb_reserved_mib> <power_mw> <temp_c> <sm_mhz> <mig 0|1> <name...>
+ *   gpu_extra <gpu index> <mem_mhz> <memory_temp_c> <enc %> <dec %> <pcie replays> <remapped rows correctable>
+ *             <remapped rows uncorrectable> <row remap failure 0|1> <nvlink KiB/s>
+ *                                            the GPU's other readings (all 0 until given)
+ *   gpm <gpu index> <graphics %> <tensor %> <dram %>
+ *                                            the GPU supports GPM (Hopper and newer) with these activities
  *   mig <gpu index> <uuid> <gi> <ci> <fb_total_mib> <name...>
  *   proc <gpu index> <pid> <used bytes, -1 = not available> <gi> <ci>
  *   util <gpu index> <pid> <from s> <to s> <sm %> <mem %>
  *   lost <gpu index> [from s]                every call on the GPU answers NVML_ERROR_GPU_IS_LOST
- *   unsupported <gpu index> <function>       that function answers NVML_ERROR_NOT_SUPPORTED on the GPU
+ *   unsupported <gpu index> <function>       that function answers NVML_ERROR_NOT_SUPPORTED on the GPU; a field
+ *                                            of nvmlDeviceGetFieldValues is named by its NVML_FI_ name
  *   xid <gpu index> <at s> <code>            an XID critical-error event
  *
  * Compiled with -DFAKE_NVML_OLD_DRIVER the library lacks nvmlDeviceGetComputeRunningProcesses_v3, like a
@@ -42,6 +48,7 @@ enum {
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -76,6 +83,11 @@ struct gpu {
     unsigned minor;
     unsigned long long fb_reserved_mib;
     unsigned power_mw, temp_c, sm_mhz;
+    unsigned mem_mhz, memory_temp_c, enc_percent, dec_percent, pcie_replays;
+    unsigned rows_correctable, rows_uncorrectable, remap_failure;
+    unsigned long long nvlink_kib_per_s;
+    int gpm;
+    double gpm_graphics, gpm_tensor, gpm_dram;
     int lost;
     double lost_from;
 };
@@ -159,6 +171,35 @@ static void parse(FILE *f) {
             g->dev.mig_slot = -1;
             g->dev.gi = g->dev.ci = NO_INSTANCE;
             next.gpu_count++;
+        } else if (!strcmp(kw, "gpu_extra")) {
+            int gi_index;
+            struct gpu x = {0};
+            if (sscanf(line, "%*s %d %u %u %u %u %u %u %u %u %llu", &gi_index, &x.mem_mhz, &x.memory_temp_c,
+                       &x.enc_percent, &x.dec_percent, &x.pcie_replays, &x.rows_correctable, &x.rows_uncorrectable,
+                       &x.remap_failure, &x.nvlink_kib_per_s) != 10 ||
+                gi_index < 0 || gi_index >= next.gpu_count)
+                continue;
+            struct gpu *g = &next.gpus[gi_index];
+            g->mem_mhz = x.mem_mhz;
+            g->memory_temp_c = x.memory_temp_c;
+            g->enc_percent = x.enc_percent;
+            g->dec_percent = x.dec_percent;
+            g->pcie_replays = x.pcie_replays;
+            g->rows_correctable = x.rows_correctable;
+            g->rows_uncorrectable = x.rows_uncorrectable;
+            g->remap_failure = x.remap_failure;
+            g->nvlink_kib_per_s = x.nvlink_kib_per_s;
+        } else if (!strcmp(kw, "gpm")) {
+            int gi_index;
+            double graphics, tensor, dram;
+            if (sscanf(line, "%*s %d %lf %lf %lf", &gi_index, &graphics, &tensor, &dram) != 4 || gi_index < 0 ||
+                gi_index >= next.gpu_count)
+                continue;
+            struct gpu *g = &next.gpus[gi_index];
+            g->gpm = 1;
+            g->gpm_graphics = graphics;
+            g->gpm_tensor = tensor;
+            g->gpm_dram = dram;
         } else if (!strcmp(kw, "mig")) {
             int gi_index;
             struct device m = {0};
@@ -412,6 +453,8 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned *minor) {
 
 typedef struct { unsigned gpu, memory; } nvmlUtilization_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+#define NVML_MEMORY_V2 0x02000028u
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *utilization) {
     ENTER(d, "nvmlDeviceGetUtilizationRates");
@@ -442,6 +485,20 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory) {
     LEAVE(NVML_SUCCESS);
 }
 
+/* Like the driver: v2 counts the driver's reservation apart, so used is what processes hold. */
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *memory) {
+    ENTER(d, "nvmlDeviceGetMemoryInfo_v2");
+    if (memory->version != NVML_MEMORY_V2) LEAVE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    unsigned long long reserved = d->mig_slot < 0 ? sc.gpus[d->gpu].fb_reserved_mib << 20 : 0, used = 0;
+    for (int i = 0; i < sc.proc_count; i++)
+        if (proc_visible(&sc.procs[i], d) && sc.procs[i].used > 0) used += (unsigned long long)sc.procs[i].used;
+    memory->total = d->fb_total_mib << 20;
+    memory->reserved = reserved;
+    memory->used = used;
+    memory->free = memory->total > reserved + used ? memory->total - reserved - used : 0;
+    LEAVE(NVML_SUCCESS);
+}
+
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *milliwatts) {
     ENTER(d, "nvmlDeviceGetPowerUsage");
     if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
@@ -468,9 +525,215 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned *temp
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned *clock) {
     ENTER(d, "nvmlDeviceGetClockInfo");
-    if (type != 1) LEAVE(NVML_ERROR_NOT_SUPPORTED); /* only NVML_CLOCK_SM is scripted */
+    if (type != 1 && type != 2) LEAVE(NVML_ERROR_NOT_SUPPORTED); /* NVML_CLOCK_SM and NVML_CLOCK_MEM */
     if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
-    *clock = sc.gpus[d->gpu].sm_mhz;
+    *clock = type == 1 ? sc.gpus[d->gpu].sm_mhz : sc.gpus[d->gpu].mem_mhz;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned *utilization, unsigned *period_us) {
+    ENTER(d, "nvmlDeviceGetEncoderUtilization");
+    if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    *utilization = sc.gpus[d->gpu].enc_percent;
+    *period_us = 167000;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t d, unsigned *utilization, unsigned *period_us) {
+    ENTER(d, "nvmlDeviceGetDecoderUtilization");
+    if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    *utilization = sc.gpus[d->gpu].dec_percent;
+    *period_us = 167000;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned *replays) {
+    ENTER(d, "nvmlDeviceGetPcieReplayCounter");
+    if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    *replays = sc.gpus[d->gpu].pcie_replays;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned *correctable, unsigned *uncorrectable,
+                                       unsigned *pending, unsigned *failure) {
+    ENTER(d, "nvmlDeviceGetRemappedRows");
+    if (d->mig_slot >= 0) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    struct gpu *g = &sc.gpus[d->gpu];
+    *correctable = g->rows_correctable;
+    *uncorrectable = g->rows_uncorrectable;
+    *pending = 0;
+    *failure = g->remap_failure;
+    LEAVE(NVML_SUCCESS);
+}
+
+/* nvmlPciInfo_t as nvml.h lays it out since NVML 9: the legacy 16-byte bus id first, the 32-byte one last. */
+typedef struct {
+    char busIdLegacy[16];
+    unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
+    ENTER(d, "nvmlDeviceGetPciInfo_v3");
+    memset(pci, 0, sizeof *pci);
+    pci->bus = (unsigned)(0x18 + d->gpu) & 0xFF; /* a MIG instance answers with its GPU's address */
+    pci->pciDeviceId = 0x233010DE;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    LEAVE(NVML_SUCCESS);
+}
+
+/* ---- field values (nvmlFieldValue_t as nvml.h lays it out) ---- */
+
+typedef union {
+    double dVal;
+    unsigned uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned fieldId;
+    unsigned scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    unsigned valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+enum {
+    NVML_FI_DEV_MEMORY_TEMP = 82,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,
+    VALUE_TYPE_UNSIGNED_INT = 1,
+    VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+};
+
+static const char *field_name(unsigned id) {
+    switch (id) {
+    case NVML_FI_DEV_MEMORY_TEMP: return "NVML_FI_DEV_MEMORY_TEMP";
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: return "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX";
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: return "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX";
+    default: return NULL;
+    }
+}
+
+/* Each value gets its own return code, like the driver; NVLink throughput is summed over links (scopeId
+ * UINT_MAX) and grows at the scripted rate since the epoch, half of it each way. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    ENTER(d, "nvmlDeviceGetFieldValues");
+    struct gpu *g = &sc.gpus[d->gpu];
+    double t = elapsed();
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        const char *name = field_name(v->fieldId);
+        v->timestamp = (long long)(now_s() * 1e6);
+        v->latencyUsec = 0;
+        if (!name || d->mig_slot >= 0 || unsupported(d->gpu, name)) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        v->nvmlReturn = NVML_SUCCESS;
+        if (v->fieldId == NVML_FI_DEV_MEMORY_TEMP) {
+            v->valueType = VALUE_TYPE_UNSIGNED_INT;
+            v->value.uiVal = g->memory_temp_c;
+        } else if (v->scopeId != 0xFFFFFFFFu) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; /* one link at a time is not scripted */
+        } else {
+            v->valueType = VALUE_TYPE_UNSIGNED_LONG_LONG;
+            v->value.ullVal = (unsigned long long)((double)g->nvlink_kib_per_s / 2.0 * (t > 0 ? t : 0));
+        }
+    }
+    LEAVE(NVML_SUCCESS);
+}
+
+/* ---- GPM (nvmlGpm* and their structures as nvml.h lays them out) ---- */
+
+#define NVML_GPM_METRIC_MAX 477
+#define NVML_GPM_METRICS_GET_VERSION 1u
+#define NVML_GPM_SUPPORT_VERSION 1u
+enum { GPM_GRAPHICS_UTIL = 1, GPM_ANY_TENSOR_UTIL = 5, GPM_DRAM_BW_UTIL = 10 };
+
+struct gpm_sample {
+    int gpu; /* -1 until nvmlGpmSampleGet fills it */
+    double at;
+};
+typedef struct gpm_sample *nvmlGpmSample_t;
+
+typedef struct {
+    unsigned metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    struct { char *shortName, *longName, *unit; } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned version;
+    unsigned numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct { unsigned version, isSupportedDevice; } nvmlGpmSupport_t;
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, nvmlGpmSupport_t *support) {
+    ENTER(d, "nvmlGpmQueryDeviceSupport");
+    if (support->version != NVML_GPM_SUPPORT_VERSION) LEAVE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    support->isSupportedDevice = d->mig_slot < 0 && sc.gpus[d->gpu].gpm;
+    LEAVE(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    *sample = calloc(1, sizeof **sample);
+    if (!*sample) return NVML_ERROR_UNKNOWN;
+    (*sample)->gpu = -1;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    free(sample);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, nvmlGpmSample_t sample) {
+    ENTER(d, "nvmlGpmSampleGet");
+    if (!sample) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    if (d->mig_slot >= 0 || !sc.gpus[d->gpu].gpm) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    sample->gpu = d->gpu;
+    sample->at = now_s();
+    LEAVE(NVML_SUCCESS);
+}
+
+/* Activity between two samples of one GPU: the scripted percentages, per metric its own return code. */
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *request) {
+    pthread_mutex_lock(&lock);
+    refresh();
+    if (!initialised || initialised_generation != sc.generation) LEAVE(NVML_ERROR_UNINITIALIZED);
+    if (!request) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    if (request->version != NVML_GPM_METRICS_GET_VERSION) LEAVE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    nvmlGpmSample_t first = request->sample1, second = request->sample2;
+    if (!first || !second || first->gpu < 0 || first->gpu != second->gpu || second->at <= first->at ||
+        request->numMetrics > NVML_GPM_METRIC_MAX || first->gpu >= sc.gpu_count)
+        LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    struct gpu *g = &sc.gpus[first->gpu];
+    if (g->lost && elapsed() >= g->lost_from) LEAVE(NVML_ERROR_GPU_IS_LOST);
+    if (unsupported(first->gpu, "nvmlGpmMetricsGet")) LEAVE(NVML_ERROR_NOT_SUPPORTED);
+    for (unsigned i = 0; i < request->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &request->metrics[i];
+        m->nvmlReturn = NVML_SUCCESS;
+        m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+        switch (m->metricId) {
+        case GPM_GRAPHICS_UTIL: m->value = g->gpm_graphics; break;
+        case GPM_ANY_TENSOR_UTIL: m->value = g->gpm_tensor; break;
+        case GPM_DRAM_BW_UTIL: m->value = g->gpm_dram; break;
+        default: m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; m->value = 0;
+        }
+    }
     LEAVE(NVML_SUCCESS);
 }
 

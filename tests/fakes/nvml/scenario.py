@@ -19,7 +19,18 @@ FOREVER = 1e9
 
 
 @dataclass(frozen=True)
+class Gpm:
+    """What NVML's GPM reports on a Hopper-or-newer GPU: percent of time busy, per engine."""
+
+    graphics: float = 62.5
+    tensor: float = 31.0
+    dram: float = 47.5
+
+
+@dataclass(frozen=True)
 class Gpu:
+    """One physical GPU; ``gpm=None`` for a GPU without GPM (Ampere and older: A100, V100, L4)."""
+
     uuid: str
     name: str = H100
     minor: int = 0
@@ -29,6 +40,16 @@ class Gpu:
     temp_c: int = 41
     sm_mhz: int = 1980
     mig: bool = False
+    mem_mhz: int = 2619
+    memory_temp_c: int = 38
+    enc_percent: int = 0
+    dec_percent: int = 0
+    pcie_replays: int = 0
+    remapped_rows_correctable: int = 0
+    remapped_rows_uncorrectable: int = 0
+    row_remap_failure: bool = False
+    nvlink_kib_per_s: int = 0
+    gpm: Gpm | None = Gpm()
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,7 @@ class Scenario:
     busy: tuple[Busy, ...] = ()
     xids: tuple[Xid, ...] = ()
     lost: tuple[tuple[int, float], ...] = ()
+    # (gpu, NVML function) answering NOT_SUPPORTED; a field value by its NVML_FI_ name, e.g. NVML_FI_DEV_MEMORY_TEMP
     unsupported: tuple[tuple[int, str], ...] = ()
     epoch: float = 0.0
     driver: str = "570.124.06"
@@ -94,6 +116,14 @@ class Scenario:
                 f"gpu {g.uuid} {g.minor} {g.fb_total_mib} {g.fb_reserved_mib} {g.power_mw} {g.temp_c} "
                 f"{g.sm_mhz} {int(g.mig)} {g.name}"
             )
+        for index, g in enumerate(self.gpus):
+            lines.append(
+                f"gpu_extra {index} {g.mem_mhz} {g.memory_temp_c} {g.enc_percent} {g.dec_percent} {g.pcie_replays} "
+                f"{g.remapped_rows_correctable} {g.remapped_rows_uncorrectable} {int(g.row_remap_failure)} "
+                f"{g.nvlink_kib_per_s}"
+            )
+            if g.gpm is not None:
+                lines.append(f"gpm {index} {g.gpm.graphics} {g.gpm.tensor} {g.gpm.dram}")
         for m in self.migs:
             lines.append(f"mig {m.gpu} {m.uuid} {m.gpu_instance} {m.compute_instance} {m.fb_total_mib} {m.name}")
         for p in self.processes:

@@ -82,7 +82,10 @@ def test_workload_columns_show_queue_reserved_in_admitted_finished_age(
     assert result.returncode == 0, result.stderr
     header = cluster.kubectl("get", "workloads", "-n", namespace).stdout.splitlines()[0].split()
     assert header == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED", "AGE"]
-    stored = json.loads(cluster.kubectl("get", "wl", "wl-1", "-n", namespace, "-o", "json").stdout)
+    for short_name in ("kwl", "kueueworkload", "kueueworkloads"):  # Kueue's short names
+        listed = cluster.kubectl("get", short_name, "-n", namespace, "-o", "name").stdout.split()
+        assert listed == ["workload.kueue.x-k8s.io/wl-1"], short_name
+    stored = json.loads(cluster.kubectl("get", "kwl", "wl-1", "-n", namespace, "-o", "json").stdout)
     assert stored["spec"]["podSets"][0]["name"] == "main"
     assert stored["spec"]["active"] is True
 

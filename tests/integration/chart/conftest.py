@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
+from tests.manager_process import restore_crd_conversion
 from tests.unit.chart.rendering import CHART, NAMESPACE, RELEASE, run_helm
 from tests.waiting import wait_until
 
@@ -67,6 +68,7 @@ def helm(cluster: Cluster, *args: str, values: dict[str, Any] | None = None) -> 
 
 def install(cluster: Cluster, values: dict[str, Any] | None = None) -> str:
     """helm install into kuota-system. CRDs left by an earlier release (kept) or by other tests are adopted."""
+    restore_crd_conversion(cluster)
     return helm(
         cluster,
         "install",
@@ -85,6 +87,7 @@ def install(cluster: Cluster, values: dict[str, Any] | None = None) -> str:
 def uninstall(cluster: Cluster) -> None:
     """Remove the release and its namespace, and wait until the namespace is gone so the next install starts clean."""
     run_helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--kubeconfig", str(cluster.kubeconfig), check=False)
+    restore_crd_conversion(cluster)  # the kept CRDs, from a manager registered by URL meanwhile
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
     wait_until(
         lambda: cluster.kubectl("get", "namespace", NAMESPACE, check=False).returncode != 0,

@@ -12,7 +12,8 @@ import pytest
 from kuota.certs.authority import ServingIdentity, issue_bundle
 from kuota.certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
 from kuota.certs.secret_store import SecretLocation, load_or_create
-from kuota.kube.client import KubeApi, from_kubeconfig
+from kuota.kube.client import KubeApi
+from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster import Cluster
 from tests.integration.chart.conftest import install, job, kuota_webhook_configurations, uninstall
 from tests.integration.manager.conftest import ensure_namespace
@@ -79,6 +80,9 @@ MANAGER_MAY = [
     ("patch", "events.events.k8s.io"),
     ("update", "mutatingwebhookconfigurations/kuota-mutating-webhook"),
     ("list", "validatingwebhookconfigurations/kuota-validating-webhook"),
+    # The secure /metrics endpoint asks who its caller is and whether it may get /metrics.
+    ("create", "tokenreviews.authentication.k8s.io"),
+    ("create", "subjectaccessreviews.authorization.k8s.io"),
 ]
 
 MANAGER_MAY_NOT = [
@@ -215,3 +219,21 @@ def test_the_manager_with_nothing_but_the_charts_identity_admits_the_guides_job(
         )
         manager.stop()
         cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")
+
+
+def test_the_exporter_pods_are_admitted_node_critical_with_the_dcgm_hostname_label(
+    cluster: Cluster, release: str
+) -> None:
+    """The API server's priority admission resolves system-node-critical for a pod in the release namespace."""
+    del release
+    daemonset = json.loads(cluster.kubectl("get", "daemonset", "kuota-exporter", "-n", NAMESPACE, "-o", "json").stdout)
+    template = daemonset["spec"]["template"]
+    assert template["spec"]["priorityClassName"] == "system-node-critical"
+    assert "--hostname-label=Hostname" in template["spec"]["containers"][0]["args"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "exporter-probe", "namespace": NAMESPACE}}
+    pod |= {"spec": template["spec"]}
+    admitted = cluster.kubectl(
+        "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(pod), check=False
+    )
+    assert admitted.returncode == 0, admitted.stderr
+    assert json.loads(admitted.stdout)["spec"]["priority"] == 2_000_001_000

@@ -22,6 +22,23 @@ def get_json(cluster: Cluster, *args: str) -> Any:
     return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
 
 
+def events_of(cluster: Cluster, namespace: str, kind: str, name: str) -> list[tuple[str, str, str]]:
+    """The (type, reason, message) of every Event recorded on one object."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+    items = get_json(cluster, "events", "-n", namespace, "--field-selector", selector)["items"]
+    return [(e["type"], e["reason"], e["message"]) for e in items]
+
+
+def wait_for_event(cluster: Cluster, namespace: str, kind: str, name: str, type_and_reason: tuple[str, str]) -> str:
+    """Wait for an Event of this (type, reason) on the object; its message."""
+
+    def recorded() -> str | None:
+        found = [m for t, r, m in events_of(cluster, namespace, kind, name) if (t, r) == type_and_reason]
+        return found[0] if found else None
+
+    return wait_until(recorded, f"a {type_and_reason} Event on {kind} {namespace}/{name}", timeout=60)
+
+
 def apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
 

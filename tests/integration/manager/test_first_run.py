@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import apply, get_json
+from tests.integration.manager.conftest import apply, get_json, wait_for_event
 from tests.integration.manager.guide_objects import FLAVOR, RESEARCH_LOCAL_QUEUE, RESEARCH_QUEUE, gpu_job, guide
 from tests.integration.manager.test_guide import admitted_workload, create_job, running_pods, workload_of
 from tests.manager_process import ManagerProcess
@@ -87,10 +87,10 @@ def test_quota_without_cpu_and_memory_makes_the_workload_inadmissible_with_the_r
     assert "ClusterQueue research does not cover resource cpu" in message
     described = cluster.kubectl("describe", "workload", "-n", "research").stdout
     assert "does not cover resource cpu" in described
-    wait_until(
-        lambda: any("waiting for quota" in m for m in _events(cluster, "research", "Job", "no-cpu-quota")),
-        "a 'waiting for quota' event on the Job",
-    )
+    workload = workload_of(cluster, "research", uid)
+    assert workload is not None
+    warned = wait_for_event(cluster, "research", "Workload", workload["metadata"]["name"], ("Warning", "Pending"))
+    assert "ClusterQueue research does not cover resource cpu" in warned  # Kueue's event: the pending reason
     assert get_json(cluster, "job", "no-cpu-quota", "-n", "research")["spec"]["suspend"] is True
 
 
@@ -109,10 +109,8 @@ def test_a_job_created_before_the_webhook_is_suspended_once_the_manager_starts(
     running_pods(cluster, "research", "early", 1)  # it really ran without kuota
 
     manager.start()
-    wait_until(
-        lambda: any("kuota suspended the Job" in m for m in _events(cluster, "research", "Job", "early")),
-        "kuota to suspend the Job that ran without admission",
-    )
+    stopped = wait_for_event(cluster, "research", "Job", "early", ("Normal", "Stopped"))
+    assert stopped == "Not admitted by cluster queue"  # Kueue's event when it suspends a Job running unadmitted
     admitted_workload(cluster, "research", created["metadata"]["uid"])
     pods = running_pods(cluster, "research", "early", 1)
     assert pods[0]["spec"]["nodeSelector"] == {"gpu-type": "h100", "capacity-type": "on-demand"}

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
-from tests.integration.manager.conftest import apply, get_json
+from tests.integration.manager.conftest import apply, events_of, get_json, wait_for_event
 from tests.integration.manager.guide_objects import FINETUNE_JOB, VERBATIM, gpu_job, guide, team_queues
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
@@ -111,8 +111,23 @@ def test_the_guides_job_is_held_then_admitted_whole_on_h100_ondemand_and_gives_i
     )
     assert _condition(finished, "Finished")["reason"] == "Succeeded"  # type: ignore[index]
     wait_until(lambda: gpu_usage(cluster, "research") == "0", "research's GPUs to be given back")
-    admitted = (("cluster_queue", "research"), ("priority_class", ""))
-    assert manager.metric_values()[("kueue_admitted_workloads_total", admitted)] == 1
+    # Kueue's events, on the objects Kueue records them on.
+    name = finished["metadata"]["name"]  # type: ignore[index]
+    reserved = wait_for_event(cluster, "research", "Workload", name, ("Normal", "QuotaReserved"))
+    assert reserved.startswith("Quota reserved in ClusterQueue research, wait time since queued was ")
+    admitted_message = wait_for_event(cluster, "research", "Workload", name, ("Normal", "Admitted"))
+    assert admitted_message == "Admitted by ClusterQueue research, wait time since reservation was 0s"
+    created_message = wait_for_event(cluster, "research", "Job", job, ("Normal", "CreatedWorkload"))
+    assert created_message == f"Created Workload: research/{name}"
+    started = wait_for_event(cluster, "research", "Job", job, ("Normal", "Started"))
+    assert started.startswith("Admitted by clusterQueue research")
+    finished_message = wait_for_event(cluster, "research", "Job", job, ("Normal", "FinishedWorkload"))
+    assert finished_message == f"Workload 'research/{name}' is declared finished"
+    admitted = (("cluster_queue", "research"), ("priority_class", ""), ("replica_role", "leader"))
+    values = manager.metric_values()
+    assert values[("kueue_admitted_workloads_total", admitted)] == 1
+    assert values[("kueue_finished_workloads_total", admitted)] == 1
+    assert values[("kueue_finished_workloads", (("cluster_queue", "research"), ("replica_role", "leader")))] == 1
 
 
 def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting_the_newest_sweeps(
@@ -142,7 +157,8 @@ def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting
     finetune = create_job(
         cluster, gpu_job("llm-finetune", "applied-ml", pods=2, gpus_per_pod=4, priority_class="production-finetune")
     )
-    admitted_workload(cluster, "applied-ml", finetune["metadata"]["uid"])
+    finetune_workload = admitted_workload(cluster, "applied-ml", finetune["metadata"]["uid"])
+    finetune_workload_uid = finetune_workload["metadata"]["uid"]
     running_pods(cluster, "applied-ml", "llm-finetune", 2)
 
     preempted = {"sweep-3", "sweep-4"}  # the most recently admitted borrowers, 8 GPUs
@@ -155,15 +171,56 @@ def test_saturday_sweep_borrows_to_20_and_monday_finetune_reclaims_by_preempting
             assert _is_true(workload, "Requeued")
             assert not _is_true(workload, "QuotaReserved")
             assert get_json(cluster, "job", name, "-n", "research")["spec"]["suspend"] is True
+            victim = workload["metadata"]["name"]
+            evicted = wait_for_event(cluster, "research", "Workload", victim, ("Normal", "EvictedDueToPreempted"))
+            assert evicted == _condition(workload, "Evicted")["message"]  # type: ignore[index]
+            assert evicted.startswith(f"Preempted to accommodate a workload (UID: {finetune_workload_uid}, ")
+            assert "due to reclamation within the cohort; preemptor path: /gpu-pool/applied-ml" in evicted
+            told = wait_for_event(cluster, "research", "Workload", victim, ("Normal", "Preempted"))
+            assert told.startswith(evicted + "; preemptor effective priority: ")
+            stopped = wait_for_event(cluster, "research", "Job", name, ("Normal", "Stopped"))
+            assert stopped == evicted
+            told_preemptor = (
+                f"Preempted workload research/{victim} (UID: {workload['metadata']['uid']}) in ClusterQueue"
+            )
+            wait_until(
+                lambda told=told_preemptor: any(
+                    kind == "PreemptedWorkload" and m.startswith(f"{told} research; ")
+                    for _, kind, m in events_of(
+                        cluster, "applied-ml", "Workload", finetune_workload["metadata"]["name"]
+                    )
+                ),
+                f"a PreemptedWorkload Event on the fine-tune naming {victim}",
+                timeout=60,
+            )
         else:
             assert _is_true(workload, "Admitted"), name
     wait_until(lambda: gpu_usage(cluster, "research") == "12", "research's status to show 12 GPUs in use")
     metrics = manager.metric_values()
-    preempted = (("preempting_cluster_queue", "applied-ml"), ("reason", "InCohortReclamation"))
+    preempted = (
+        ("preempting_cluster_queue", "applied-ml"),
+        ("reason", "InCohortReclamation"),
+        ("replica_role", "leader"),
+    )
     assert metrics[("kueue_preempted_workloads_total", preempted)] == 2
-    usage = (("cluster_queue", "research"), ("cohort", "gpu-pool"), ("flavor", "h100-ondemand"), ("resource", GPU))
+    by_preemption = {("reason", "Preempted"), ("underlying_cause", ""), ("replica_role", "leader")}
+    for name, queue in (
+        ("kueue_evicted_workloads_total", ("cluster_queue", "research")),
+        ("kueue_local_queue_evicted_workloads_total", ("namespace", "research")),
+    ):
+        evicted = sum(v for (n, labels), v in metrics.items() if n == name and {queue, *by_preemption} <= set(labels))
+        assert evicted == 2, name
+    leader = ("replica_role", "leader")
+    usage = (
+        ("cluster_queue", "research"),
+        ("cohort", "gpu-pool"),
+        ("flavor", "h100-ondemand"),
+        leader,
+        ("resource", GPU),
+    )
     assert metrics[("kueue_cluster_queue_resource_usage", usage)] == 12
-    assert metrics[("kueue_pending_workloads", (("cluster_queue", "research"), ("status", "active")))] == 3
+    assert metrics[("kueue_cluster_queue_resource_reservation", usage)] == 12
+    assert metrics[("kueue_pending_workloads", (("cluster_queue", "research"), leader, ("status", "active")))] == 3
     pending_sixth = workload_of(cluster, "research", sixth["metadata"]["uid"])
     assert pending_sixth is not None and not _is_true(pending_sixth, "QuotaReserved")
 
@@ -192,8 +249,17 @@ def test_a_job_past_its_maximum_execution_time_is_suspended_and_its_workload_dea
         return workload if workload is not None and workload["spec"].get("active") is False else None
 
     workload = wait_until(deactivated, "the Workload to be deactivated after 3 s of running", timeout=30)
-    assert _condition(workload, "Evicted")["reason"] == "Deactivated"  # type: ignore[index]
+    evicted = _condition(workload, "Evicted")
+    assert evicted is not None and evicted["reason"] == "DeactivatedDueToMaximumExecutionTimeExceeded"
+    assert evicted["message"] == "The workload is deactivated due to exceeding the maximum execution time"
+    requeued = _condition(workload, "Requeued")
+    assert requeued is not None and (requeued["status"], requeued["reason"]) == ("False", evicted["reason"])
     assert not _is_true(workload, "QuotaReserved")
+    name = workload["metadata"]["name"]
+    event = ("Normal", "EvictedDueToDeactivatedDueToMaximumExecutionTimeExceeded")
+    assert wait_for_event(cluster, "research", "Workload", name, event) == evicted["message"]
+    warning = wait_for_event(cluster, "research", "Workload", name, ("Warning", "MaximumExecutionTimeExceeded"))
+    assert warning == "The maximum execution time (3s) exceeded"
     wait_until(
         lambda: get_json(cluster, "job", "time-boxed", "-n", "research")["spec"]["suspend"], "the Job to be suspended"
     )

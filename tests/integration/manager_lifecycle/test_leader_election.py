@@ -71,6 +71,10 @@ def test_only_the_leader_admits_and_a_graceful_stop_hands_over_well_inside_the_l
     admitted_workload(cluster, "research", first["metadata"]["uid"])
     assert _admitted_count(leader) == 1
     assert _admitted_count(follower) == 0
+    # Kueue's replica_role; only the deciding replica shows queue gauges, so sums over replicas count once.
+    pending = (("cluster_queue", "research"), ("replica_role", "leader"), ("status", "active"))
+    assert ("kueue_pending_workloads", pending) in leader.metric_values()
+    assert "kueue_pending_workloads{" not in follower.metrics()
     assert follower.ready()  # the follower serves the webhook and is ready while not leading
 
     stopped = time.monotonic()
@@ -82,5 +86,6 @@ def test_only_the_leader_admits_and_a_graceful_stop_hands_over_well_inside_the_l
     second = create_job(cluster, gpu_job("ha-second", "research", pods=1, gpus_per_pod=4))
     admitted_workload(cluster, "research", second["metadata"]["uid"])
     assert _admitted_count(follower) == 1
+    assert 'replica_role="leader"' in follower.metrics()
     lease = get_json(cluster, "lease", "kuota-manager", "-n", NAMESPACE)
     assert lease["spec"]["leaseTransitions"] >= 1

@@ -100,6 +100,43 @@ def synthetic_week_report(
     )
 
 
+@pytest.fixture(scope="session")
+def priced_week_report(
+    synthetic_week_report: ReportRun,
+    synthetic_week_exporters: synthetic_week.GpuExporters,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ReportRun:
+    """The same week again, its H100s priced by their GPU model, compared with the first run (--previous)."""
+    prometheus: PrometheusServer = request.getfixturevalue(
+        "dcgm_week_prometheus"
+        if synthetic_week_exporters is synthetic_week.GpuExporters.DCGM_ONLY
+        else "synthetic_week_prometheus"
+    )
+    workdir = tmp_path_factory.mktemp(f"priced-week-report-{synthetic_week_exporters}")
+    config = workdir / "queues.yaml"
+    config.write_text(synthetic_week.CONFIG_YAML, encoding="utf-8")
+    return run_report(
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        str(synthetic_week.END),
+        "--window",
+        "7d",
+        "--resolution",
+        "5m",
+        "--config",
+        str(config),
+        "--price",
+        str(synthetic_week.FREE_GPU_PRICE),
+        "--price",
+        f"{synthetic_week.MODEL}={synthetic_week.MODEL_PRICE}",
+        "--previous",
+        str(synthetic_week_report.out / "report.json"),
+        out=workdir / "out",
+    )
+
+
 def _helios_cache() -> Path:
     """Backfilling a month of 16 teams takes promtool a minute or two: keep the blocks, keyed by the inputs."""
     digest = hashlib.sha256()

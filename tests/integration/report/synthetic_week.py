@@ -42,6 +42,10 @@ BUCKETS = (1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20
 GPU = "nvidia.com/gpu"
 NODES = ("node-a", "node-b", "node-c")
 GPUS_PER_NODE = 8
+MODEL = "NVIDIA H100 80GB HBM3"  # dcgm-exporter's modelName of every GPU
+# a second report prices GPU-hours by their model, and a GPU nobody holds (model unknown) at the default
+MODEL_PRICE = 5.0
+FREE_GPU_PRICE = 3.0
 
 
 class GpuExporters(StrEnum):
@@ -181,7 +185,7 @@ def _dcgm_series(om: OpenMetricsHistory, held_util: Callable[[PodGpus, int], flo
                 "gpu": str(gpu),
                 "UUID": f"GPU-{node}-{gpu}",
                 "device": f"nvidia{gpu}",
-                "modelName": "NVIDIA H100 80GB HBM3",
+                "modelName": MODEL,
             }
             series: dict[str, tuple[dict[str, str], list[tuple[int, float]]]] = {}
             for t, hour in _samples():

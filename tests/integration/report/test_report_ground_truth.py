@@ -7,6 +7,8 @@ dcgm-exporter's ``DCGM_FI_DEV_GPU_UTIL`` alone, relabelled to ``exported_namespa
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
 import pytest
@@ -160,3 +162,94 @@ def test_missing_job_history_is_named_not_zero(synthetic_week_report: ReportRun)
     assert report["cluster"]["failed_gpu_hours"] is None
     markdown = (synthetic_week_report.out / "report.md").read_text(encoding="utf-8")
     assert "GPU-hours of failed or cancelled jobs | missing data" in markdown
+
+
+# allocated and busy GPU-hours per namespace, from the generated week's docstring
+NAMESPACE_HOURS = {
+    "research": (8 * 168 + 4 * 48, 8 * (50 * 0.9 + 118 * 0.3) + 4 * 48 * 0.95),
+    "inference": (3 * 168, (0.6 + 0.6 + 0.02) * 168),
+    "applied": (8 * 84, 8 * 84 * 0.4),
+}
+TEAM_OF = {"research": "research", "inference": "inference", "applied": "applied-ml"}
+
+
+def test_money_per_team_and_namespace_is_gpu_hours_times_the_price(synthetic_week_report: ReportRun) -> None:
+    report = synthetic_week_report.json()
+    for namespace, (allocated, used) in NAMESPACE_HOURS.items():
+        figures = next(n for n in report["namespaces"] if n["name"] == namespace)
+        assert figures["team"] == TEAM_OF[namespace]
+        assert figures["gpu_models"] == {week.MODEL: pytest.approx(allocated)}, "the model is known in both variants"
+        for money in (figures["money"], _team(report, TEAM_OF[namespace])["money"]):
+            assert money["allocated_dollars"] == pytest.approx(allocated * PRICE)
+            assert money["used_dollars"] == pytest.approx(used * PRICE)
+            assert money["idle_dollars"] == pytest.approx((allocated - used) * PRICE)
+            assert money["price_per_gpu_hour"] == pytest.approx(PRICE)
+    total = sum(allocated for allocated, _ in NAMESPACE_HOURS.values())
+    assert report["cluster"]["money"]["allocated_dollars"] == pytest.approx(total * PRICE)
+
+
+def test_report_csv_holds_the_same_figures(synthetic_week_report: ReportRun) -> None:
+    text = (synthetic_week_report.out / "report.csv").read_text(encoding="utf-8")
+    rows = {(row["scope"], row["name"]): row for row in csv.DictReader(io.StringIO(text, newline=""))}
+    assert set(rows) == {("cluster", "cluster")} | {("team", t) for t in TEAM_OF.values()} | {
+        ("namespace", n) for n in NAMESPACE_HOURS
+    }
+    report = synthetic_week_report.json()
+    for namespace, (allocated, used) in NAMESPACE_HOURS.items():
+        for row in (rows[("namespace", namespace)], rows[("team", TEAM_OF[namespace])]):
+            assert float(row["allocated_gpu_hours"]) == pytest.approx(allocated, abs=1e-3)
+            assert float(row["utilization_percent"]) == pytest.approx(100 * used / allocated, abs=1e-3)
+            assert float(row["idle_dollars"]) == pytest.approx((allocated - used) * PRICE, abs=1e-3)
+        team = rows[("team", TEAM_OF[namespace])]
+        assert team["verdict"] == _team(report, TEAM_OF[namespace])["verdict"]["quadrant"]
+    assert float(rows[("team", "inference")]["idle_held_gpu_hours"]) == pytest.approx(168)
+    assert float(rows[("team", "research")]["wait_p95_s"]) == pytest.approx(2560 + 2560 * (95 - 80) / (100 - 80))
+
+
+def test_daily_utilization_follows_the_working_days_and_the_weekend_sweep(synthetic_week_report: ReportRun) -> None:
+    report = synthetic_week_report.json()
+    assert report["trend_day_ends"] == [week.START + 86400 * (day + 1) for day in range(7)]
+    research = _team(report, "research")["daily"]["utilization_percent"]
+    assert research[0] == pytest.approx(100 * 8 * (10 * 0.9 + 14 * 0.3) / (8 * 24))  # Monday
+    assert research[5] == pytest.approx(100 * (8 * 24 * 0.3 + 4 * 24 * 0.95) / (12 * 24))  # Saturday
+    monday_busy = 8 * (10 * 0.9 + 14 * 0.3) + 24 * 1.22
+    assert report["cluster"]["daily"]["utilization_percent"][0] == pytest.approx(100 * monday_busy / (24 * 24))
+    assert all(p95 is not None for p95 in _team(report, "research")["daily"]["wait_p95_s"])
+    markdown = (synthetic_week_report.out / "report.md").read_text(encoding="utf-8")
+    for chart in ("utilization-trend", "wait-trend"):
+        assert (synthetic_week_report.out / f"{chart}.svg").read_text(encoding="utf-8").startswith("<svg")
+        assert f"]({chart}.svg)" in markdown
+
+
+def test_gpu_hours_are_priced_by_their_gpu_model_and_free_gpus_at_the_default(priced_week_report: ReportRun) -> None:
+    assert priced_week_report.exit_code == 0, priced_week_report.stderr
+    report = priced_week_report.json()
+    for namespace, (allocated, used) in NAMESPACE_HOURS.items():
+        money = _team(report, TEAM_OF[namespace])["money"]
+        assert money["allocated_dollars"] == pytest.approx(allocated * week.MODEL_PRICE)
+        assert money["used_dollars"] == pytest.approx(used * week.MODEL_PRICE)
+    assert _team(report, "inference")["idle_cost"]["dollars"]["night"] == pytest.approx(NIGHT_HOURS * week.MODEL_PRICE)
+    expected = {"workday": 0.0, "night": 0.0, "weekend": 0.0}
+    for hour in range(168):
+        allocated = 8 + 3 + (4 if week.is_weekend_hour(hour) else 0) + (8 if week.applied_running(hour) else 0)
+        kind = "weekend" if week.is_weekend_hour(hour) else "workday" if week.is_workday_hour(hour) else "night"
+        expected[kind] += (24 - allocated) * week.FREE_GPU_PRICE + 1 * week.MODEL_PRICE  # + the idle notebook
+    assert report["cluster"]["idle_cost"]["dollars"] == {k: pytest.approx(v) for k, v in expected.items()}
+
+
+def test_week_over_week_against_the_same_week_differs_only_in_price(
+    priced_week_report: ReportRun, synthetic_week_report: ReportRun
+) -> None:
+    assert priced_week_report.exit_code == 0, priced_week_report.stderr
+    comparison = priced_week_report.json()["week_over_week"]
+    assert [change["name"] for change in comparison["teams"]] == [
+        team["name"] for team in synthetic_week_report.json()["teams"]
+    ]
+    for change in comparison["teams"]:
+        assert change["utilization_before_percent"] == pytest.approx(change["utilization_now_percent"])
+        assert change["wait_p95_before_s"] == pytest.approx(change["wait_p95_now_s"])
+        assert change["verdict_before"] == change["verdict_now"]
+    inference = next(change for change in comparison["teams"] if change["name"] == "inference")
+    assert inference["idle_cost_before_dollars"] == pytest.approx(168 * PRICE)
+    assert inference["idle_cost_now_dollars"] == pytest.approx(168 * week.MODEL_PRICE)
+    assert "## Week over week" in (priced_week_report.out / "report.md").read_text(encoding="utf-8")

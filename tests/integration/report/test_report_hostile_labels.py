@@ -3,6 +3,8 @@ them escaped, report.html (charts included) is written, and a --workloads dump w
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -55,8 +57,11 @@ def test_hostile_label_values_are_escaped_in_report_md_and_charted_in_report_htm
     assert "<script" not in markdown and not re.search(r"(?<!\\)\]\(javascript:", markdown)
     for namespace in NAMESPACES:
         assert f"### {markdown_text(namespace)}\n" in markdown
+        assert f"| {markdown_text(namespace)} | {markdown_text(namespace)} | unknown (3.0) |" in markdown  # namespaces
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert "<!-- $\\foo{$ -->" in page and 'data-charts="3"' in page
+    assert "<!-- $\\foo{$ -->" in page and 'data-charts="4"' in page  # the 3 of these labels and the daily trend
+    rows = list(csv.DictReader(io.StringIO((out / "report.csv").read_text(encoding="utf-8"), newline="")))
+    assert {row["name"] for row in rows if row["scope"] == "namespace"} == set(NAMESPACES), "CSV quoting keeps them"
 
 
 def test_a_dump_with_bad_items_still_reports_and_counts_them(

@@ -35,7 +35,7 @@ def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_repor
     page = synthetic_week_report.out / "report.html"
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything"
-    assert text.count("<svg") >= 4
+    assert text.count("<svg") >= 6
     completed = subprocess.run(
         [_chromium(), *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
         capture_output=True,
@@ -46,7 +46,7 @@ def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_repor
     assert completed.returncode == 0, completed.stderr[-2000:]
     dom = completed.stdout
     assert re.search(r'id="render-check"[^>]*data-state="ok"', dom), dom[:500]
-    assert "charts rendered: 4 of 4" in dom
+    assert "charts rendered: 6 of 6" in dom, "the four charts and the two daily trends"
     console_errors = [
         line
         for line in completed.stderr.splitlines()

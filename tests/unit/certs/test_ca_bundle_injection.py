@@ -13,7 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from kuota.certs.ca_bundle_injection import WebhookConfigurations, inject_ca_bundle
 from kuota.certs.errors import CaBundleInjectionError
-from kuota.kube.client import ApiServerAccess, KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.credentials import ApiServerAccess
 
 PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kuota"
 

@@ -49,3 +49,45 @@ def test_crds_keep_false_lets_uninstall_delete_them() -> None:
 
 def test_crds_install_false_renders_no_crd() -> None:
     assert render({"crds": {"install": False}}).of_kind("CustomResourceDefinition") == []
+
+
+def test_the_conversion_service_reaches_the_manager_pods_before_they_are_ready() -> None:
+    rendered = render()
+    admission, conversion = (
+        rendered.one("Service", "kuota-webhook"),
+        rendered.one("Service", "kuota-webhook-conversion"),
+    )
+    assert conversion["spec"]["publishNotReadyAddresses"] is True
+    assert "publishNotReadyAddresses" not in admission["spec"], "admission must wait for synced caches"
+    assert (conversion["spec"]["selector"], conversion["spec"]["ports"]) == (
+        admission["spec"]["selector"],
+        admission["spec"]["ports"],
+    )
+
+
+def test_the_conversion_webhook_names_the_releases_service_and_no_ca_bundle() -> None:
+    for crd in render({"fullnameOverride": "gpu-quota"}, namespace="platform").of_kind("CustomResourceDefinition"):
+        assert crd["spec"]["conversion"] == {
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "service": {
+                        "name": "gpu-quota-webhook-conversion",
+                        "namespace": "platform",
+                        "path": "/convert",
+                        "port": 443,
+                    }
+                },
+            },
+        }, crd["metadata"]["name"]
+
+
+def test_cert_manager_injects_the_ca_into_the_crds_conversion_webhook() -> None:
+    rendered = render({"webhook": {"certificates": {"mode": "cert-manager"}}})
+    certificate = rendered.one("Certificate")["metadata"]["name"]
+    for crd in rendered.of_kind("CustomResourceDefinition"):
+        assert crd["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": f"kuota-system/{certificate}",
+            "helm.sh/resource-policy": "keep",
+        }

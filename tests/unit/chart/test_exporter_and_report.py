@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from tests.unit.chart.rendering import VALUES_SETS, pod_spec, render
@@ -85,13 +87,43 @@ def test_the_report_command_parses_with_the_cli_and_writes_into_the_volume() -> 
     words = [env.get(w.lstrip("$"), w) if w.startswith("$") else w for w in words]
     parsed = parse_with_the_cli(words[1:])
     assert parsed.prometheus == "http://prometheus.monitoring:9090"
-    assert (parsed.window, parsed.price, parsed.config) == ("7d", "p5.48xlarge", "/etc/kuota-report/queues")
+    assert (parsed.window, parsed.price, parsed.config) == ("7d", ["p5.48xlarge"], "/etc/kuota-report/queues")
     assert parsed.in_cluster, "the report reads the retained Workloads with its service account"
     assert parsed.out == "/report/2026-01-05T0600Z"
     assert {"name": "report", "mountPath": "/report"} in report["volumeMounts"]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["report"]["persistentVolumeClaim"]["claimName"] == "kuota-report"
     assert volumes["queues"]["configMap"]["name"] == "kuota-queues"
+
+
+def test_each_run_compares_itself_with_the_last_kept_report(tmp_path: Path) -> None:
+    """The rendered script, run by sh twice on one volume: the second run gets --previous of the first's report."""
+    _, containers = _report_containers(VALUES_SETS["report"])
+    report = next(c for c in containers if c["name"] == "report")
+    volume = tmp_path / "report"
+    volume.mkdir()
+    script = report["command"][2].replace("/report/", f"{volume}/")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    # Records its arguments and writes report.json into --out, as `kuota report` does.
+    fake = bin_dir / "kuota"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {calls}\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = --out ]; then mkdir -p "$2"; echo {} > "$2/report.json"; fi; shift; done\n'
+    )
+    fake.chmod(0o755)
+    env = {item["name"]: item.get("value") or "" for item in report["env"]} | {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    for run, date in enumerate(("2026-01-05T0600Z", "2026-01-12T0600Z")):
+        dated = script.replace("$(date -u +%Y-%m-%dT%H%MZ)", date)
+        subprocess.run(["sh", "-c", dated, "kuota-report"], env=env, check=True, timeout=30)
+        assert (volume / "latest").resolve() == volume / date, f"run {run}: latest names the newest"
+    first, second = calls.read_text().splitlines()
+    assert "--previous" not in first.split(), "nothing to compare with on the first run"
+    words = second.split()
+    assert words[words.index("--previous") + 1] == f"{volume}/latest/report.json"
+    assert words[words.index("--out") + 1] == f"{volume}/2026-01-12T0600Z"
 
 
 def test_a_summary_webhook_posts_the_report_after_it_is_written() -> None:
@@ -133,3 +165,21 @@ def test_the_summary_webhook_url_can_come_from_a_secret() -> None:
     spec, _ = _report_containers(values)
     env = spec["containers"][0]["env"]
     assert env == [{"name": "SUMMARY_WEBHOOK_URL", "valueFrom": {"secretKeyRef": {"name": "slack", "key": "webhook"}}}]
+
+
+def test_the_exporter_is_node_critical_by_default_as_dcgm_exporters_chart_makes_it() -> None:
+    assert _exporter_spec()["priorityClassName"] == "system-node-critical"
+    assert _exporter_spec({"exporter": {"priorityClassName": "gpu-telemetry"}})["priorityClassName"] == "gpu-telemetry"
+    assert "priorityClassName" not in _exporter_spec({"exporter": {"priorityClassName": ""}})
+
+
+def test_the_hostname_label_value_reaches_the_exporter_and_the_idle_alert() -> None:
+    assert parse_with_the_cli(_exporter_spec()["containers"][0]["args"]).hostname_label == "Hostname"
+    values = {"exporter": {"hostnameLabel": "hostname"}} | VALUES_SETS["monitoring"]
+    rendered = render(values)
+    args = pod_spec(rendered.one("DaemonSet", "kuota-exporter"))["containers"][0]["args"]
+    assert parse_with_the_cli(args).hostname_label == "hostname"
+    rules = [r for g in rendered.one("PrometheusRule")["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    (idle,) = [r for r in rules if "$labels.gpu" in r["annotations"].get("description", "")]
+    assert "{{ $labels.hostname }}" in idle["annotations"]["description"]
+    assert "$labels.Hostname" not in idle["annotations"]["description"]

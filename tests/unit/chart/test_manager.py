@@ -79,6 +79,7 @@ def test_manager_flags_are_the_contract_and_parse_with_the_cli() -> None:
         "--identity": "$(POD_NAME)",
         "--webhook-listen": "0.0.0.0:9443",
         "--metrics-listen": "0.0.0.0:8080",
+        "--metrics-secure": None,
         "--health-listen": "0.0.0.0:8081",
         "--leader-elect": None,
         "--lease-name": "kuota-manager",
@@ -119,6 +120,8 @@ def test_cert_manager_mode_mounts_the_certificate_and_lets_cert_manager_inject_t
     assert certificate["spec"]["dnsNames"] == [
         f"kuota-webhook.{NAMESPACE}.svc",
         f"kuota-webhook.{NAMESPACE}.svc.cluster.local",
+        f"kuota-webhook-conversion.{NAMESPACE}.svc",
+        f"kuota-webhook-conversion.{NAMESPACE}.svc.cluster.local",
     ]
     assert certificate["spec"]["issuerRef"] == {"name": rendered.one("Issuer")["metadata"]["name"], "kind": "Issuer"}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -129,9 +132,11 @@ def test_cert_manager_mode_mounts_the_certificate_and_lets_cert_manager_inject_t
     assert volumes["serving-certs"]["secret"]["secretName"] == "kuota-webhook-tls"
     assert mounts["serving-certs"] == {"name": "serving-certs", "mountPath": flags["--cert-dir"], "readOnly": True}
     rules = [rule for role in rendered.of_kind("ClusterRole") + rendered.of_kind("Role") for rule in role["rules"]]
-    assert not [r for r in rules if {"secrets", "mutatingwebhookconfigurations"} & set(r["resources"])], (
-        "with cert-manager the manager needs no Secret or webhook configuration access"
-    )
+    assert not [
+        r
+        for r in rules
+        if {"secrets", "mutatingwebhookconfigurations", "customresourcedefinitions"} & set(r.get("resources", []))
+    ], "with cert-manager the manager needs no Secret, webhook configuration or CRD access"
 
 
 def test_an_existing_issuer_replaces_the_self_signed_one() -> None:
@@ -276,12 +281,22 @@ def test_manager_cluster_role_is_exactly_the_contract() -> None:
     expected |= {("kueue.x-k8s.io", "workloads/finalizers", "update", "")}
     expected |= {("", "namespaces", verb, "") for verb in ("get", "list", "watch")}
     expected |= {(group, "events", verb, "") for group in ("", "events.k8s.io") for verb in ("create", "patch")}
+    # The secure /metrics endpoint's checks of its callers.
+    expected |= {
+        ("authentication.k8s.io", "tokenreviews", "create", ""),
+        ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
+    }
     for kind, name in (
         ("mutatingwebhookconfigurations", "kuota-mutating-webhook"),
         ("validatingwebhookconfigurations", "kuota-validating-webhook"),
     ):
         expected |= {
             ("admissionregistration.k8s.io", kind, verb, name) for verb in ("get", "list", "watch", "update", "patch")
+        }
+    for crd in crd_manifests():
+        expected |= {
+            ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd["metadata"]["name"])
+            for verb in ("get", "update", "patch")
         }
     assert grants == expected
 

@@ -276,3 +276,70 @@ def test_scrape_configs_set_the_job_label_the_rules_select_on_and_keep_the_holde
         exporter = by_name["kuota-exporter"]
         assert exporter["honorLabels"] is True
         assert {"action": "labeldrop", "regex": "namespace|pod|container"} in exporter["relabelings"]
+
+
+def test_relabelings_and_metric_relabelings_are_added_per_component_after_the_charts_own() -> None:
+    drop_bus = {"action": "labeldrop", "regex": "pci_bus_id|DCGM_FI_DRIVER_VERSION"}
+    add_cluster = {"action": "replace", "targetLabel": "cluster", "replacement": "gpu-west"}
+    keep_queues = {"action": "keep", "sourceLabels": ["__name__"], "regex": "kueue_.*|kuota_.*"}
+    per_kind = {
+        "enabled": True,
+        "relabelings": {"exporter": [add_cluster]},
+        "metricRelabelings": {"exporter": [drop_bus], "manager": [keep_queues]},
+    }
+    rendered = render({"monitoring": {"serviceMonitor": per_kind, "podMonitor": per_kind}})
+    for kind, endpoints in (("ServiceMonitor", "endpoints"), ("PodMonitor", "podMetricsEndpoints")):
+        by_name = {m["metadata"]["name"]: m["spec"][endpoints][0] for m in rendered.of_kind(kind)}
+        exporter, manager = by_name["kuota-exporter"], by_name["kuota-manager"]
+        assert exporter["relabelings"][-1] == add_cluster
+        assert {"action": "labeldrop", "regex": "namespace|pod|container"} in exporter["relabelings"]
+        assert exporter["metricRelabelings"] == [drop_bus]
+        assert manager["metricRelabelings"] == [keep_queues]
+        assert add_cluster not in manager["relabelings"]
+    defaults = render(VALUES_SETS["monitoring"])
+    for monitor in defaults.of_kind("ServiceMonitor") + defaults.of_kind("PodMonitor"):
+        endpoint = (monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"])[0]
+        assert "metricRelabelings" not in endpoint
+
+
+def test_the_manager_is_scraped_over_https_with_the_scrapers_token_and_the_serving_ca() -> None:
+    rendered = render(VALUES_SETS["monitoring"])
+    scraper = rendered.one("ServiceAccount", "kuota-metrics-scraper")
+    token = rendered.one("Secret", "kuota-metrics-scraper")
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"] == {"kubernetes.io/service-account.name": scraper["metadata"]["name"]}
+    assert rendered.one("ClusterRole", "kuota-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    binding = rendered.one("ClusterRoleBinding", "kuota-metrics-scraper")
+    assert binding["roleRef"]["name"] == "kuota-metrics-reader"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kuota-metrics-scraper", "namespace": "kuota-system"}
+    ]
+    for kind, endpoints in (("ServiceMonitor", "endpoints"), ("PodMonitor", "podMetricsEndpoints")):
+        by_name = {m["metadata"]["name"]: m["spec"][endpoints][0] for m in rendered.of_kind(kind)}
+        manager = by_name["kuota-manager"]
+        assert manager["scheme"] == "https"
+        assert manager["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": "kuota-metrics-scraper", "key": "token"},
+        }
+        assert manager["tlsConfig"] == {
+            "ca": {"secret": {"name": "kuota-webhook-tls", "key": "ca.crt"}},
+            "serverName": "kuota-webhook.kuota-system.svc",
+        }
+        assert "scheme" not in by_name["kuota-exporter"]
+
+
+def test_plain_http_metrics_keep_the_old_scrape_and_need_no_review_rights() -> None:
+    rendered = render(VALUES_SETS["monitoring"] | {"manager": {"secureMetrics": False}})
+    assert (
+        "--no-metrics-secure"
+        in rendered.one("Deployment", "kuota-manager")["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert not [role for role in rendered.of_kind("ClusterRole") if role["metadata"]["name"] == "kuota-metrics-reader"]
+    manager_role = rendered.one("ClusterRole", "kuota-manager")
+    assert not [rule for rule in manager_role["rules"] if "tokenreviews" in rule.get("resources", [])]
+    for monitor in rendered.of_kind("ServiceMonitor") + rendered.of_kind("PodMonitor"):
+        endpoint = (monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"])[0]
+        assert "scheme" not in endpoint and "authorization" not in endpoint

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.unit.chart.rendering import CHART, NAMESPACE, RELEASE, VALUES_SETS, render, run_helm
 
@@ -57,6 +59,17 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
         "at '/webhook/excludedNamespaces/0'",
     ),
     ("bad digest", {"manager": {"image": {"digest": "latest"}}}, "at '/manager/image/digest'"),
+    ("hostname label", {"exporter": {"hostnameLabel": "node"}}, "at '/exporter/hostnameLabel': value must be one of"),
+    (
+        "relabelings of an unknown component",
+        {"monitoring": {"serviceMonitor": {"relabelings": {"exporters": []}}}},
+        "additional properties 'exporters' not allowed",
+    ),
+    (
+        "metric relabelings not a list",
+        {"monitoring": {"podMonitor": {"metricRelabelings": {"manager": {"action": "drop"}}}}},
+        "at '/monitoring/podMonitor/metricRelabelings/manager'",
+    ),
 ]
 
 
@@ -76,3 +89,25 @@ def test_a_disruption_budget_that_blocks_every_drain_is_refused() -> None:
     )
     assert result.returncode != 0
     assert "manager.podDisruptionBudget.minAvailable (2) must be below manager.replicas (2)" in result.stderr
+
+
+def test_every_kuota_value_in_the_guide_from_kueues_chart_exists() -> None:
+    """The README's "Coming from Kueue's chart" table names real values, so the guide cannot drift."""
+    readme = (CHART / "README.md").read_text()
+    section = readme.split("## Coming from Kueue's chart", 1)[1].split("\n## ", 1)[0]
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    named: list[str] = []
+    for row in section.splitlines():
+        cells = row.split("|")
+        if len(cells) > 3 and cells[1].strip().startswith("`"):
+            named += re.findall(r"`([A-Za-z][\w.]*)(?:\.\*)?(?::[^`]*)?`", cells[2])
+    assert len(named) > 15
+    missing = []
+    for path in named:
+        node: Any = defaults
+        for key in path.split("."):
+            if not isinstance(node, dict) or key not in node:
+                missing.append(path)
+                break
+            node = node[key]
+    assert missing == []

@@ -13,7 +13,10 @@ from kuota.webhook.controller.workload_status import (
     admitted_pod_sets,
     eviction_patch,
     pending_patch,
+    preemption_message,
+    reactivated_patch,
     set_conditions,
+    was_deactivated,
 )
 
 T0 = 1_800_000_000.0
@@ -63,12 +66,17 @@ def test_preemption_releases_quota_requeues_and_says_who_preempted_and_why() -> 
         preempted_by="applied-ml/finetune",
         preemption_reason=PreemptionReason.IN_COHORT_RECLAMATION,
     )
-    status = eviction_patch(_workload(**admitted), eviction, "uid-9")["status"]
+    preemptor = {"metadata": {"uid": "uid-9", "labels": {"kueue.x-k8s.io/job-uid": "job-7"}}}
+    message = preemption_message(preemptor, "InCohortReclamation", "/gpu-pool/applied-ml", "/gpu-pool/research")
+    status = eviction_patch(_workload(**admitted), eviction, message)["status"]
     assert status["admission"] is None
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Evicted"]["reason"] == "Preempted"
     assert conditions["Preempted"]["reason"] == "InCohortReclamation"
-    assert "applied-ml/finetune (UID uid-9) due to reclamation within the cohort" in conditions["Preempted"]["message"]
+    assert conditions["Preempted"]["message"] == (  # Kueue's words
+        "Preempted to accommodate a workload (UID: uid-9, JobUID: job-7) due to reclamation within the cohort; "
+        "preemptor path: /gpu-pool/applied-ml; preemptee path: /gpu-pool/research"
+    )
     assert conditions["QuotaReserved"]["status"] == "False"
     assert conditions["Requeued"]["status"] == "True"
     assert admitted_pod_sets({"status": status}) is None
@@ -90,11 +98,58 @@ def test_a_condition_keeps_its_transition_time_unless_its_status_flips() -> None
     assert flipped[0]["lastTransitionTime"] != first[0]["lastTransitionTime"]
 
 
-def test_max_execution_time_deactivates_instead_of_requeueing() -> None:
+def _conditions(patch: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in patch["status"]["conditions"]}
+
+
+def test_max_execution_time_deactivates_instead_of_requeueing_and_names_the_cause() -> None:
     eviction = Eviction("research/w", "research", EvictionReason.DEACTIVATED, T0, deactivated=True)
-    patch = eviction_patch(_workload(), eviction, None)
+    patch = eviction_patch(_workload(requeueState={"count": 2}), eviction)
     assert patch["spec"] == {"active": False}
-    assert "Requeued" not in {c["type"] for c in patch["status"]["conditions"]}
+    assert patch["status"]["requeueState"] is None
+    reason = "DeactivatedDueToMaximumExecutionTimeExceeded"
+    message = "The workload is deactivated due to exceeding the maximum execution time"
+    assert _conditions(patch)["Evicted"] == ("True", reason, message)
+    assert _conditions(patch)["Requeued"] == ("False", reason, message)
+
+
+def test_spec_active_false_deactivates_in_kueues_words_and_reactivation_requeues() -> None:
+    workload = {**_workload(), "spec": {"active": False}}
+    eviction = Eviction("research/w", "research", EvictionReason.DEACTIVATED, T0, deactivated=True)
+    patch = eviction_patch(workload, eviction)
+    assert _conditions(patch)["Evicted"] == ("True", "Deactivated", "The workload is deactivated")
+    deactivated = {**workload, "status": patch["status"]}
+    assert was_deactivated(deactivated)
+    reactivated = reactivated_patch(deactivated, T0 + 5)
+    assert _conditions(reactivated)["Requeued"] == ("True", "Reactivated", "The workload was reactivated")
+    assert not was_deactivated({**workload, "status": reactivated["status"]})
+
+
+def test_stopped_queues_and_the_requeuing_limit_evict_with_kueues_reasons_and_messages() -> None:
+    cases = [
+        (
+            Eviction("r/w", "q", EvictionReason.CLUSTER_QUEUE_STOPPED, T0),
+            "ClusterQueueStopped",
+            "The ClusterQueue is stopped",
+        ),
+        (
+            Eviction("r/w", "q", EvictionReason.LOCAL_QUEUE_STOPPED, T0),
+            "LocalQueueStopped",
+            "The LocalQueue is stopped",
+        ),
+        (
+            Eviction("r/w", "q", EvictionReason.PODS_READY_TIMEOUT, T0, requeue_at=T0 + 60),
+            "PodsReadyTimeout",
+            "Exceeded the PodsReady timeout r/w",
+        ),
+        (
+            Eviction("r/w", "q", EvictionReason.PODS_READY_TIMEOUT, T0, deactivated=True),
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        ),
+    ]
+    for eviction, reason, message in cases:
+        assert _conditions(eviction_patch(_workload(), eviction))["Evicted"] == ("True", reason, message)
 
 
 def test_an_admission_status_kuota_could_not_have_written_is_refused_naming_the_field() -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kuota.exporter.commands import EXPORTER
+from kuota.exporter.errors import ExporterConfigurationError
+from kuota.exporter.service import ServiceSettings
 from tests.fakes import proc_tree
 from tests.fakes.exporter_process import running_exporter
 from tests.fakes.nvml.scenario import Busy, Process, Scenario, h100s
@@ -86,3 +91,19 @@ def _errors(body: str) -> float:
             if sample.name == "kuota_exporter_errors_total" and sample.labels["source"] == "nvml_devices":
                 return sample.value
     return 0.0
+
+
+def _settings(*extra: str) -> ServiceSettings:
+    parser = argparse.ArgumentParser()
+    EXPORTER.add_arguments(parser)
+    return ServiceSettings.from_args(parser.parse_args(["--node-name", "gpu-node-1", *extra]))
+
+
+def test_the_hostname_label_defaults_to_dcgm_exporters_and_takes_its_next_spelling() -> None:
+    assert _settings().hostname_label == "Hostname"
+    assert _settings("--hostname-label", "hostname").hostname_label == "hostname"
+
+
+def test_an_unknown_hostname_label_is_one_line_naming_the_flag_and_the_choices() -> None:
+    with pytest.raises(ExporterConfigurationError, match=r"--hostname-label 'node' is not one of Hostname, hostname"):
+        _settings("--hostname-label", "node")

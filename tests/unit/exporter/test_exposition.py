@@ -14,7 +14,9 @@ from kuota.exporter.readings import DeviceReading, DeviceSample, Gpu, GpuStatus
 from kuota.exporter.snapshot import Snapshot
 
 README = Path(__file__).parents[3] / "exporter" / "README.md"
-SHARED = Gpu(index=0, uuid="GPU-0", parent_uuid="GPU-0", minor=0, model="NVIDIA H100 80GB HBM3")
+SHARED = Gpu(
+    index=0, uuid="GPU-0", parent_uuid="GPU-0", minor=0, model="NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0"
+)
 IDLE = Gpu(index=1, uuid="GPU-1", parent_uuid="GPU-1", minor=1, model="NVIDIA L4")
 MIG = Gpu(
     index=2,
@@ -41,6 +43,19 @@ def full_reading(gpu: Gpu, **changes: float | None) -> DeviceReading:
         temp_c=40.0,
         sm_clock_mhz=1980.0,
         energy_mj=123456.0,
+        mem_clock_mhz=2619.0,
+        memory_temp_c=38.0,
+        pcie_replays=2.0,
+        enc_util_percent=3.0,
+        dec_util_percent=4.0,
+        fb_reserved_mib=512.0,
+        nvlink_kib=4096.0,
+        remapped_rows_correctable=1.0,
+        remapped_rows_uncorrectable=0.0,
+        row_remap_failure=0.0,
+        gr_engine_active=0.5,
+        tensor_active=0.25,
+        dram_active=0.125,
     )
     values.update(changes)
     return DeviceReading(gpu=gpu, **values)  # type: ignore[arg-type]
@@ -52,10 +67,11 @@ SNAPSHOT = Snapshot(
         at=0.0,
         readings=(
             full_reading(SHARED),
-            full_reading(IDLE, energy_mj=None),
+            full_reading(IDLE, energy_mj=None, gr_engine_active=None, tensor_active=None, dram_active=None),
             DeviceReading(gpu=MIG, fb_used_mib=2048.0, fb_free_mib=7808.0),
         ),
         statuses=(GpuStatus(0, "GPU-0", True, last_xid=13), GpuStatus(1, "GPU-1", True), GpuStatus(2, "GPU-2", False)),
+        driver_version="570.124.06",
     ),
     attribution=Attribution(
         holders={"GPU-0": (A, B), "MIG-2": (C,)},
@@ -71,17 +87,21 @@ SNAPSHOT = Snapshot(
 )
 
 
-def scrape(snapshot: Snapshot = SNAPSHOT) -> dict[str, list[tuple[dict[str, str], float]]]:
-    renderer = ScrapeRenderer(lambda: snapshot)
+def scrape(snapshot: Snapshot = SNAPSHOT, hostname: str = "Hostname") -> dict[str, list[tuple[dict[str, str], float]]]:
+    renderer = ScrapeRenderer(lambda: snapshot, hostname)
     renderer.render()  # a previous scrape, so the scrape-duration series exists
     return _collect(renderer.render().decode())
 
 
 def _collect(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Series by the name written in the text: the client's parser appends _total to a counter's samples,
+    which Prometheus does not, and dcgm-exporter's counters have no such suffix."""
+    written = set(re.findall(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", text, flags=re.MULTILINE))
     series: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            series.setdefault(sample.name, []).append((sample.labels, sample.value))
+            name = sample.name if sample.name in written else sample.name.removesuffix("_total")
+            series.setdefault(name, []).append((sample.labels, sample.value))
     return series
 
 
@@ -102,6 +122,8 @@ def test_dcgm_series_carry_dcgm_labels_and_one_series_per_pod_sharing_a_gpu() ->
     assert set(first) == {
         "gpu",
         "UUID",
+        "pci_bus_id",
+        "DCGM_FI_DRIVER_VERSION",
         "device",
         "modelName",
         "GPU_I_PROFILE",
@@ -117,6 +139,41 @@ def test_dcgm_series_carry_dcgm_labels_and_one_series_per_pod_sharing_a_gpu() ->
         "NVIDIA H100 80GB HBM3",
         "gpu-node-1",
     )
+    assert (first["pci_bus_id"], first["DCGM_FI_DRIVER_VERSION"]) == ("00000000:18:00.0", "570.124.06")
+
+
+def test_counters_are_typed_and_named_as_dcgm_exporter_writes_them_without_a_total_suffix() -> None:
+    text = ScrapeRenderer(lambda: SNAPSHOT).render().decode()
+    for name in (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    ):
+        assert f"# TYPE {name} counter\n" in text
+        assert re.search(rf"^{name}\{{gpu=\"0\"", text, flags=re.MULTILINE), name
+        assert f"{name}_total" not in text
+    assert "# TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge\n" in text
+    assert "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n" in text
+
+
+def test_profiling_ratios_are_exported_where_gpm_gave_them_and_absent_elsewhere() -> None:
+    series = scrape()
+    for name, value in (
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.5),
+        ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.25),
+        ("DCGM_FI_PROF_DRAM_ACTIVE", 0.125),
+    ):
+        assert {(labels["UUID"], v) for labels, v in series[name]} == {("GPU-0", value)}  # once per pod on GPU-0
+        assert len(series[name]) == 2
+
+
+def test_the_hostname_label_can_take_dcgm_exporters_next_spelling_on_every_series() -> None:
+    series = scrape(hostname="hostname")
+    for name in ("DCGM_FI_DEV_GPU_UTIL", "kuota_gpu_allocated", "kuota_gpu_up", "DCGM_FI_DEV_XID_ERRORS"):
+        labels = series[name][0][0]
+        assert labels["hostname"] == "gpu-node-1" and "Hostname" not in labels, name
 
 
 def test_an_unallocated_gpu_has_empty_pod_labels() -> None:

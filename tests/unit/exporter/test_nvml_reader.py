@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +11,25 @@ import pytest
 
 from kuota.exporter.errors import NvmlReinitRequiredError, NvmlUnavailableError
 from kuota.exporter.nvml_reader import NvmlReader
-from tests.fakes.nvml.scenario import A100, L4, MIB, Busy, Gpu, MigDevice, Process, Scenario, Xid, gpu_uuid
+from tests.fakes.nvml.scenario import A100, L4, MIB, Busy, Gpm, Gpu, MigDevice, Process, Scenario, Xid, gpu_uuid
 from tests.waiting import wait_until
 
-H100_0 = Gpu(uuid=gpu_uuid(0), minor=0)
-A100_1 = Gpu(uuid=gpu_uuid(1), minor=1, name=A100, power_mw=250_000)
-L4_2 = Gpu(uuid=gpu_uuid(2), minor=2, name=L4, fb_total_mib=23034, power_mw=72_000)
+H100_0 = Gpu(
+    uuid=gpu_uuid(0),
+    minor=0,
+    mem_mhz=2619,
+    memory_temp_c=44,
+    enc_percent=12,
+    dec_percent=7,
+    pcie_replays=3,
+    remapped_rows_correctable=2,
+    remapped_rows_uncorrectable=1,
+    row_remap_failure=True,
+    nvlink_kib_per_s=1_000_000,
+    gpm=Gpm(graphics=80.0, tensor=40.0, dram=25.0),
+)
+A100_1 = Gpu(uuid=gpu_uuid(1), minor=1, name=A100, power_mw=250_000, gpm=None)
+L4_2 = Gpu(uuid=gpu_uuid(2), minor=2, name=L4, fb_total_mib=23034, power_mw=72_000, gpm=None)
 H100_MIG_3 = Gpu(uuid=gpu_uuid(3), minor=3, mig=True)
 MIG_A = MigDevice(gpu=3, uuid="MIG-aaaaaaaa-0000-0000-0000-000000000001", gpu_instance=1)
 MIG_B = MigDevice(
@@ -70,7 +84,8 @@ def test_device_readings_convert_units_and_leave_unsupported_fields_empty(
     by_uuid = {r.gpu.uuid: r for r in sample.readings}
     h100 = by_uuid[H100_0.uuid]
     assert h100.gpu_util_percent == 80.0  # 30 % + 50 % from its two processes
-    assert h100.fb_used_mib == pytest.approx(512 + 4096)  # reserved + the process that reports memory
+    assert h100.fb_used_mib == pytest.approx(4096)  # the process that reports memory; the reservation apart
+    assert h100.fb_reserved_mib == pytest.approx(512)
     assert h100.fb_free_mib == pytest.approx(81559 - 512 - 4096)
     assert (h100.power_w, h100.temp_c, h100.sm_clock_mhz) == (350.0, 41.0, 1980.0)
     assert h100.energy_mj is not None and h100.energy_mj >= 0
@@ -155,3 +170,80 @@ def test_a_missing_driver_is_unavailable_with_an_actionable_message(scenario_pat
     mixed(init_error=9).write(scenario_path)
     with pytest.raises(NvmlUnavailableError, match="driver is loaded"):
         reader.open()
+
+
+def test_the_other_dcgm_default_fields_are_read_with_their_units(scenario_path: Path, reader: NvmlReader) -> None:
+    now = time.time()
+    mixed(epoch=now - 10).write(scenario_path)
+    reader.open()
+    h100 = {r.gpu.uuid: r for r in reader.read_devices().readings}[H100_0.uuid]
+    assert (h100.mem_clock_mhz, h100.memory_temp_c, h100.pcie_replays) == (2619.0, 44.0, 3.0)
+    assert (h100.enc_util_percent, h100.dec_util_percent) == (12.0, 7.0)
+    assert (h100.remapped_rows_correctable, h100.remapped_rows_uncorrectable, h100.row_remap_failure) == (2, 1, 1)
+    # sent plus received over all links since the epoch, in KiB: about 1 GiB/s for 10 s
+    assert h100.nvlink_kib is not None and 10_000_000 <= h100.nvlink_kib <= 10_000_000 + (time.time() - now) * 1e6
+    assert reader.read_devices().driver_version == "570.124.06"
+    assert reader.devices()[0].pci_bus_id == "00000000:18:00.0"
+    mig_a = reader.devices()[4]
+    assert mig_a.pci_bus_id == reader.devices()[3].pci_bus_id  # a MIG instance carries its GPU's address
+
+
+def test_each_new_field_is_absent_where_the_gpu_does_not_support_it(scenario_path: Path, reader: NvmlReader) -> None:
+    not_supported = (
+        "nvmlDeviceGetPcieReplayCounter",
+        "nvmlDeviceGetEncoderUtilization",
+        "nvmlDeviceGetDecoderUtilization",
+        "nvmlDeviceGetRemappedRows",
+        "NVML_FI_DEV_MEMORY_TEMP",
+        "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
+        "nvmlGpmSampleGet",
+    )
+    mixed(unsupported=tuple((0, name) for name in not_supported)).write(scenario_path)
+    reader.open()
+    reader.read_devices()
+    sample = reader.read_devices()
+    h100 = {r.gpu.uuid: r for r in sample.readings}[H100_0.uuid]
+    assert (h100.pcie_replays, h100.enc_util_percent, h100.dec_util_percent, h100.memory_temp_c) == (None,) * 4
+    assert (h100.remapped_rows_correctable, h100.remapped_rows_uncorrectable, h100.row_remap_failure) == (None,) * 3
+    assert h100.nvlink_kib is None  # half of the pair is missing: no made-up total
+    assert (h100.gr_engine_active, h100.tensor_active, h100.dram_active) == (None,) * 3
+    assert h100.mem_clock_mhz == 2619.0 and h100.fb_reserved_mib == pytest.approx(512)
+    assert sample.failures == 0
+
+
+def test_gpm_ratios_come_from_two_readings_on_hopper_and_never_on_older_gpus(
+    scenario_path: Path, reader: NvmlReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    mixed().write(scenario_path)
+    with caplog.at_level(logging.INFO, logger="kuota.exporter.nvml_reader"):
+        reader.open()
+    first = {r.gpu.uuid: r for r in reader.read_devices().readings}
+    assert first[H100_0.uuid].gr_engine_active is None  # one sample so far: nothing to compare with
+    second = {r.gpu.uuid: r for r in reader.read_devices().readings}
+    h100 = second[H100_0.uuid]
+    assert (h100.gr_engine_active, h100.tensor_active, h100.dram_active) == (0.8, 0.4, 0.25)
+    third = {r.gpu.uuid: r for r in reader.read_devices().readings}[H100_0.uuid]
+    assert third.gr_engine_active == 0.8  # the buffers alternate: every later reading has a pair
+    for older in (A100_1, L4_2):
+        assert (second[older.uuid].gr_engine_active, second[older.uuid].dram_active) == (None, None)
+    assert second[MIG_A.uuid].tensor_active is None
+    unsupported = [r.getMessage() for r in caplog.records if "does not support GPM" in r.getMessage()]
+    assert len(unsupported) == 2 and A100 in unsupported[0] and L4 in unsupported[1]
+    assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in unsupported[0]
+
+
+def test_a_gpu_lost_while_gpm_samples_goes_down_and_reopening_starts_gpm_afresh(
+    scenario_path: Path, reader: NvmlReader
+) -> None:
+    mixed().write(scenario_path)
+    reader.open()
+    reader.read_devices()
+    mixed(lost=((0, 0.0),)).write(scenario_path)
+    sample = reader.read_devices()
+    assert {s.uuid: s.up for s in sample.statuses}[H100_0.uuid] is False
+    assert H100_0.uuid not in {r.gpu.uuid for r in sample.readings}
+    mixed().write(scenario_path)
+    reader.close()
+    reader.open()
+    assert {r.gpu.uuid: r for r in reader.read_devices().readings}[H100_0.uuid].gr_engine_active is None
+    assert {r.gpu.uuid: r for r in reader.read_devices().readings}[H100_0.uuid].gr_engine_active == 0.8

@@ -15,8 +15,10 @@ from aiohttp import web
 
 import kuota.kube.client
 from kuota import __version__
-from kuota.kube.client import ApiServerAccess, KubeApi, from_kubeconfig
+from kuota.kube.client import KubeApi
+from kuota.kube.credentials import ApiServerAccess
 from kuota.kube.errors import ApiResponseError, ApiUnreachableError
+from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster.pki import ControlPlanePki, write_pki
 from tests.unit.kube_api.conftest import ServerFactory, b64, server_context, write_kubeconfig
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from kuota.errors import ConfigurationError
-from kuota.kube.client import from_kubeconfig, in_cluster
+from kuota.kube.credentials import in_cluster
+from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster.pki import ControlPlanePki
 from tests.unit.kube_api.conftest import b64, write_kubeconfig
 
@@ -66,12 +67,11 @@ def test_a_tls_server_name_is_kept_for_the_handshake(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "what"),
     [
-        ("exec", {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}, "an exec plugin"),
         ("auth-provider", {"name": "oidc"}, "an auth-provider plugin"),
         ("username", "admin", "basic auth"),
     ],
 )
-def test_plugin_and_basic_auth_users_are_refused_naming_the_user_entry(
+def test_auth_provider_and_basic_auth_users_are_refused_naming_the_user_entry(
     tmp_path: Path, key: str, value: Any, what: str
 ) -> None:
     path = write_kubeconfig(tmp_path / "config", INSECURE, {key: value})
@@ -96,7 +96,8 @@ def _broken(tmp_path: Path, pki: ControlPlanePki, case: str) -> Path:
     clusters: dict[str, dict[str, Any]] = {
         "missing server": {"certificate-authority-data": b64(pki.ca_cert)},
         "server without scheme": {"server": "127.0.0.1:6443"},
-        "proxy": {**good_cluster, "proxy-url": "http://proxy:3128"},
+        "socks proxy": {**good_cluster, "proxy-url": "socks5://user:secret@proxy:1080"},
+        "proxy without a host": {**good_cluster, "proxy-url": "http://:3128"},
         "ca not base64": {"server": "https://127.0.0.1:6443", "certificate-authority-data": "***"},
         "ca file missing": {"server": "https://127.0.0.1:6443", "certificate-authority": "nowhere/ca.crt"},
         "ca not pem": {"server": "https://127.0.0.1:6443", "certificate-authority-data": "bm90IGEgY2VydA=="},
@@ -121,7 +122,8 @@ def _broken(tmp_path: Path, pki: ControlPlanePki, case: str) -> Path:
         ("context without a cluster", "context 'x' names no cluster; set its cluster"),
         ("missing server", "cluster 'c' server is None; set it to the API server's https:// URL"),
         ("server without scheme", "cluster 'c' server is '127.0.0.1:6443'"),
-        ("proxy", "cluster 'c' uses proxy-url, which kuota does not support"),
+        ("socks proxy", "cluster 'c' proxy-url is a socks5:// proxy, which kuota does not support; use an http://"),
+        ("proxy without a host", "cluster 'c' proxy-url is not an http:// or https:// URL with a host; fix it"),
         ("ca not base64", "cluster 'c' certificate-authority-data is not base64"),
         ("ca file missing", "cluster 'c' certificate-authority {dir}/nowhere/ca.crt cannot be read"),
         ("ca not pem", "cluster 'c' certificate-authority is not a PEM certificate"),

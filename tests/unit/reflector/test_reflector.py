@@ -16,7 +16,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from kuota.kube.client import ApiServerAccess, KubeApi
+from kuota.kube.client import KubeApi
+from kuota.kube.credentials import ApiServerAccess
 from kuota.kube.reflector import Backoff, Event, EventType, Reflector, ResourceType
 from tests.waiting import async_wait_until
 

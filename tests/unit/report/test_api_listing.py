@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestServer
 
 from kuota.cli import main
 from kuota.engine.decoding import parse_object
-from kuota.kube.client import ApiServerAccess
+from kuota.kube.credentials import ApiServerAccess
 from kuota.report.api_listing import ApiSource, api_source, read_cluster
 from kuota.report.errors import KubernetesRequestError, KubernetesUnreachableError, ReportInputError
 from kuota.report.queue_config import namespace_queues
@@ -306,7 +306,7 @@ def test_an_unusable_kubeconfig_is_an_input_error_naming_it(tmp_path: Path, cont
 def test_in_cluster_outside_a_pod_says_to_pass_a_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(ReportInputError, match=r"not running in a pod.*pass --kubeconfig PATH"):
-        api_source(None)
+        api_source(None, pod=True)
 
 
 def _run_report(*args: str) -> tuple[int, str]:

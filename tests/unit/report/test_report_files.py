@@ -29,7 +29,7 @@ HOSTILE = (
 
 def _hostile_namespaces(path: str, query: str) -> tuple[int, bytes]:
     """GPU-hours for namespaces named to break Markdown, HTML and matplotlib's math text."""
-    if path.endswith("/query_range") and query.startswith("sum_over_time((sum by (namespace)"):
+    if path.endswith("/query_range") and query.startswith("sum_over_time((sum by (namespace, modelName)"):
         return 200, matrix(*(({"namespace": name}, ["2", "1", "4"]) for name in HOSTILE))
     return every_series_present(path, query)
 
@@ -59,7 +59,7 @@ def test_label_values_are_escaped_in_report_md_and_drawn_as_text_in_report_html(
     assert page.count("<script>") == 1, "only the page's own render check"
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<!-- $\\foo{$ -->" in page, "matplotlib draws the label's characters, not TeX"
-    assert 'data-charts="3"' in page and page.count('<figure class="chart"') == 3
+    assert 'data-charts="4"' in page and page.count('<figure class="chart"') == 4  # with the utilization trend
 
 
 def test_report_md_renders_label_values_as_their_characters(tmp_path: Path) -> None:
@@ -71,8 +71,13 @@ def test_report_md_renders_label_values_as_their_characters(tmp_path: Path) -> N
         .enable("table")
         .render((tmp_path / "out" / "report.md").read_text(encoding="utf-8"))
     )
-    for markup in ("<script", "<svg", "<img", "<a ", "<em>", "<strong>bold", "<code>code", "<s>", "<h1>not"):
+    for markup in ("<script", "<svg", "<a ", "<em>", "<strong>bold", "<code>code", "<s>", "<h1>not"):
         assert markup not in rendered
+    # the report's own trend charts are its only images
+    assert re.findall(r"<img [^>]*>", rendered) == [
+        '<img src="utilization-trend.svg" alt="Daily GPU utilization: the cluster (of capacity) and the largest '
+        'teams (of allocated GPUs)" />'
+    ]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered
     assert "[x](javascript:alert(1))" in rendered
 
@@ -89,9 +94,9 @@ def test_a_symlink_at_a_final_name_is_replaced_never_followed(tmp_path: Path) ->
     assert run.exit_code == 0, run.stderr
     assert (elsewhere / "kept.md").read_text(encoding="utf-8") == "not the report's\n"
     assert not (elsewhere / "created.html").exists()
-    for name in ("report.json", "report.md", "report.html"):
+    for name in ("report.json", "report.md", "report.html", "report.csv"):
         assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
-    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["report.csv", "report.html", "report.json", "report.md"]
 
 
 def test_a_failed_write_leaves_the_previous_report_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +109,7 @@ def test_a_failed_write_leaves_the_previous_report_as_it_was(tmp_path: Path, mon
 
         def full_on_the_last_file(descriptor: int) -> None:
             synced.append(descriptor)
-            if len(synced) == 3:
+            if len(synced) == 4:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             real_fsync(descriptor)
 
@@ -156,7 +161,8 @@ def test_flags_that_would_make_a_figure_nan_or_infinite_are_refused(
 
 def test_report_json_is_strict_json_when_prometheus_answers_nan(tmp_path: Path) -> None:
     def nan_everywhere(path: str, query: str) -> tuple[int, bytes]:
-        if path.endswith("/query_range"):
+        # a histogram's buckets are counts, where NaN is an error (test_prometheus_answers)
+        if path.endswith("/query_range") and "_bucket" not in query:
             return 200, matrix(({"namespace": "ml", "cluster_queue": "q", "pod": "p"}, ["NaN", "NaN", "1"]))
         return every_series_present(path, query)
 

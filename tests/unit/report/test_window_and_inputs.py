@@ -34,6 +34,16 @@ def test_window_must_be_whole_hours_and_resolution_must_divide_an_hour() -> None
         Window.build(3600, MONDAY, 7 * 60, WorkHours())
 
 
+def test_a_window_under_an_hour_is_one_bucket_of_its_own_length() -> None:
+    window = Window.build(240, MONDAY + 600, 2, WorkHours())
+    assert (window.start, window.bucket_s, window.hours) == (MONDAY + 360, 240, 1)
+    assert window.hour_ends() == [MONDAY + 600]
+    assert window.hour_class(0) is HourClass.NIGHT  # Monday 00:06 UTC
+    assert Window.build(7200, MONDAY, 60, WorkHours()).hour_ends() == [MONDAY - 3600, MONDAY]
+    with pytest.raises(ReportInputError, match="whole number of --resolution 60 s"):
+        Window.build(90, MONDAY, 60, WorkHours())
+
+
 def test_hours_are_classed_by_the_local_clock() -> None:
     window = Window.build(7 * 86400, MONDAY + 7 * 86400, 60, WorkHours(9, 19, "Europe/Berlin"))
     assert window.hour_class(7) is HourClass.WORKDAY  # 07:00 UTC = 09:00 in Berlin (summer time)

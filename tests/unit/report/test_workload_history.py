@@ -84,6 +84,21 @@ def test_failed_jobs_burn_their_gpus_times_their_run_hours() -> None:
     assert history.failed_gpu_hours == {"ml": pytest.approx(8 * 0.5)}
 
 
+def test_a_workload_deactivated_for_its_maximum_execution_time_ended_and_failed() -> None:
+    deactivated = _workload("d", 0, 3600)
+    deactivated["status"]["conditions"].append(
+        {
+            "type": "Evicted",
+            "status": "True",
+            "reason": "DeactivatedDueToMaximumExecutionTimeExceeded",  # Kueue's reason, and kuota's
+            "lastTransitionTime": _iso(3600 + 900),
+        }
+    )
+    history = job_history(read_workloads([deactivated]), START, START + 86400)
+    assert history.records[0]["duration"] == 900.0
+    assert history.failed_gpu_hours == {"ml": pytest.approx(8 * 0.25)}
+
+
 def test_running_workload_runs_to_the_window_end_and_unadmitted_ones_are_counted_out() -> None:
     history = job_history(
         read_workloads([_workload("r", 0, 100), _workload("p", 0, None), _workload("old", -10, 0)]), START, START + 1000
