@@ -21,16 +21,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import aiohttp  # noqa: E402
-
-from tests.fakes import proc_tree  # noqa: E402
-from tests.fakes.nvml.build import build  # noqa: E402
-from tests.fakes.nvml.scenario import Busy, Gpu, Process, Scenario, gpu_uuid  # noqa: E402
-from tests.fakes.podresources_server import Assigned, FakeKubelet  # noqa: E402
+# The harness (HTTP client, fake kubelet, fake NVML builder) is imported only by the parent: the child is the
+# exporter alone, so its RSS is the exporter's, not the harness's.
+if TYPE_CHECKING:
+    from tests.fakes.nvml.scenario import Scenario
+    from tests.fakes.podresources_server import Assigned
 
 PROCESSES_PER_GPU = 16
 PODS_PER_GPU = 8
@@ -50,6 +50,10 @@ class Row:
 
 def node_layout(gpus: int, workdir: Path) -> tuple[Scenario, list[Assigned], dict[str, dict[str, object]]]:
     """Each GPU time-sliced between PODS_PER_GPU pods, each pod running two processes on it."""
+    from tests.fakes import proc_tree
+    from tests.fakes.nvml.scenario import Busy, Gpu, Process, Scenario, gpu_uuid
+    from tests.fakes.podresources_server import Assigned
+
     proc = workdir / "proc"
     processes, busy, assigned, pods = [], [], [], {}
     pid = 10_000
@@ -76,6 +80,8 @@ def node_layout(gpus: int, workdir: Path) -> tuple[Scenario, list[Assigned], dic
 
 
 async def measure(gpus: int, nvml_dir: Path, scrapes: int, idle_seconds: float) -> Row:
+    from tests.fakes.podresources_server import FakeKubelet
+
     with tempfile.TemporaryDirectory(prefix=f"exporter-bench-{gpus}-") as scratch:
         workdir = Path(scratch)
         scenario, assigned, pods = node_layout(gpus, workdir)
@@ -126,6 +132,8 @@ async def measure(gpus: int, nvml_dir: Path, scrapes: int, idle_seconds: float) 
 async def _drive(
     child: asyncio.subprocess.Process, port: int, *, gpus: int, processes: int, pods: int, scrapes: int, idle: float
 ) -> Row:
+    import aiohttp
+
     url = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
         deadline = time.monotonic() + 60
@@ -201,6 +209,8 @@ def main() -> int:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--gpus", type=int, nargs="+", default=[8, 16, 64])
     args = parser.parse_args()
+    from tests.fakes.nvml.build import build
+
     with tempfile.TemporaryDirectory(prefix="fake-nvml-") as scratch:
         nvml_dir = build(Path(scratch)).parent
         rows = [asyncio.run(measure(gpus, nvml_dir, args.scrapes, args.idle_seconds)) for gpus in args.gpus]

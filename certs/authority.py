@@ -298,14 +298,16 @@ def renewal_due(facts: BundleFacts, identity: ServingIdentity, now: datetime) ->
     """Which part of the bundle must be reissued now, if any.
 
     The CA is reissued once it is past its renewal point; the serving certificate once it is past its own
-    renewal point or its names no longer match ``identity`` (a new Service name or IP).
+    renewal point or its names no longer cover ``identity`` (a new Service name or IP). Names it holds beyond
+    the identity's are kept: during a rolling upgrade that adds a name, the old replicas accept the new
+    replicas' certificate instead of reissuing it back and forth.
     """
     if now >= _renewal_point(facts.ca_not_before, facts.ca_not_after):
         return Renewal.AUTHORITY
-    names_match = facts.dns_names == frozenset(identity.dns_names) and facts.ip_addresses == frozenset(
+    names_covered = facts.dns_names >= frozenset(identity.dns_names) and facts.ip_addresses >= frozenset(
         str(ipaddress.ip_address(address)) for address in identity.ip_addresses
     )
-    if not names_match or now >= _renewal_point(facts.serving_not_before, facts.serving_not_after):
+    if not names_covered or now >= _renewal_point(facts.serving_not_before, facts.serving_not_after):
         return Renewal.SERVING_CERTIFICATE
     return Renewal.NOT_DUE
 

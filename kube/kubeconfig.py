@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import yaml
-
 from kuota.kube.credentials import ApiServerAccess, load_client_pair, read_token
 from kuota.kube.errors import KubeconfigError
 from kuota.kube.exec_plugin import ExecConfig, ExecPlugin
@@ -134,6 +132,8 @@ class _Merged:
 
     @classmethod
     def read(cls, paths: list[Path]) -> _Merged:
+        import yaml  # here, not at import: the manager and exporter in a pod never read a kubeconfig
+
         current: str | None = None
         entries: dict[str, dict[str, _Section]] = {kind: {} for kind in ENTRY_KINDS}
         for path in paths:

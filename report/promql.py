@@ -107,6 +107,15 @@ def presence(metric: str, window_s: int, matcher: str = "") -> str:
     return f"count(count_over_time({metric}{{{matcher}}}[{window_s}s]))"
 
 
+def _increase(counter: str, range_s: int) -> str:
+    """``increase`` over ``range_s``, counting a series first scraped inside it from zero: a counter child is
+    created at its first increment, so Prometheus 2.x first sees it at, say, 4 and ``increase`` alone would count
+    0 (a ClusterQueue's first admissions or preemptions, every series of a new leader)."""
+    window = f"[{range_s}s]"
+    born = f"min_over_time({counter}{window}) unless {counter} offset {range_s}s"
+    return f"(increase({counter}{window}) + ({born})) or increase({counter}{window})"
+
+
 @dataclass(frozen=True)
 class Queries:
     """Every query of one report, given the window length and resolution."""
@@ -115,14 +124,6 @@ class Queries:
     resolution_s: int
     idle_percent: float
     idle_elsewhere_gpus: int
-
-    def _window_increase(self, counter: str) -> str:
-        """``increase`` over the window, counting a series first scraped inside it from zero: a counter child is
-        created at its first increment, so Prometheus 2.x first sees it at, say, 4 and ``increase`` alone would
-        count 0 (a ClusterQueue's first admissions or preemptions, every series of a new leader)."""
-        window = f"[{self.window_s}s]"
-        born = f"min_over_time({counter}{window}) unless {counter} offset {self.window_s}s"
-        return f"(increase({counter}{window}) + ({born})) or increase({counter}{window})"
 
     def _span(self, seconds: int) -> str:
         """``span``, never reaching before the window: an "hour" of a window shorter than an hour is the window."""
@@ -193,11 +194,11 @@ class Queries:
 
     # queue series, whole window (instant queries at the window's end)
     def wait_buckets(self) -> str:
-        return f"sum by (cluster_queue, le) ({self._window_increase(WAIT_BUCKET)})"
+        return f"sum by (cluster_queue, le) ({_increase(WAIT_BUCKET, self.window_s)})"
 
     def wait_buckets_daily(self) -> str:
         """Range query, one step per trend day: each point counts the admissions of the day that ends at it."""
-        return f"sum by (cluster_queue, le) (increase({WAIT_BUCKET}[{trend_day_s(self.window_s)}s]))"
+        return f"sum by (cluster_queue, le) ({_increase(WAIT_BUCKET, trend_day_s(self.window_s))})"
 
     def pending_average(self) -> str:
         return self._avg(f"sum by (cluster_queue) ({PENDING})", self.window_s)
@@ -241,7 +242,7 @@ class Queries:
         return self._avg(f"sum({self._unused()})", self.window_s)
 
     def preemptions(self) -> str:
-        return f"sum by (preempting_cluster_queue) ({self._window_increase(PREEMPTED)})"
+        return f"sum by (preempting_cluster_queue) ({_increase(PREEMPTED, self.window_s)})"
 
     def evictions(self) -> str:
-        return f"sum by (cluster_queue, reason) ({self._window_increase(EVICTED)})"
+        return f"sum by (cluster_queue, reason) ({_increase(EVICTED, self.window_s)})"

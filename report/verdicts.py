@@ -45,6 +45,9 @@ class Verdict:
 
 
 def _hours(seconds: float) -> str:
+    """A wait for people: seconds under 90 s (a 0 would hide a short --long-wait), minutes, then hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 

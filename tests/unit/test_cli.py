@@ -53,3 +53,10 @@ def test_building_the_command_line_imports_no_nvml_grpc_http_or_kubernetes_clien
     )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == "heavy="
+
+
+def test_the_exporter_and_the_kubernetes_client_load_no_yaml_until_a_kubeconfig_is_read() -> None:
+    """Every MiB counts in a per-node exporter (RSS <= 60 MiB): in a pod it never reads a kubeconfig."""
+    check = "import sys\nimport kuota.exporter.service, kuota.kube.client\nprint('yaml' in sys.modules)\n"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "False"

@@ -60,6 +60,18 @@ def test_changed_names_renew_the_serving_certificate() -> None:
     assert renewal_due(facts, other, NOW) is Renewal.SERVING_CERTIFICATE
 
 
+def test_a_certificate_with_more_names_than_needed_is_kept_so_replicas_of_two_versions_agree() -> None:
+    """An upgrade adds the conversion Service's names: the old replicas' identity is a subset of the new one's."""
+    new = ServingIdentity.for_service("kuota-webhook", "kuota-system", ("127.0.0.1",))
+    new = ServingIdentity(
+        dns_names=(*new.dns_names, "kuota-webhook-conversion.kuota-system.svc"), ip_addresses=("127.0.0.1",)
+    )
+    facts = inspect_bundle(issue_bundle(new, NOW))
+    assert renewal_due(facts, IDENTITY, NOW) is Renewal.NOT_DUE, "an old replica keeps the new certificate"
+    old_facts = inspect_bundle(issue_bundle(IDENTITY, NOW))
+    assert renewal_due(old_facts, new, NOW) is Renewal.SERVING_CERTIFICATE, "a new replica adds its name once"
+
+
 def test_authority_is_renewed_after_two_thirds_of_its_life() -> None:
     facts = inspect_bundle(issue_bundle(IDENTITY, NOW))
     assert renewal_due(facts, IDENTITY, NOW + timedelta(days=2440)) is Renewal.AUTHORITY

@@ -79,3 +79,8 @@ def test_no_queue_levers_without_a_long_queue() -> None:
 def test_mig_only_when_even_busy_hours_use_under_half_a_gpu() -> None:
     assert "MIG for inference" in {lv.name for lv in rank_levers(_inputs(utilization_p95_percent=30.0), RULES)}
     assert "MIG for inference" not in {lv.name for lv in rank_levers(_inputs(), RULES)}
+
+
+def test_a_short_long_wait_threshold_reads_in_seconds_not_as_zero_minutes() -> None:
+    reason = decide(80.0, 75.0, 0.0, Thresholds(low_utilization_percent=40, long_wait_s=10)).reason
+    assert "p95 wait 75 s > 10 s" in reason, reason
