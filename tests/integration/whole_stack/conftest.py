@@ -38,6 +38,7 @@ from tests.integration.whole_stack.gpu_nodes import (
     dcgm_exporter,
     node_gpus,
 )
+from tests.integration.whole_stack.kueue_queries import QUERIES as KUEUE_QUERIES
 from tests.integration.whole_stack.scrape_configs import Target, scrape_config
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.prometheus_server import PrometheusServer
@@ -63,6 +64,7 @@ class StoryRun:
     dcgm_series_per_gpu: dict[str, int]  # UUID -> DCGM_FI_DEV_GPU_UTIL series in Prometheus (both exporters)
     dcgm_jobs: set[str]
     up_labels: list[dict[str, str]]  # each scrape target's labels, as the scrape configs left them
+    kueue_panels: dict[str, int]  # each of Kueue's Grafana queries: the series it returned at the run's end
     seconds: float  # the run's wall clock, setup to report
 
     @property
@@ -417,6 +419,7 @@ async def _run(cluster: Cluster, workdir: Path) -> StoryRun:
                 per_gpu = _promql(url, f"count by (UUID) (last_over_time(DCGM_FI_DEV_GPU_UTIL[{end - start}s]))")
                 jobs = _promql(url, f"count by (job) (last_over_time(DCGM_FI_DEV_GPU_UTIL[{end - start}s]))")
                 up = _promql(url, "up")
+                kueue_panels = {name: len(_promql(url, query)) for name, query in KUEUE_QUERIES.items()}
     finally:
         try:
             await asyncio.to_thread(_clean_slate, cluster)
@@ -435,6 +438,7 @@ async def _run(cluster: Cluster, workdir: Path) -> StoryRun:
         dcgm_series_per_gpu={s["metric"]["UUID"]: int(float(s["value"][1])) for s in per_gpu},
         dcgm_jobs={s["metric"]["job"] for s in jobs},
         up_labels=[s["metric"] for s in up],
+        kueue_panels=kueue_panels,
         seconds=time.monotonic() - began,
     )
 
