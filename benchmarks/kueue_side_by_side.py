@@ -107,7 +107,9 @@ def _compare_loads(
 
 
 def _agreement(systems: list[str], keep: Path | None) -> bool:
-    print("\n== decisions agree: one cohort, three queues, six phases ==", flush=True)
+    print(
+        "\n== decisions agree: a flat cohort of three queues (six phases), then nested cohorts (three) ==", flush=True
+    )
     floor = agreement.floor_snapshots()
     live = {}
     for name in systems:

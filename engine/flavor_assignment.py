@@ -2,17 +2,24 @@
 
 Per pod set and resource group, the ClusterQueue's flavors are walked in order. A flavor is skipped when its
 taints are not tolerated, or when its nodeLabels do not satisfy the pod set's nodeSelector or required node
-affinity, both cut down to the label keys the group's flavors use. Otherwise each requested
+affinity, both cut down to the label keys that flavor itself labels (Kueue v0.19+). Otherwise each requested
 resource gets a mode: FIT (fits what is available now), PREEMPT (could fit if workloads were preempted) or
-NO_FIT; the flavor's mode is the worst of its resources. The walk stops at the first FIT flavor, unless it
-needs borrowing and ``whenCanBorrow: TryNextFlavor``; a PREEMPT flavor stops it only with
-``whenCanPreempt: MayStopSearch``. Among the flavors seen, FIT beats PREEMPT and not borrowing beats borrowing;
-ties go to the earlier flavor. Pod sets are assigned in order, each seeing the usage the earlier ones take.
+NO_FIT, and a borrowing level (0: within the queue's nominal quota; else the height of the lowest subtree
+whose quota covers it). A request past the queue's nominal quota can need preemption only if the queue may
+evict its own, may preempt while borrowing, or may reclaim a sub-cohort's quota (``lowest_fitting_subtree``).
+Where a resource group offers several flavors, a PREEMPT resource is probed (``PreemptionProbe``): whether
+preemption would find victims (reclaim: all in other queues), and the borrowing level once they are gone.
+A flavor's mode is its worst resource's (mode first, then borrowing level). The walk goes on past a flavor
+that does not fit or has nobody to preempt, past one needing preemption under ``whenCanPreempt:
+TryNextFlavor``, and past one that borrows under ``whenCanBorrow: TryNextFlavor``; else it stops there.
+Among the flavors seen, the better mode wins (fit, reclaim, preempt, nobody to preempt), then the lower
+borrowing level; ties go to the earlier flavor. Pod sets are assigned in order, each seeing the usage the
+earlier ones take.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
@@ -21,6 +28,7 @@ from kuota.engine.model import (
     BorrowWithinCohortPolicy,
     ClusterQueue,
     PodSet,
+    ReclaimPolicy,
     ResourceFlavor,
     ResourceGroup,
     WhenCanBorrow,
@@ -35,6 +43,22 @@ class Mode(IntEnum):
     NO_FIT = 0
     PREEMPT = 1
     FIT = 2
+
+
+class Possibility(IntEnum):
+    """What preempting for one flavor and resource would do, in Kueue's order of preference."""
+
+    NOBODY = 1  # no victims would make it fit: the flavor cannot be admitted now
+    PREEMPT = 2  # victims found, some in the queue itself
+    RECLAIM = 3  # victims found, all in other queues
+
+
+# Kueue's finer modes inside a flavor walk: NO_FIT, then the possibilities, then FIT.
+_FIT_RANK = 4
+
+# Asked for a flavor and resource the queue would have to preempt for, and the amount it needs there: what
+# preemption would do, and the borrowing level once its victims are gone.
+PreemptionProbe = Callable[[FlavorResource, int], tuple[Possibility, int]]
 
 
 @dataclass(frozen=True)
@@ -92,20 +116,21 @@ class Assignment:
     # Every flavor and resource it was short of, with the amount it needs there: until one of these is
     # available, waiting cannot admit it.
     short_needs: Mapping[FlavorResource, int] = field(default_factory=dict)
+    # Whether the flavor walk asked a PreemptionProbe: then admissions anywhere may change the choice.
+    probed: bool = False
 
 
-def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet, label_keys: frozenset[str]) -> str | None:
-    """Why ``pod_set`` cannot run on ``flavor``'s nodes, or None. As Kueue does, only the keys that some flavor
-    of the resource group labels (``label_keys``) count in the pod set's nodeSelector and required affinity."""
+def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+    """Why ``pod_set`` cannot run on ``flavor``'s nodes, or None. As Kueue (v0.19+) does, only the keys this
+    flavor labels count in the pod set's nodeSelector and required affinity: the others select among nodes
+    the flavor says nothing about."""
     labels = flavor.node_labels
     for key, wanted in pod_set.node_selector.items():
-        if key in label_keys and labels.get(key) != wanted:
-            have = labels.get(key)
-            if have is None:
-                return f"its nodeSelector {key}={wanted} selects nodes flavor {flavor.name} does not label with {key}"
+        have = labels.get(key)
+        if have is not None and have != wanted:
             return f"its nodeSelector {key}={wanted} contradicts flavor {flavor.name}'s node label {key}={have}"
     if pod_set.node_affinity:
-        terms = [tuple(r for r in term if r.key in label_keys) for term in pod_set.node_affinity]
+        terms = [tuple(r for r in term if r.key in labels) for term in pod_set.node_affinity]
         # A term left with no expression matches every node, so then the affinity decides nothing here.
         if all(terms) and not any(all(r.matches(labels) for r in term) for term in terms):
             shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
@@ -122,11 +147,11 @@ def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet, label_keys: frozens
     return None
 
 
-# Per resource group used: its requested resources, its flavors (name, flavor or None if missing, whether it has
-# no labels or taints to check) and the label keys its flavors use (all that nodeSelector and affinity consult).
+# Per resource group used: its requested resources and its flavors (name, flavor or None if missing, whether it
+# has no labels or taints to check).
 _Plan = tuple[
     tuple[str, ...],
-    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...], frozenset[str]], ...],
+    tuple[tuple[tuple[str, ...], tuple[tuple[str, ResourceFlavor | None, bool], ...]], ...],
 ]
 
 
@@ -157,6 +182,12 @@ class FlavorAssigner:
             or preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
             or preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
         )
+        # Below a sub-cohort, a request past nominal quota may still reclaim that sub-cohort's quota.
+        self.may_reclaim_in_hierarchy = (
+            preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER and len(self.node.descent) >= 2
+        )
+        # Whether some resource group offers a choice of flavors: only then can a PreemptionProbe change one.
+        self.chooses_flavors = any(len(group.flavors) > 1 for group in cluster_queue.resource_groups)
         self.group_of: dict[str, ResourceGroup] = {
             resource: group for group in cluster_queue.resource_groups for resource in group.covered_resources
         }
@@ -188,12 +219,15 @@ class FlavorAssigner:
                 flavor = self.flavors.get(flavor_quotas.name)
                 plain = flavor is not None and not flavor.node_labels and not flavor.node_taints
                 flavors.append((flavor_quotas.name, flavor, plain))
-            label_keys = frozenset(key for _, flavor, _ in flavors if flavor is not None for key in flavor.node_labels)
-            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors), label_keys))
+            steps.append((tuple(r for r in group.covered_resources if r in resources), tuple(flavors)))
         plan = self._plans[resources] = (tuple(uncovered), tuple(steps))
         return plan
 
-    def assign(self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...]) -> Assignment:
+    def assign(
+        self, pod_sets: tuple[PodSet, ...], counts: tuple[int, ...], probe: PreemptionProbe | None = None
+    ) -> Assignment:
+        """The flavors for ``pod_sets`` at ``counts`` pods; ``probe`` tells flavors that need preemption apart
+        (without it, every such flavor counts as one with victims)."""
         if len(pod_sets) == 1:
             names = tuple(pod_sets[0].requests)
             if names in self._single:
@@ -209,6 +243,7 @@ class FlavorAssigner:
         short_needs: dict[FlavorResource, int] = {}
         mode = Mode.FIT
         never_fits = False
+        probed = False
         for pod_set, count in zip(pod_sets, counts, strict=True):
             requests = pod_set.requests
             names = tuple(requests)
@@ -223,12 +258,13 @@ class FlavorAssigner:
             if mode is Mode.NO_FIT and never_fits:
                 continue
             chosen: dict[str, str] = {}
-            for resources, flavors, label_keys in steps:
+            for resources, flavors in steps:
                 # One resource group covering the whole request, in its order: the usage is what it asks for.
                 requested = usage if resources == names else {r: usage[r] for r in resources}
-                flavor, group_mode, group_short, group_reasons, group_never = self._pick(
-                    flavors, label_keys, pod_set, requested, taken=taken, short_needs=short_needs
+                flavor, group_mode, group_short, group_reasons, group_never, group_probed = self._pick(
+                    flavors, pod_set, requested, taken=taken, short_needs=short_needs, probe=probe
                 )
+                probed = probed or group_probed
                 if group_reasons:
                     reasons.extend(group_reasons)
                 if flavor is None:
@@ -253,7 +289,7 @@ class FlavorAssigner:
         if mode is not Mode.FIT:
             short = short or set(taken)
         return Assignment(
-            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs
+            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs, probed
         )
 
     def _limits_of(self, fr: FlavorResource) -> _Limits:
@@ -273,7 +309,7 @@ class FlavorAssigner:
         uncovered, steps = self.plan(names)
         if uncovered or len(steps) != 1:
             return None
-        resources, flavors, _ = steps[0]
+        resources, flavors = steps[0]
         if len(flavors) != 1 or not flavors[0][2]:
             return None
         return flavors[0][0], resources
@@ -286,52 +322,89 @@ class FlavorAssigner:
         requested = usage if resources == names else {r: usage[r] for r in resources}
         reasons: list[Reason] = []
         short_needs: dict[FlavorResource, int] = {}
-        mode, borrow, short, never = self._flavor_mode(flavor, requested, {}, reasons, short_needs)
+        mode, level, short, never = self._flavor_mode(flavor, requested, {}, reasons, short_needs)
         if mode is Mode.NO_FIT:
             result = PodSetAssignment(pod_set.name, {}, count, usage)
             return Assignment((result,), mode, False, {}, tuple(reasons), frozenset(), never, short_needs)
         result = PodSetAssignment(pod_set.name, dict.fromkeys(requested, flavor), count, usage)
         taken = {(flavor, resource): amount for resource, amount in requested.items()}
-        if mode is Mode.FIT:
-            return Assignment((result,), mode, borrow, taken, (), frozenset(short), never, short_needs)
+        if mode is Mode.FIT:  # a fitting flavor borrows exactly when its level is above 0
+            return Assignment((result,), mode, level > 0, taken, (), frozenset(short), never, short_needs)
+        # As the general walk: whether any resource, short or not, goes past nominal quota.
+        usage_now = self.node.usage
+        subtree = self.node.subtree
+        borrow = any(usage_now.get(fr, 0) + amount > subtree.get(fr, 0) for fr, amount in taken.items())
         return Assignment((result,), mode, borrow, taken, tuple(reasons), frozenset(short or taken), never, short_needs)
 
     def _pick(
         self,
         flavors: tuple[tuple[str, ResourceFlavor | None, bool], ...],
-        label_keys: frozenset[str],
         pod_set: PodSet,
         requested: Mapping[str, int],
         *,
         taken: Mapping[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
-    ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool]:
-        best: tuple[Mode, bool, str, set[FlavorResource]] | None = None
+        probe: PreemptionProbe | None,
+    ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool, bool]:
+        # The best flavor so far: its rank (NO_FIT 0, a Possibility, FIT), minus its borrowing level, its mode,
+        # name and shortages.
+        best: tuple[int, int, Mode, str, set[FlavorResource]] | None = None
         reasons: list[Reason] = []
         all_never = True
+        probed = False
         fungibility = self.cq.flavor_fungibility
+        # One flavor to choose from: probing cannot change the choice.
+        probe = probe if len(flavors) > 1 else None
         for name, flavor, plain in flavors:
             if flavor is None:
                 reasons.append(f"ResourceFlavor {name} does not exist: create it")
                 continue
             if not plain or pod_set.node_selector or pod_set.node_affinity:
-                mismatch = flavor_mismatch(flavor, pod_set, label_keys)
+                mismatch = flavor_mismatch(flavor, pod_set)
                 if mismatch is not None:
                     reasons.append(f"pod set {pod_set.name}: {mismatch}")
                     continue
-            mode, borrow, short, never = self._flavor_mode(name, requested, taken, reasons, short_needs)
+            mode, level, short, never = self._flavor_mode(name, requested, taken, reasons, short_needs)
             all_never = all_never and never
             if mode is Mode.NO_FIT:
                 continue
-            if best is None or (mode, not borrow) > (best[0], not best[1]):
-                best = (mode, borrow, name, short)
-            if mode is Mode.FIT and (not borrow or fungibility.when_can_borrow is WhenCanBorrow.MAY_STOP_SEARCH):
-                break
-            if mode is Mode.PREEMPT and fungibility.when_can_preempt is WhenCanPreempt.MAY_STOP_SEARCH:
-                break
+            rank = _FIT_RANK if mode is Mode.FIT else int(Possibility.PREEMPT)
+            if probe is not None and mode is Mode.PREEMPT:
+                probed = True
+                rank, level = self._probed(name, requested, taken, short, probe)
+            if best is None or (rank, -level) > (best[0], best[1]):
+                best = (rank, -level, mode, name, short)
+            if rank == int(Possibility.NOBODY):
+                continue
+            if mode is Mode.PREEMPT and fungibility.when_can_preempt is WhenCanPreempt.TRY_NEXT_FLAVOR:
+                continue
+            if level > 0 and fungibility.when_can_borrow is WhenCanBorrow.TRY_NEXT_FLAVOR:
+                continue
+            break
         if best is None:
-            return None, Mode.NO_FIT, set(), reasons, all_never
-        return best[2], best[0], best[3], ([] if best[0] is Mode.FIT else reasons), False
+            return None, Mode.NO_FIT, set(), reasons, all_never, probed
+        mode = best[2]
+        return best[3], mode, best[4], ([] if mode is Mode.FIT else reasons), False, probed
+
+    def _probed(
+        self,
+        flavor: str,
+        requested: Mapping[str, int],
+        taken: Mapping[FlavorResource, int],
+        short: set[FlavorResource],
+        probe: PreemptionProbe,
+    ) -> tuple[int, int]:
+        """The rank and borrowing level of a flavor that needs preemption: its worst short resource's, as the
+        probe finds it (a resource that fits ranks above any that needs preemption)."""
+        worst: tuple[int, int] | None = None
+        for resource, amount in requested.items():
+            fr = (flavor, resource)
+            if fr in short:
+                possibility, after = probe(fr, amount + taken[fr] if fr in taken else amount)
+                if worst is None or (int(possibility), -after) < worst:
+                    worst = (int(possibility), -after)
+        assert worst is not None
+        return worst[0], -worst[1]
 
     def _flavor_mode(
         self,
@@ -340,19 +413,30 @@ class FlavorAssigner:
         taken: Mapping[FlavorResource, int],
         reasons: list[Reason],
         short_needs: dict[FlavorResource, int],
-    ) -> tuple[Mode, bool, set[FlavorResource], bool]:
+    ) -> tuple[Mode, int, set[FlavorResource], bool]:
+        """The flavor's mode, its borrowing level (its worst resource's: the highest among those it is short of,
+        else among all), what it is short of, and whether it can never fit."""
         mode = Mode.FIT
-        borrow = False
+        level = 0
+        short_level = 0
         short: set[FlavorResource] = set()
         never = False
-        node_usage = self.node.usage
+        node = self.node
+        node_usage = node.usage
         limits = self._limits
+        # Below the root, the borrowing level is the height of the lowest subtree that covers the request; a
+        # queue right below the root borrows from it, at its height.
+        flat = len(node.descent) == 1
         for resource, amount in requested.items():
             fr = (flavor, resource)
             need = amount + taken[fr] if fr in taken else amount
             nominal, total, root_usage, below_root, potential = limits.get(fr) or self._limits_of(fr)
-            if node_usage.get(fr, 0) + need > nominal:
-                borrow = True
+            borrowing_level = 0
+            if node_usage.get(fr, 0) + need > nominal and node.parent is not None:
+                borrowing_level = (
+                    node.lineage[0].height if flat else self.tree.lowest_fitting_subtree(node, fr, need)[0]
+                )
+                level = max(level, borrowing_level)
             # QuotaTree.available, inlined over the fixed limits: this is the engine's innermost loop.
             available = total - root_usage.get(fr, 0)
             for usage_of, floor, cap in below_root:
@@ -364,6 +448,7 @@ class FlavorAssigner:
             if need <= available:
                 continue
             short.add(fr)
+            short_level = max(short_level, borrowing_level)
             most = short_needs.get(fr)
             if most is None or need > most:
                 short_needs[fr] = need
@@ -371,9 +456,14 @@ class FlavorAssigner:
             if need > potential:
                 mode, never = Mode.NO_FIT, True
                 continue
-            # Past nominal quota, preemption helps only if the queue may evict its own or preempt while borrowing.
-            if need > nominal and not self.may_preempt_past_nominal:
+            # Past nominal quota, preemption helps only if the queue may evict its own, preempt while borrowing,
+            # or reclaim the quota of a sub-cohort that covers the request.
+            if (
+                need > nominal
+                and not self.may_preempt_past_nominal
+                and not (self.may_reclaim_in_hierarchy and self.tree.lowest_fitting_subtree(node, fr, need)[1])
+            ):
                 mode = Mode.NO_FIT
             elif mode is Mode.FIT:
                 mode = Mode.PREEMPT
-        return mode, borrow, short, never
+        return mode, (level if mode is Mode.FIT else short_level), short, never

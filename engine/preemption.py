@@ -11,6 +11,9 @@ Victim order: other queues before the own one, lower priority first, most recent
 are taken in that order until the preemptor fits (skipping a queue that stopped borrowing along the way), then
 every victim not needed is given back, newest decision first. The quota tree is restored before returning.
 
+In a tree of nested cohorts, ``nested_classic_victims`` applies Kueue's hierarchical reclaim instead of the
+cohort rules above (the own queue's rule is the same): see its docstring.
+
 These rules cannot cycle: a victim of an in-queue preemption has strictly lower priority (or equal and is
 newer) than its preemptor, and a reclaim leaves the preemptor's queue within its nominal quota, so the victim
 cannot take the quota back while that holds.
@@ -32,7 +35,7 @@ from kuota.engine.model import (
     WithinClusterQueuePolicy,
     Workload,
 )
-from kuota.engine.quota_tree import FlavorResource, QuotaTree
+from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
 
 
 class PreemptionReason(StrEnum):
@@ -59,6 +62,11 @@ class AdmittedWorkload:
 class Target:
     victim: AdmittedWorkload
     reason: PreemptionReason
+    # In a nested cohort tree, for a victim in another ClusterQueue: the cohort (the lowest common one with the
+    # preemptor) below which its queue and every cohort on the way must stay over their quota for it to remain
+    # a victim as others go; and whether it may go only if the preemptor ends up not borrowing.
+    boundary: QuotaNode | None = None
+    only_without_borrowing: bool = False
 
 
 def victim_order(target: Target, preemptor_queue: str) -> tuple[bool, int, float, int, str]:
@@ -381,3 +389,175 @@ def fair_sharing_victims(
                 for t in removed
             ]
     return []
+
+
+def nested_classic_victims(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    assignment: Assignment,
+    *,
+    tree: QuotaTree,
+    admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
+) -> list[Target]:
+    """Classic preemption in a tree of nested cohorts, Kueue's hierarchical way (``classical`` package).
+
+    Walking up from the preemptor's queue, each cohort's subtree (less the part already walked) gives the
+    workloads of the queues that use more than their quota, looking only into sub-cohorts that do too: a
+    subtree within its quota is nobody's to reclaim from. Where the preemptor's request fits its queue's quota,
+    or the quota of a cohort already walked (what the levels below cannot cover counts against the next), it
+    has the hierarchical advantage over the rest of the tree: those workloads are reclaimed per
+    ``reclaimWithinCohort`` alone. The others may go while the preemptor borrows only per ``borrowWithinCohort``,
+    else only if it ends up within its nominal quota. Candidates: advantaged ones, then the others, then its own
+    queue's, each in victim order; tried allowing borrowing and not, in Kueue's order.
+    """
+    node = tree.cluster_queues[cq.name]
+    short = assignment.short
+    usage = assignment.usage
+    advantaged, by_priority = _cohort_candidates(preemptor, cq, assignment, tree=tree, admitted=admitted)
+    own: list[Target] = []
+    within = cq.preemption.within_cluster_queue
+    if within is not WithinClusterQueuePolicy.NEVER:
+        newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+        for victim in admitted.get(cq.name, {}).values():
+            other = victim.workload
+            newer_equal = (
+                within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+                and other.priority == preemptor.priority
+                and (other.created, other.uid, other.key) > newer_than
+            )
+            if (other.priority < preemptor.priority or newer_equal) and victim.uses_any(short):
+                own.append(Target(victim, PreemptionReason.IN_CLUSTER_QUEUE))
+    ordered: list[Target] = []
+    for targets in (advantaged, by_priority, own):
+        ordered.extend(sorted(targets, key=lambda target: victim_order(target, cq.name)))
+    borrowing_forbidden = cq.preemption.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER
+    under_nominal = all(node.usage.get(fr, 0) < node.subtree.get(fr, 0) for fr in short)
+    attempts: tuple[bool, ...]
+    if not (advantaged or by_priority) or (borrowing_forbidden and not under_nominal):
+        attempts = (True,)
+    elif borrowing_forbidden and not advantaged:
+        attempts = (False, True)
+    else:
+        attempts = (True, False)
+    for allow_borrowing in attempts:
+        victims = _fewest_valid_victims(node, usage, short, ordered, tree=tree, allow_borrowing=allow_borrowing)
+        if victims:
+            return victims
+    return []
+
+
+def _cohort_candidates(
+    preemptor: Workload,
+    cq: ClusterQueue,
+    assignment: Assignment,
+    *,
+    tree: QuotaTree,
+    admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
+) -> tuple[list[Target], list[Target]]:
+    """The candidates in other queues: those over which the preemptor has the hierarchical advantage, and the
+    others (see ``nested_classic_victims``)."""
+    advantaged: list[Target] = []
+    by_priority: list[Target] = []
+    node = tree.cluster_queues[cq.name]
+    reclaim = cq.preemption.reclaim_within_cohort
+    if node.parent is None or reclaim is ReclaimPolicy.NEVER:
+        return advantaged, by_priority
+    short = assignment.short
+    priority = preemptor.priority
+    while_borrowing = cq.preemption.borrow_within_cohort is BorrowWithinCohortPolicy.LOWER_PRIORITY
+    threshold = cq.preemption.max_priority_threshold
+    remaining = dict(assignment.usage)
+    advantage = all(node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) for fr, amount in remaining.items())
+    walked: QuotaNode = node
+    above: QuotaNode | None = node.parent
+    while above is not None:
+        remaining = {fr: max(0, amount - walked.local_available(fr)) for fr, amount in remaining.items()}
+        for queue_node in _over_quota_queues(above, walked, short):
+            for victim in admitted.get(queue_node.name, {}).values():
+                other = victim.workload.priority
+                if not victim.uses_any(short) or (reclaim is ReclaimPolicy.LOWER_PRIORITY and other >= priority):
+                    continue
+                if advantage:
+                    advantaged.append(Target(victim, PreemptionReason.IN_COHORT_RECLAMATION, above))
+                elif while_borrowing and other < priority and (threshold is None or other <= threshold):
+                    by_priority.append(Target(victim, PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING, above))
+                else:
+                    by_priority.append(Target(victim, PreemptionReason.IN_COHORT_RECLAMATION, above, True))
+        advantage = advantage or all(
+            above.usage.get(fr, 0) + amount <= above.subtree.get(fr, 0) for fr, amount in remaining.items()
+        )
+        walked = above
+        above = above.parent
+    return advantaged, by_priority
+
+
+def _over_quota_queues(cohort: QuotaNode, walked: QuotaNode, short: frozenset[FlavorResource]) -> Iterator[QuotaNode]:
+    """The ClusterQueues under ``cohort``, outside the subtree ``walked``, using more than their quota of
+    something in ``short``, found only through sub-cohorts that do too."""
+    for child in cohort.children:
+        if child is walked or child.within_quota(short):
+            continue
+        if child.is_cluster_queue:
+            yield child
+        else:
+            yield from _over_quota_queues(child, walked, short)
+
+
+def _fewest_valid_victims(
+    node: QuotaNode,
+    usage: Mapping[FlavorResource, int],
+    short: frozenset[FlavorResource],
+    ordered: list[Target],
+    *,
+    tree: QuotaTree,
+    allow_borrowing: bool,
+) -> list[Target]:
+    """``fewest_victims`` over nested cohorts: a candidate in another queue stays one only while its queue, and
+    every cohort between it and the boundary, uses more than its quota; without borrowing, the preemptor must
+    end up within its nominal quota, and candidates that require that count."""
+
+    def valid(target: Target) -> bool:
+        victim_node = tree.cluster_queues[target.victim.cluster_queue]
+        if victim_node is node:
+            return True
+        if allow_borrowing and target.only_without_borrowing:
+            return False
+        current: QuotaNode | None = victim_node
+        while current is not None and current is not target.boundary:
+            if current.within_quota(short):
+                return False
+            current = current.parent
+        return True
+
+    def admissible() -> bool:
+        for fr, amount in usage.items():
+            if amount > tree.available(node, fr):
+                return False
+            if not allow_borrowing and node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0):
+                return False
+        return True
+
+    removed: list[Target] = []
+    fitted = False
+    for target in ordered:
+        if not valid(target):
+            continue
+        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+        removed.append(target)
+        if admissible():
+            fitted = True
+            break
+    if not fitted:
+        for target in removed:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        return []
+    needed = list(removed)
+    for target in reversed(removed[:-1]):
+        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        if admissible():
+            needed.remove(target)
+        else:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+    for target in needed:
+        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+    return needed

@@ -508,7 +508,7 @@ class QueueManager:
             return ((),)
         return tuple(
             tuple(tuple(((name, r), requests[r] * pod_set.count) for r in resources) for name, _, _ in flavors)
-            for resources, flavors, _ in steps
+            for resources, flavors in steps
         )
 
     def _bound(self, tree: Tree, fr: FlavorResource) -> int:

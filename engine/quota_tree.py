@@ -28,6 +28,7 @@ class QuotaNode:
         "children",
         "descent",
         "floors",
+        "height",
         "is_cluster_queue",
         "lineage",
         "name",
@@ -67,6 +68,9 @@ class QuotaNode:
         self.lineage: tuple[QuotaNode, ...] = (self,)
         self.descent: tuple[QuotaNode, ...] = ()  # the lineage without the root
         self.upward: tuple[QuotaNode, ...] = (self,)  # the lineage from this node up
+        # Kueue's height of the node: 0 for a ClusterQueue (or an empty cohort), else one more than its highest
+        # child cohort, at least 1. A cohort tree of height 2 or more nests cohorts.
+        self.height = 0
 
     def guaranteed(self, fr: FlavorResource) -> int:
         """The part of this node's subtree quota it never lends to its parent."""
@@ -74,6 +78,17 @@ class QuotaNode:
         if quota is None or quota.lending_limit is None:
             return 0
         return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+
+    def within_quota(self, frs: Iterable[FlavorResource]) -> bool:
+        """Whether this node uses no more than its subtree quota of each of ``frs``."""
+        usage = self.usage
+        subtree = self.subtree
+        return all(usage.get(fr, 0) <= subtree.get(fr, 0) for fr in frs)
+
+    def local_available(self, fr: FlavorResource) -> int:
+        """What is left of its guaranteed part: quota it may use that its parent never sees."""
+        left = self.floors.get(fr, 0) - self.usage.get(fr, 0)
+        return left if left > 0 else 0
 
     def settle(self) -> None:
         for fr, quota in self.quotas.items():
@@ -160,8 +175,12 @@ class QuotaTree:
 
     def _sum_subtree(self, node: QuotaNode) -> None:
         node.subtree = {fr: quota.nominal for fr, quota in node.quotas.items()}
+        if not node.is_cluster_queue and node.children:
+            node.height = 1
         for child in node.children:
             self._sum_subtree(child)
+            if not child.is_cluster_queue:
+                node.height = max(node.height, child.height + 1)
             for fr, amount in child.subtree.items():
                 node.subtree[fr] = node.subtree.get(fr, 0) + amount - child.guaranteed(fr)
 
@@ -226,6 +245,23 @@ class QuotaTree:
                 total = min(total, node.subtree.get(fr, 0) + quota.borrowing_limit)
         node.potential[fr] = total
         return total
+
+    def lowest_fitting_subtree(self, node: QuotaNode, fr: FlavorResource, need: int) -> tuple[int, bool]:
+        """Where ``need`` more of ``fr`` would come from, as Kueue's flavor assigner sees it: the height of the
+        lowest subtree above ``node`` whose quota covers it (0: its own quota does; the root's height when
+        none does), and whether that subtree lies below the root, so that the queue may reclaim that subtree's
+        quota from borrowers elsewhere in the tree."""
+        parent = node.parent
+        if parent is None or node.usage.get(fr, 0) + need <= node.subtree.get(fr, 0):
+            return 0, parent is not None
+        remaining = need - node.local_available(fr)
+        above = parent
+        while True:
+            fits = above.usage.get(fr, 0) + remaining <= above.subtree.get(fr, 0)
+            if fits or above.parent is None:
+                return above.height, fits and above.parent is not None
+            remaining -= above.local_available(fr)
+            above = above.parent
 
     def borrowed(self, cluster_queue: str, fr: FlavorResource) -> int:
         node = self.cluster_queues[cluster_queue]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kuota.engine.decisions import Admission, Decision, Eviction, EvictionReason, WorkloadState
 from kuota.engine.fair_share import path_shares, weighted_share
-from kuota.engine.flavor_assignment import Assignment, Mode
+from kuota.engine.flavor_assignment import Assignment, Mode, Possibility, PreemptionProbe
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
     ClusterQueue,
@@ -38,6 +38,7 @@ from kuota.engine.preemption import (
     classic_candidates_in_order,
     fair_sharing_victims,
     fewest_victims,
+    nested_classic_victims,
 )
 from kuota.engine.queue_manager import QueueManager, may_preempt
 from kuota.engine.queues import Group, Help, Queue, Record, SortKey, Tree, WhyNot
@@ -106,7 +107,7 @@ class Scheduler:
                     self.manager.wake_sleeper(tree, sleeper[1])
             best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
             if fair:
-                best = self._fair_best(tree, queues)
+                best = self._fair_best(tree, queues, now)
             else:
                 found = self._best_head(tree)
                 if found is not None:
@@ -142,7 +143,9 @@ class Scheduler:
             heapq.heappop(heads)
         return None
 
-    def _fair_best(self, tree: Tree, queues: list[Queue]) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
+    def _fair_best(
+        self, tree: Tree, queues: list[Queue], now: float
+    ) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
         """The head Kueue's fair-sharing tournament picks: every queue's head enters with its shares along its
         path; each cohort keeps the child (with the head it nominates) of lowest share, then best order."""
         entries: dict[QuotaNode, _FairEntry] = {}
@@ -154,7 +157,9 @@ class Scheduler:
                 continue
             group, head = peeked
             node = self.manager.tree.cluster_queues[queue.model.name]
-            assignment = queue.assigner.assign(head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets))
+            assignment = queue.assigner.assign(
+                head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets), self._probe(queue, head, now)
+            )
             entries[node] = _FairEntry(path_shares(self.manager.tree, node, assignment.usage), queue, group, head)
         best = _tournament(tree.root, entries)
         if best is None:
@@ -166,7 +171,7 @@ class Scheduler:
         assert queue.assigner is not None
         workload = record.workload
         fair = self.manager.configuration.fair_sharing is not None
-        assignment = queue.assigner.assign(workload.pod_sets, record.counts)
+        assignment = queue.assigner.assign(workload.pod_sets, record.counts, self._probe(queue, record, now))
         if assignment.mode is Mode.FIT:
             decisions.append(self.admit(record, queue.model.name, assignment, now))
             return None
@@ -215,6 +220,10 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             help_from = Help(True, True, None, {}, True)
+        if assignment.probed or self._nested(queue):
+            # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
+            # any admission or free anywhere in the tree.
+            help_from = Help(True, True, None, {}, True)
         elif assignment.mode is Mode.PREEMPT and queue.fragile:
             help_from = Help(
                 help_from.own_queue,
@@ -225,6 +234,38 @@ class Scheduler:
                 help_from.own_frees_only,
             )
         return help_from
+
+    def _nested(self, queue: Queue) -> bool:
+        """Whether ``queue``'s cohort tree nests cohorts."""
+        return self.manager.tree.cluster_queues[queue.model.name].lineage[0].height >= 2
+
+    def _probe(self, queue: Queue, record: Record, now: float) -> PreemptionProbe | None:
+        """What preempting for one flavor and resource would do for ``record``, as Kueue's preemption oracle
+        simulates it (a workload preempted at ``now`` may not preempt: then nothing is probed)."""
+        if record.preempted_at == now or queue.assigner is None or not queue.assigner.chooses_flavors:
+            return None
+        tree = self.manager.tree
+        name = queue.model.name
+        node = tree.cluster_queues[name]
+
+        def probe(fr: FlavorResource, need: int) -> tuple[Possibility, int]:
+            trial = Assignment((), Mode.PREEMPT, False, {fr: need}, short=frozenset((fr,)))
+            victims = (
+                self._victims(queue, record, trial)
+                if self._has_candidates(queue, record, self._help_for(queue.model, trial))
+                else []
+            )
+            if not victims:
+                return Possibility.NOBODY, tree.lowest_fitting_subtree(node, fr, need)[0]
+            for target in victims:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+            level = tree.lowest_fitting_subtree(node, fr, need)[0]
+            for target in victims:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+            own = any(target.victim.cluster_queue == name for target in victims)
+            return (Possibility.PREEMPT if own else Possibility.RECLAIM), level
+
+        return probe
 
     def _capped(self, queue: Queue, record: Record) -> bool:
         """Whether its queue's borrowingLimit keeps ``record`` from fitting in every flavor of some resource
@@ -276,8 +317,10 @@ class Scheduler:
                 within_nominal = False
                 break
         may_reclaim = cq.cohort is not None and preemption.reclaim_within_cohort is not ReclaimPolicy.NEVER
-        reclaims = (within_nominal and may_reclaim) or (
-            cq.cohort is not None and preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER
+        reclaims = (
+            (within_nominal and may_reclaim)
+            or (cq.cohort is not None and preemption.borrow_within_cohort is not BorrowWithinCohortPolicy.NEVER)
+            or (may_reclaim and node.lineage[0].height >= 2)  # the advantage of a sub-cohort's quota
         )
         limits: dict[FlavorResource, int] = {}
         if may_reclaim and not within_nominal:
@@ -304,6 +347,14 @@ class Scheduler:
         cq = queue.model
         fair = self.manager.configuration.fair_sharing
         cohort_queues = self.manager.trees[queue.root].queues
+        if fair is None and self._nested(queue):
+            return nested_classic_victims(
+                record.workload,
+                cq,
+                assignment,
+                tree=self.manager.tree,
+                admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
+            )
         if fair is None:
             ordered = classic_candidates_in_order(
                 record.workload,
@@ -349,8 +400,10 @@ class Scheduler:
         def counts(step: int) -> tuple[int, ...]:
             return tuple(p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True))
 
+        probe = self._probe(queue, record, now)
+
         def admissible(step: int) -> tuple[Assignment, list[Target]] | None:
-            attempt = assigner.assign(pod_sets, counts(step))
+            attempt = assigner.assign(pod_sets, counts(step), probe)
             if attempt.mode is Mode.FIT:
                 return attempt, []
             if (
@@ -406,6 +459,13 @@ class Scheduler:
         self, record: Record, cluster_queue: str, assignment: Assignment, now: float, preempted: tuple[str, ...] = ()
     ) -> Admission:
         queue = self.manager.queues[cluster_queue]
+        node = self.manager.tree.cluster_queues[cluster_queue]
+        borrowing = assignment.borrowing
+        if preempted:
+            # Borrowing is decided with the victims gone: within its nominal quota then, it does not borrow.
+            borrowing = any(
+                node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
+            )
         self.manager.unroute(record)
         record.state = WorkloadState.ADMITTED
         record.reason = None
@@ -420,7 +480,7 @@ class Scheduler:
             record.deadline = now + max(0.0, limit - record.executed)
             heapq.heappush(self._deadlines, (record.deadline, next(self.manager.sequence), record.workload.key))
         self.manager.wake_preemptors(queue, admitted)
-        return Admission(record.workload.key, cluster_queue, assignment.pod_sets, assignment.borrowing, now, preempted)
+        return Admission(record.workload.key, cluster_queue, assignment.pod_sets, borrowing, now, preempted)
 
     def release(self, record: Record, now: float | None = None) -> AdmittedWorkload:
         admitted = record.admitted

@@ -63,6 +63,9 @@ class SimulatedWorkload:
     workload: Workload
     submit_at: float
     duration: float
+    # Why Kueue would create no Workload for its Job (its WorkloadPriorityClass does not exist): then it never
+    # reaches the engine and ends Inadmissible with this reason.
+    not_created: str | None = None
 
 
 def seed_directory() -> Path:
@@ -399,6 +402,7 @@ def _workload(
     submit_at = _seconds(where, "submitAt", line["submitAt"])
     duration = _seconds(where, "duration", line["duration"])
     priority_class = line.get("priorityClass")
+    not_created: str | None = None
     if priority_class is None:
         priority = priorities.get("default", 0)
         priority_class = "default" if "default" in priorities else None
@@ -407,9 +411,11 @@ def _workload(
     elif priority_class in priorities:
         priority = priorities[priority_class]
     else:
-        raise WorkloadFileError(
-            f"{where}: priorityClass {_show(priority_class)} is not a WorkloadPriorityClass of the "
-            "CONFIG; add it or fix the name"
+        # Kueue records an event on the Job and creates no Workload for it; every other Job goes on.
+        priority = 0
+        not_created = (
+            f"WorkloadPriorityClass {_show(priority_class)} not found, so no Workload is created for it: "
+            "add the class to the CONFIG or fix the name"
         )
     max_exec = line.get("maxExecutionSeconds")
     if max_exec is not None and not _is_whole(max_exec, 1, MAX_INT32):
@@ -431,7 +437,7 @@ def _workload(
         priority_class=priority_class,
         max_execution_seconds=max_exec,
     )
-    return SimulatedWorkload(workload, submit_at, duration)
+    return SimulatedWorkload(workload, submit_at, duration, not_created)
 
 
 def _text(label: str, value: object) -> str:

@@ -1,6 +1,7 @@
 """The discrete-event replay: arrivals and completions in simulated time, decisions from the engine.
 
-At each instant, in order: workloads arriving then are submitted, workloads whose work is done finish, and
+At each instant, in order: workloads arriving then are submitted (one whose Job Kueue would give no Workload, for
+a missing WorkloadPriorityClass, is Inadmissible from the start), workloads whose work is done finish, and
 the engine is asked for every decision due (admissions, preemptions, deadline evictions). An admitted
 workload finishes ``remaining`` seconds later unless evicted first; an evicted one keeps the work it did and
 resumes the rest when admitted again. Evicted workloads free their quota at the moment of eviction. With
@@ -165,7 +166,11 @@ def _replay(
                 waiting_since=upcoming.submit_at,
             )
             histories[upcoming.workload.key] = history
-            engine.submit(upcoming.workload)
+            if upcoming.not_created is None:
+                engine.submit(upcoming.workload)
+            else:
+                history.outcome = Outcome.INADMISSIBLE
+                history.reason = upcoming.not_created
             upcoming = next(incoming, None)
         while finishes and finishes[0][0] <= now:
             _, _, key, epoch = heapq.heappop(finishes)

@@ -15,6 +15,20 @@ controller has gone quiet. What each phase exercises:
    queues);
 6. b's preemptor finishes: a borrows again, up to its limit.
 
+Then a second, separate tree of nested cohorts (``reclaimWithinCohort: Any``, ``withinClusterQueue:
+LowerPriority`` everywhere): Cohort nest at the root holds x (no quota) and two sub-cohorts, nest-team, which
+owns 10 cpu and holds p (no quota of its own), and nest-side, which owns nothing and holds y and z (5 each):
+
+7. x borrows nest-team's idle 10, y borrows z's idle 5 within nest-side: the tree is full;
+8. p's request fits nest-team's quota, so p reclaims it from x; y borrows too, but nest-side uses no more
+   than its own quota, so y's workloads, of lower priority than x's, are pruned, never victims (Kueue's
+   hierarchical reclaim: collectCandidatesInSubtree);
+9. z, within its nominal quota, reclaims from its sibling y inside nest-side (y's lower priority goes); p's
+   sub-cohort, within its quota, is spared.
+
+Each preemptor outranks its victims, so that the freed quota goes to it and not back to the victim in
+Kueue's next cycle (the unit tests show reclaim in the hierarchy taking workloads of any priority).
+
 The scenario and the comparison are pure; :func:`run_live` drives a controller through it.
 """
 
@@ -32,6 +46,7 @@ from benchmarks.workloads.manifests import (
     Manifest,
     ResourceQuota,
     cluster_queue,
+    cohort,
     local_queue,
     namespace,
     resource_flavor,
@@ -45,6 +60,9 @@ from kuota.simulator.replay import Outcome, replay
 
 QUEUES = ("a", "b", "c")
 COHORT = "agree"
+# The nested tree: cohort -> parent (None: the root) and the cpu it owns; queue -> cohort and its nominal cpu.
+NESTED_COHORTS = {"nest": (None, 0), "nest-team": ("nest", 10), "nest-side": ("nest", 0)}
+NESTED_QUEUES = {"x": ("nest", 0), "p": ("nest-team", 0), "y": ("nest-side", 5), "z": ("nest-side", 5)}
 LOCAL_QUEUE = "queue"
 # Simulated seconds between phases: any gap works, the replay has no latency.
 PHASE_SPACING = 10.0
@@ -87,6 +105,18 @@ SCENARIO = (
     Phase("b preempts within its queue", create=(ScenarioWorkload("b-2", "b", 5, 200),)),
     Phase("c-0 finishes: a and b borrow by priority", finish=("c-0",)),
     Phase("b-2 finishes: a borrows up to its limit", finish=("b-2",)),
+    Phase(
+        "nested: x borrows nest-team's quota, y its sibling z's",
+        create=(
+            ScenarioWorkload("x-0", "x", 10, 310),
+            ScenarioWorkload("y-0", "y", 5, 305),
+            ScenarioWorkload("y-1", "y", 5, 306),
+        ),
+    ),
+    Phase(
+        "nested: p reclaims its sub-cohort's quota from x, y is pruned", create=(ScenarioWorkload("p-0", "p", 10, 320),)
+    ),
+    Phase("nested: z reclaims from its sibling y, p is spared", create=(ScenarioWorkload("z-0", "z", 5, 330),)),
 )
 
 
@@ -110,6 +140,22 @@ def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
                 cohort_name=COHORT,
                 flavor="rf",
                 quotas=(ResourceQuota("cpu", 10, borrowing_limit=10),),
+                namespace_selector={},
+                reclaim_within_cohort="Any",
+                within_cluster_queue="LowerPriority",
+            )
+        )
+        objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
+    for name, (parent, owned) in NESTED_COHORTS.items():
+        objects.append(cohort(name, parent=parent, flavor="rf", quotas=(ResourceQuota("cpu", owned),) if owned else ()))
+    for queue, (parent, nominal) in NESTED_QUEUES.items():
+        objects.append(namespace(namespace_of(queue)))
+        objects.append(
+            cluster_queue(
+                f"cq-{queue}",
+                cohort_name=parent,
+                flavor="rf",
+                quotas=(ResourceQuota("cpu", nominal),),
                 namespace_selector={},
                 reclaim_within_cohort="Any",
                 within_cluster_queue="LowerPriority",

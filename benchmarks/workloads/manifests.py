@@ -74,8 +74,32 @@ def resource_flavor(
     return {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
 
 
-def cohort(name: str) -> Manifest:
-    return {"apiVersion": KUEUE_API_VERSION, "kind": "Cohort", "metadata": {"name": name}, "spec": {}}
+def cohort(
+    name: str, *, parent: str | None = None, flavor: str | None = None, quotas: Sequence[ResourceQuota] = ()
+) -> Manifest:
+    """A Cohort, under ``parent`` if given, owning ``quotas`` of ``flavor`` if given."""
+    spec: dict[str, Any] = {}
+    if parent is not None:
+        spec["parentName"] = parent
+    if quotas:
+        if flavor is None:
+            raise SourceSpecError(f"Cohort {name}: quotas need a flavor")
+        spec["resourceGroups"] = [
+            {
+                "coveredResources": [quota.name for quota in quotas],
+                "flavors": [{"name": flavor, "resources": [_quota(quota) for quota in quotas]}],
+            }
+        ]
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+def _quota(quota: ResourceQuota) -> dict[str, Any]:
+    resource: dict[str, Any] = {"name": quota.name, "nominalQuota": quota.nominal}
+    if quota.borrowing_limit is not None:
+        resource["borrowingLimit"] = quota.borrowing_limit
+    if quota.lending_limit is not None:
+        resource["lendingLimit"] = quota.lending_limit
+    return resource
 
 
 def cluster_queue(
@@ -91,14 +115,7 @@ def cluster_queue(
     """A ClusterQueue with one resource group of one flavor covering exactly ``quotas``."""
     if not quotas:
         raise SourceSpecError(f"ClusterQueue {name}: give at least one resource quota")
-    resources: list[dict[str, Any]] = []
-    for quota in quotas:
-        resource: dict[str, Any] = {"name": quota.name, "nominalQuota": quota.nominal}
-        if quota.borrowing_limit is not None:
-            resource["borrowingLimit"] = quota.borrowing_limit
-        if quota.lending_limit is not None:
-            resource["lendingLimit"] = quota.lending_limit
-        resources.append(resource)
+    resources = [_quota(quota) for quota in quotas]
     spec: dict[str, Any] = {}
     if cohort_name is not None:
         spec["cohortName"] = cohort_name

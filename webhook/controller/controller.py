@@ -145,6 +145,8 @@ class QuotaController:
             if value is not None and self._applied.get(f"{kind} {event.key}") == _what_the_engine_reads(value):
                 return  # a status write (often our own): re-applying would re-route every pending workload
             self._apply_config(kind, event.key, value)
+            if kind == "WorkloadPriorityClass" and value is not None:
+                self.state.dirty_jobs.update(self.jobs.objects)  # Jobs that waited for it get their Workload
             self.state.wake.set()
 
         return handle

@@ -136,7 +136,17 @@ class JobReconciler:
         state = self._state
         manifest = jobs.workload_manifest(job)
         priority_class = manifest["spec"].get("priorityClassRef", {}).get("name")
-        if priority_class is not None and priority_class in state.engine.priority_classes:
+        if priority_class is not None:
+            if priority_class not in state.engine.priority_classes:
+                # As Kueue: no Workload for this Job until the class exists (its creation reconciles every Job).
+                self._events.record(
+                    job,
+                    "Warning",
+                    "ErrWorkloadCompose",
+                    f'workloadPriorityClass "{priority_class}" not found: create it or fix the Job\'s '
+                    f"{jobs.PRIORITY_CLASS_LABEL} label",
+                )
+                return
             manifest["spec"]["priority"] = state.engine.priority_classes[priority_class].value
         namespace = job["metadata"]["namespace"]
         try:

@@ -1,5 +1,9 @@
 """kuota and Kueue v0.17.0 decide the same: the agreement scenario (benchmarks/side_by_side/agreement.py) on
-live controllers, each on its own fresh control plane, against ``kuota simulate``'s replay of it.
+live controllers, each on its own fresh control plane, against ``kuota simulate``'s replay of it: a flat
+cohort, then a tree of nested cohorts (hierarchical reclaim, subtree pruning). kuota follows Kueue v0.20;
+the scenario stays where v0.17 decides the same (v0.17 still matches a pod set's nodeSelector against the
+label keys of all a resource group's flavors, v0.19 against the flavor's own; v0.20 also lets a queue that may
+preempt within itself simulate preemption past its nominal quota).
 
 The floor's snapshots are the hand-derived decisions (tests/unit/side_by_side/test_scenarios.py), so each
 controller matching the floor means kuota and Kueue hold exactly the same workloads after every phase. Each

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kuota.engine.engine import Admission, Decision, Eviction, EvictionReason
 from kuota.engine.fair_share import path_shares, weighted_share
-from kuota.engine.flavor_assignment import Assignment, FlavorAssigner, Mode
+from kuota.engine.flavor_assignment import Assignment, FlavorAssigner, Mode, Possibility, PreemptionProbe
 from kuota.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
 from kuota.engine.preemption import (
     AdmittedWorkload,
@@ -21,8 +21,9 @@ from kuota.engine.preemption import (
     classic_candidates,
     fair_sharing_victims,
     minimal_victims,
+    nested_classic_victims,
 )
-from kuota.engine.quota_tree import QuotaTree
+from kuota.engine.quota_tree import FlavorResource, QuotaTree
 
 
 @dataclass
@@ -93,7 +94,8 @@ class ReferenceScheduler:
             paths: dict[str, list[tuple[int, int]]] = {}  # per queue, root first: (node id, share with its head)
             for name, w in heads:
                 node = tree.cluster_queues[name]
-                usage = self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets)).usage
+                probe = self._probe(name, w, tree, queues, now)
+                usage = self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets), probe).usage
                 shares = path_shares(tree, node, usage)
                 paths[name] = [(id(n), share) for n, share in zip(reversed(node.upward), reversed(shares), strict=True)]
 
@@ -133,11 +135,15 @@ class ReferenceScheduler:
     ) -> bool:
         assigner = self._assigner(name, tree)
         may_preempt = self.preempted_at.get(workload.key) != now
-        assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets))
+        probe = self._probe(name, workload, tree, queues, now)
+        assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets), probe)
         victims = self._victims(name, workload, assignment, tree, queues) if may_preempt else []
         if assignment.mode is not Mode.FIT and not victims:
             partial = self._partial(
-                assigner, workload, lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else []
+                assigner,
+                workload,
+                lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else [],
+                probe,
             )
             if partial is None:
                 return False
@@ -158,6 +164,11 @@ class ReferenceScheduler:
                 )
             )
         del self.pending[workload.key]
+        # Borrowing is decided with the victims gone.
+        node = self._tree().cluster_queues[name]
+        borrowing = any(
+            node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
+        )
         self.sequence += 1
         self.admitted[workload.key] = AdmittedWorkload(workload, name, assignment, now, self.sequence)
         decisions.append(
@@ -165,12 +176,36 @@ class ReferenceScheduler:
                 workload.key,
                 name,
                 assignment.pod_sets,
-                assignment.borrowing,
+                borrowing,
                 now,
                 tuple(t.victim.workload.key for t in victims),
             )
         )
         return True
+
+    def _probe(
+        self, name: str, workload: Workload, tree: QuotaTree, queues: list[str], now: float
+    ) -> PreemptionProbe | None:
+        """Kueue's preemption oracle for one flavor and resource: would victims be found, from whom, and how
+        far up the tree would it borrow once they are gone."""
+        if self.preempted_at.get(workload.key) == now:
+            return None
+        node = tree.cluster_queues[name]
+
+        def probe(fr: FlavorResource, need: int) -> tuple[Possibility, int]:
+            trial = Assignment((), Mode.PREEMPT, False, {fr: need}, short=frozenset((fr,)))
+            victims = self._victims(name, workload, trial, tree, queues)
+            if not victims:
+                return Possibility.NOBODY, tree.lowest_fitting_subtree(node, fr, need)[0]
+            for target in victims:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+            level = tree.lowest_fitting_subtree(node, fr, need)[0]
+            for target in victims:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+            own = any(target.victim.cluster_queue == name for target in victims)
+            return (Possibility.PREEMPT if own else Possibility.RECLAIM), level
+
+        return probe
 
     def _victims(
         self, name: str, workload: Workload, assignment: Assignment, tree: QuotaTree, queues: list[str]
@@ -182,6 +217,10 @@ class ReferenceScheduler:
             if admitted.cluster_queue in admitted_by_queue:
                 admitted_by_queue[admitted.cluster_queue][key] = admitted
         fair = self.configuration.fair_sharing
+        if fair is None and tree.cluster_queues[name].lineage[0].height >= 2:
+            return nested_classic_victims(
+                workload, self.cluster_queues[name], assignment, tree=tree, admitted=admitted_by_queue
+            )
         candidates = classic_candidates(
             workload,
             self.cluster_queues[name],
@@ -205,7 +244,11 @@ class ReferenceScheduler:
         )
 
     def _partial(
-        self, assigner: FlavorAssigner, workload: Workload, victims_for: Callable[[Assignment], list[Target]]
+        self,
+        assigner: FlavorAssigner,
+        workload: Workload,
+        victims_for: Callable[[Assignment], list[Target]],
+        probe: PreemptionProbe | None,
     ) -> tuple[Assignment, list[Target]] | None:
         """Kueue's reducer: binary search for the smallest cut toward minCount that fits, or fits once victims
         are preempted (victims_for gives none to a workload preempted at this instant)."""
@@ -221,7 +264,7 @@ class ReferenceScheduler:
             counts = tuple(
                 p.count - (span * middle + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True)
             )
-            attempt = assigner.assign(pod_sets, counts)
+            attempt = assigner.assign(pod_sets, counts, probe)
             victims = [] if attempt.mode is Mode.FIT else victims_for(attempt)
             if attempt.mode is Mode.FIT or victims:
                 found, high = (attempt, victims), middle - 1

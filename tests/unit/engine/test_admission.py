@@ -290,11 +290,12 @@ def test_when_can_preempt_may_stop_search_preempts_in_the_first_flavor() -> None
     assert _preempt_or_next("MayStopSearch") == ["evict a/low", "a/high@on-demand"]
 
 
-def test_a_flavor_that_stopped_the_walk_for_preemption_and_then_cannot_fit_lets_a_later_flavor_be_tried() -> None:
-    # b may not preempt. At t1 its job stops at on-demand (the GPU fits by borrowing, the cpu is short but
-    # within b's nominal quota: PREEMPT, and MayStopSearch ends the walk), so it waits. At t2 a takes the last
-    # on-demand GPU: b's GPU request is now past its nominal quota there, on-demand does not fit at all, and
-    # the walk reaches spot, where everything fits.
+def test_may_stop_search_moves_past_a_flavor_with_nobody_to_preempt_to_a_later_flavor_that_fits() -> None:
+    """Kueue's shouldTryNextFlavor (pkg/scheduler/flavorassigner/flavorassigner.go): a flavor whose preemption
+    simulation finds no victims (noPreemptionCandidates, kubernetes-sigs/kueue#5698) never stops the walk, even
+    under ``whenCanPreempt: MayStopSearch``. b may not preempt: on-demand's GPU fits by borrowing but its cpu is
+    taken (within b's nominal quota, so it needs preemption, and there is nobody b may preempt), so the walk
+    goes on to spot, where everything fits by borrowing: b is admitted there at once."""
     stop = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
     a = cluster_queue(
         "a",
@@ -319,11 +320,29 @@ def test_a_flavor_that_stopped_the_walk_for_preemption_and_then_cannot_fit_lets_
     engine.submit(workload("a", "first", requests=both))
     assert admitted(engine.schedule(0)) == ["a/first"]
     engine.submit(workload("b", "job", at=1, requests=both))
-    assert engine.schedule(1) == []
-    engine.submit(workload("a", "second", at=2))
-    decisions = engine.schedule(2)
-    placed = [(d.workload, d.pod_sets[0].flavors["nvidia.com/gpu"]) for d in decisions if isinstance(d, Admission)]
-    assert placed == [("a/second", "on-demand"), ("b/job", "spot")]
+    decisions = engine.schedule(1)
+    placed = [(d.workload, d.pod_sets[0].flavors["cpu"], d.borrowing) for d in decisions if isinstance(d, Admission)]
+    assert placed == [("b/job", "spot", True)]
+
+
+def test_may_stop_search_stops_at_a_flavor_with_someone_to_preempt() -> None:
+    """The same walk with a victim b may preempt at on-demand: the walk stops there and b preempts its own
+    lower-priority job rather than moving to spot."""
+    stop = {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"}
+    b = cluster_queue(
+        "b",
+        {"on-demand": [quota("nvidia.com/gpu", 1)], "spot": [quota("nvidia.com/gpu", 1)]},
+        flavorFungibility=stop,
+        preemption={"withinClusterQueue": "LowerPriority"},
+    )
+    engine = engine_with(flavor("on-demand"), flavor("spot"), b, local_queue("b", "b"))
+    engine.submit(workload("b", "low", 1, priority=0))
+    assert admitted(engine.schedule(0)) == ["b/low"]
+    engine.submit(workload("b", "high", 1, at=1, priority=5))
+    decisions = engine.schedule(1)
+    assert [(d.workload, d.pod_sets[0].flavors["nvidia.com/gpu"]) for d in decisions if isinstance(d, Admission)] == [
+        ("b/high", "on-demand")
+    ]
 
 
 def test_taints_must_be_tolerated_and_node_labels_must_agree() -> None:

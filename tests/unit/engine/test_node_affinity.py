@@ -1,5 +1,6 @@
-"""Flavor matching by nodeSelector and required node affinity, as Kueue does it: only the label keys some
-flavor of the resource group uses count, terms are ORed and their expressions ANDed."""
+"""Flavor matching by nodeSelector and required node affinity, as Kueue (v0.19+, kubernetes-sigs/kueue#12449)
+does it: only the label keys the flavor itself labels count against it, terms are ORed and their expressions
+ANDed."""
 
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ def _is(key: str, operator: str, *values: str) -> Requirement:
 ZONES = (("zone-a", {"zone": "a", "gen": "3"}), ("zone-b", {"zone": "b", "gen": "5", "fast": "yes"}))
 
 
-def test_a_node_selector_key_another_flavor_labels_rules_out_a_flavor_without_it() -> None:
+def test_a_node_selector_key_only_another_flavor_labels_does_not_count_against_a_flavor() -> None:
+    """Kueue's checkFlavorForPodSets (pkg/scheduler/flavorassigner) uses the flavor's own label keys, not the
+    resource group's union: ``pool`` says nothing about the unlabelled flavor's nodes, so it is chosen first."""
     engine = _engine(("unlabelled", {}), ("spot", {"pool": "spot"}))
+    assert _flavor_for(engine, _pod_set({"pool": "spot"})) == "unlabelled"
+
+
+def test_a_node_selector_value_a_flavor_contradicts_rules_it_out() -> None:
+    engine = _engine(("on-demand", {"pool": "on-demand"}), ("spot", {"pool": "spot"}))
     assert _flavor_for(engine, _pod_set({"pool": "spot"})) == "spot"
 
 
@@ -55,7 +63,8 @@ def test_a_node_selector_key_no_flavor_labels_does_not_count() -> None:
     [
         (_is("zone", "In", "b"), "zone-b"),
         (_is("zone", "NotIn", "a"), "zone-b"),
-        (_is("fast", "Exists"), "zone-b"),
+        # zone-a does not label fast: the expression says nothing about its nodes, so zone-a, the first, is chosen.
+        (_is("fast", "Exists"), "zone-a"),
         (_is("fast", "DoesNotExist"), "zone-a"),
         (_is("gen", "Gt", "4"), "zone-b"),
         (_is("gen", "Lt", "4"), "zone-a"),
@@ -68,7 +77,7 @@ def test_each_operator_of_a_required_term(requirement: Requirement, chosen: str 
 
 def test_terms_are_ored_and_expressions_anded() -> None:
     engine = _engine(*ZONES)
-    impossible = (_is("zone", "In", "a"), _is("fast", "Exists"))
+    impossible = (_is("zone", "In", "a"), _is("gen", "Gt", "4"))
     assert _flavor_for(engine, _pod_set(None, impossible, (_is("zone", "In", "b"),))) == "zone-b"
     assert _flavor_for(_engine(*ZONES), _pod_set(None, impossible)) is None
 

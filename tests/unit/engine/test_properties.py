@@ -129,10 +129,12 @@ def _child_cohort(name: str, weight: str) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
 
 
-def _world(queues: list[dict[str, Any]], fair: bool) -> _World:
+def _world(queues: list[dict[str, Any]], fair: bool, cohorts: list[dict[str, Any]] | None = None) -> _World:
     raw = [flavor(name) for name in FLAVORS] + queues
     raw += [local_queue(q["metadata"]["name"], q["metadata"]["name"]) for q in queues]
-    if any(q["spec"].get("cohortName") in ("c2", "c3") for q in queues):
+    if cohorts is not None:
+        raw += cohorts
+    elif any(q["spec"].get("cohortName") in ("c2", "c3") for q in queues):
         raw += [_child_cohort("c2", "1"), _child_cohort("c3", "2")]
     return _World([parse_object(obj) for obj in raw], Configuration(fair_sharing=FairSharing() if fair else None))
 
@@ -147,6 +149,7 @@ def _comparable(decisions: list[Decision]) -> list[tuple[Any, ...]]:
                     d.workload,
                     d.cluster_queue,
                     tuple((p.name, p.count, tuple(sorted(p.flavors.items()))) for p in d.pod_sets),
+                    d.borrowing,
                     d.preempted,
                 )
             )
@@ -238,8 +241,10 @@ class _Checker:
         assert set(usage) & set(preemptor_usage), f"{victim_key} uses nothing {preemptor_key} needs"
 
 
-def _run(queues: list[dict[str, Any]], fair: bool, ops: list[tuple[Any, ...]]) -> None:
-    world = _world(queues, fair)
+def _run(
+    queues: list[dict[str, Any]], fair: bool, ops: list[tuple[Any, ...]], cohorts: list[dict[str, Any]] | None = None
+) -> None:
+    world = _world(queues, fair, cohorts)
     batched, sequential, reference = world.engine(), world.engine(), world.reference()
     checker = _Checker(world)
     submitted = 0
@@ -369,5 +374,48 @@ def two_resource_scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool,
 @given(two_resource_scenarios())
 def test_batched_equals_sequential_with_two_resources(
     scenario: tuple[list[dict[str, Any]], bool, list[Any]],
+) -> None:
+    _run(*scenario)
+
+
+# A nested tree: top, with left and right below it, and deep below left; any of them may own quota.
+NESTED_COHORTS = (("top", None), ("left", "top"), ("right", "top"), ("deep", "left"))
+
+
+@st.composite
+def nested_scenarios(
+    draw: st.DrawFn,
+) -> tuple[list[dict[str, Any]], bool, list[tuple[Any, ...]], list[dict[str, Any]]]:
+    """Nested cohorts with quota at cohort levels, queues at every level: hierarchical reclaim, subtree pruning
+    and the borrowing levels of the flavor walk."""
+    cohorts: list[dict[str, Any]] = []
+    for name, parent in NESTED_COHORTS:
+        spec: dict[str, Any] = {}
+        if parent is not None:
+            spec["parentName"] = parent
+        owned = {f: draw(st.integers(0, 3)) for f in FLAVORS if draw(st.booleans())}
+        if owned:
+            spec["resourceGroups"] = [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [{"name": f, "resources": [quota("nvidia.com/gpu", n)]} for f, n in owned.items()],
+                }
+            ]
+        cohorts.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+    count = draw(st.integers(2, 4))
+    queues = []
+    for index in range(count):
+        queue = draw(queue_specs(index))
+        queue["spec"]["cohortName"] = draw(st.sampled_from([name for name, _ in NESTED_COHORTS]))
+        queues.append(queue)
+    _, fair, ops = draw(scenarios())
+    ops = [op if op[0] != "submit" else (op[0], op[1] % count, *op[2:]) for op in ops]
+    return queues, fair, ops, cohorts
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nested_scenarios())
+def test_batched_equals_sequential_in_nested_cohorts_with_quota_at_cohort_levels(
+    scenario: tuple[list[dict[str, Any]], bool, list[Any], list[dict[str, Any]]],
 ) -> None:
     _run(*scenario)

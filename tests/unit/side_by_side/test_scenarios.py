@@ -69,6 +69,10 @@ def test_the_agreement_scenario_floor_matches_the_hand_derived_decisions() -> No
         ["a-2", "a-3", "b-1", "b-2", "c-0"],  # b-2 would borrow, so it preempts inside b: b-0 goes
         ["a-1", "a-2", "a-3", "b-0", "b-1", "b-2"],  # 10 free: b-0 (100) and a-1 (11) before a-0 (10)
         ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1"],  # a borrows up to its limit of 10
+        # The nested tree beside it (the flat cohort's six stay as they are):
+        ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "x-0", "y-0", "y-1"],  # the nested tree is full
+        ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "p-0", "y-0", "y-1"],  # x-0 (310) goes, not y (305, 306)
+        ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "p-0", "y-1", "z-0"],  # y-0, the lower of y's, goes
     ]
 
 

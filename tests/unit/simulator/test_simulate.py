@@ -164,8 +164,18 @@ def test_strict_reader_rejects_unknown_keys_and_bad_quantities(tmp_path: Path) -
     bad["podSets"][0]["requests"]["memory"] = "lots"
     with pytest.raises(WorkloadFileError, match=r"requests\.memory"):
         list(convert_lines([("line 1", bad)], {}))
-    with pytest.raises(WorkloadFileError, match="priorityClass 'urgent' is not a WorkloadPriorityClass"):
-        list(convert_lines([("line 1", _line("a", 0, 1, 1, priorityClass="urgent"))], {}))
+
+
+def test_a_missing_priority_class_affects_only_its_workload_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Kueue's Job reconciler raises an event and creates no Workload for a Job whose WorkloadPriorityClass does
+    not exist (kueue.x-k8s.io/priority-class names none); every other Job runs. Here it never takes quota: the
+    other workload, submitted after it, is admitted at once and finishes."""
+    lines = [_line("typo", 0, 4, 100, priorityClass="urgent"), _line("other", 1, 4, 10)]
+    typo, other = _simulate(tmp_path, lines)["workloads"]
+    assert typo["status"] == "Inadmissible"
+    assert typo["reason"].startswith("WorkloadPriorityClass 'urgent' not found, so no Workload is created for it")
+    assert typo["admissions"] == [] and typo["clusterQueue"] is None
+    assert other["status"] == "Finished" and other["admissions"][0]["at"] == 1.0
 
 
 def test_invalid_config_names_file_document_and_field(tmp_path: Path) -> None:
