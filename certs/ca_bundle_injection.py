@@ -1,5 +1,5 @@
-"""Put the CA into the ``caBundle`` of every webhook in kuota's Mutating/ValidatingWebhookConfigurations, and of
-the conversion webhook of kuota's CustomResourceDefinitions.
+"""Put the CA into the ``caBundle`` of every webhook in kuota's Mutating/ValidatingWebhookConfigurations, of
+the conversion webhook of kuota's CustomResourceDefinitions, and of kuota's APIServices (the visibility API).
 
 A read-modify-replace with the object's resourceVersion: a concurrent writer (another replica, Helm) makes
 the replace fail with 409, and the loop re-reads and tries again instead of overwriting their change.
@@ -20,15 +20,18 @@ from kuota.kube.errors import ApiResponseError, ApiUnreachableError, ConflictErr
 
 _API = "/apis/admissionregistration.k8s.io/v1"
 _CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_API_SERVICES = "/apis/apiregistration.k8s.io/v1/apiservices"
 
 
 @dataclass(frozen=True)
 class WebhookConfigurations:
-    """Names of the cluster-scoped webhook configurations kuota owns, and of the CRDs its webhook converts."""
+    """Names of the cluster-scoped webhook configurations kuota owns, of the CRDs its webhook converts, and of the
+    APIServices it serves."""
 
     mutating: tuple[str, ...] = ()
     validating: tuple[str, ...] = ()
     conversion: tuple[str, ...] = ()
+    api_services: tuple[str, ...] = ()
 
 
 async def inject_ca_bundle(
@@ -38,8 +41,9 @@ async def inject_ca_bundle(
     request_timeout: float,
     attempts: int = 8,
 ) -> int:
-    """Set ``caBundle`` on every webhook of every named configuration and on the conversion webhook of every
-    named CRD (one without a conversion webhook has none to set); returns how many objects changed."""
+    """Set ``caBundle`` on every webhook of every named configuration, on the conversion webhook of every
+    named CRD (one without a conversion webhook has none to set) and on every named APIService's spec; returns
+    how many objects changed."""
     encoded = base64.b64encode(ca_bundle_pem).decode()
     targets = [
         _Target(api, f"{kind}WebhookConfiguration {name}", f"{_API}/{kind.lower()}webhookconfigurations/{name}", _hooks)
@@ -49,6 +53,10 @@ async def inject_ca_bundle(
     targets += [
         _Target(api, f"CustomResourceDefinition {name}", f"{_CRDS}/{name}", _conversion_hook)
         for name in configurations.conversion
+    ]
+    targets += [
+        _Target(api, f"APIService {name}", f"{_API_SERVICES}/{name}", _api_service)
+        for name in configurations.api_services
     ]
     changed = 0
     for target in targets:
@@ -68,6 +76,10 @@ def _conversion_hook(crd: dict[str, Any]) -> list[dict[str, Any]]:
     if conversion.get("strategy") != "Webhook":
         return []
     return [conversion.setdefault("webhook", {}).setdefault("clientConfig", {})]
+
+
+def _api_service(api_service: dict[str, Any]) -> list[dict[str, Any]]:
+    return [api_service.setdefault("spec", {})]
 
 
 @dataclass(frozen=True)

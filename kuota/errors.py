@@ -19,6 +19,7 @@ Each package has one module that defines its part of the tree (named below); eve
     ├── kuota.webhook.admission.errors.AdmissionError   MalformedReviewError, MalformedObjectError
     ├── kuota.webhook.controller.errors.ControllerError   ApiWriteError (StaleObjectError), JobConflictError
     ├── kuota.webhook.conversion.errors.ConversionError   MalformedConversionReviewError, UnconvertibleObjectError
+    ├── kuota.webhook.visibility.errors.VisibilityError   BadQueryError, Unauthenticated, FrontProxyConfigError
     ├── kuota.webhook.manager.ManagerError
     ├── kuota.webhook.controller.leader_election.LostLeadershipError
     ├── kuota.exporter.errors.ExporterError   NVML, PodResources and pod-watch failures

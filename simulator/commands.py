@@ -34,6 +34,12 @@ class _Simulate:
             "--until", type=float, metavar="SECONDS", help="stop at this time (0 to 1e12 s); report the state then"
         )
         parser.add_argument("--output", type=Path, metavar="OUT.json", help="also write the full result as JSON")
+        parser.add_argument(
+            "--etas",
+            action="store_true",
+            help="at every submission, predict the admission ETA from what was known then (runtimes from "
+            "maxExecutionSeconds, else the history of finished workloads) and compare it with the replay",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         import json
@@ -57,9 +63,16 @@ class _Simulate:
         except SimulateError as error:
             return _fail(str(error))
         sys.stdout.write(summary(result))
+        output = output_document(result)
+        if args.etas:
+            from kuota.simulator.eta_replay import eta_summary, predictions, with_etas
+
+            made = list(predictions(objects, workloads, result))
+            output = with_etas(output, made)
+            sys.stdout.write(eta_summary(output["etaAccuracy"], len(made)))
         if args.output is not None:
             # Whole or not at all, and never through a symlink planted at the name (kuota.files).
-            document = json.dumps(output_document(result), indent=1, allow_nan=False) + "\n"
+            document = json.dumps(output, indent=1, allow_nan=False) + "\n"
             try:
                 write_file(args.output, document)
             except OSError as error:

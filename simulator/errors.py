@@ -4,8 +4,9 @@ SimulateError          base; the command prints it and exits 2
 ├── ConfigFileError     a CONFIG file or object is unreadable or invalid
 ├── WorkloadFileError   a workloads line (or trace row) is unreadable or invalid
 │   └── TraceFormatError    a trace CSV row cannot be read as a job (names file, line and column)
-└── SourceSpecError     the parameters given to a replay (until) or a workload source (trace converter,
-                        generator) are unusable
+├── SourceSpecError     the parameters given to a replay (until) or a workload source (trace converter,
+│                       generator) are unusable
+└── HistoryFormatError  a persisted runtime history (``runtimes``) is not one kuota wrote
 """
 
 from __future__ import annotations
@@ -31,3 +32,7 @@ class TraceFormatError(WorkloadFileError, ValueError):
 
 class SourceSpecError(SimulateError, ValueError):
     """The parameters given to a replay or a workload source are unusable."""
+
+
+class HistoryFormatError(SimulateError, ValueError):
+    """A persisted runtime history is not one ``RuntimeHistory.to_json`` wrote."""

@@ -37,9 +37,12 @@ class ManagerProcess:
         kubeconfig: Path | None = None,
         *,
         secure_metrics: bool = False,
+        webhook_host: str = "127.0.0.1",
     ) -> None:
         """``secure_metrics`` leaves /metrics as the manager defaults it (HTTPS, callers checked); tests about
-        something else read it over plain HTTP."""
+        something else read it over plain HTTP. ``webhook_host`` is where the TLS server listens (the API server
+        reaches the webhook at 127.0.0.1; an aggregated API's endpoint cannot be a loopback address)."""
+        self.webhook_host = webhook_host
         self.cluster = cluster
         self.secure_metrics = secure_metrics
         self.namespace = namespace
@@ -60,7 +63,7 @@ class ManagerProcess:
             f"--kubeconfig={self.kubeconfig}",
             f"--namespace={self.namespace}",
             f"--identity={self.identity}",
-            f"--webhook-listen={webhook}",
+            f"--webhook-listen={self.webhook_host}:{self.webhook_port}",
             f"--metrics-listen=127.0.0.1:{self.metrics_port}",
             f"--health-listen=127.0.0.1:{self.health_port}",
             f"--webhook-url=https://{webhook}",

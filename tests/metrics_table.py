@@ -47,7 +47,9 @@ def manager_exposition() -> str:
     metrics = ControllerMetrics()
     metrics.replica_role = LEADER
     quota = QuotaLine("pool", "research", "h100-ondemand", "nvidia.com/gpu", 8.0, 8.0, 4.0, 2.0)
-    cluster_queue = ClusterQueueGauges("research", "active", 1, 1, 1, 1, 0.5, (quota,), cohort="pool", finished=1)
+    cluster_queue = ClusterQueueGauges(
+        "research", "active", 1, 1, 1, 1, 0.5, (quota,), cohort="pool", finished=1, next_admission_eta=600.0
+    )
     usage = LocalQueueUsage("h100-ondemand", "nvidia.com/gpu", 8.0)
     local_queue = LocalQueueGauges("research", "research-queue", 1, 1, 1, 1, "True", 1, (usage,))
     cohort = CohortGauges("pool", 0.0, 1, (CohortQuotaLine("h100-ondemand", "nvidia.com/gpu", 16.0, 8.0),))

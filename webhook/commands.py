@@ -80,6 +80,24 @@ class _Manager:
         parser.add_argument(
             "--webhook-ip", action="append", default=[], help="an IP the serving certificate must carry (repeatable)"
         )
+        parser.add_argument(
+            "--visibility-api-service",
+            action="append",
+            default=[],
+            help="an APIService of the visibility API whose caBundle the manager keeps set (repeatable)",
+        )
+        parser.add_argument(
+            "--visibility",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="serve Kueue's visibility API (pending workloads) to the API server's front proxy (default on)",
+        )
+        parser.add_argument(
+            "--visibility-serving-label",
+            action="store_true",
+            help="in a cluster: label this Pod (--identity names it) while it answers the visibility API, for "
+            "the Service that routes that API to the leader only",
+        )
         parser.add_argument("--failure-policy", choices=["Fail", "Ignore"], default="Fail")
         parser.add_argument(
             "--job-namespace-selector",
@@ -89,6 +107,11 @@ class _Manager:
             "--workload-retention",
             default="192h",
             help="keep finished Workloads this long for the report's history, e.g. 192h or 8d (default 192h)",
+        )
+        parser.add_argument(
+            "--eta-interval",
+            default="5s",
+            help="recompute pending Workloads' admission ETAs this often, e.g. 5s; 0 turns ETAs off (default 5s)",
         )
         parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -133,7 +156,11 @@ class _Manager:
                 failure_policy=args.failure_policy,
                 job_namespace_selector=json.loads(args.job_namespace_selector) if args.job_namespace_selector else None,
                 workload_retention=_flag("--workload-retention", parse_duration, args.workload_retention),
+                eta_interval=_flag("--eta-interval", parse_duration, args.eta_interval),
                 metrics_secure=args.metrics_secure,
+                visibility=args.visibility,
+                visibility_api_services=tuple(args.visibility_api_service),
+                visibility_serving_label=args.visibility_serving_label,
             )
             asyncio.run(run_manager(options))
         except (ManagerError, EngineError, json.JSONDecodeError) as error:

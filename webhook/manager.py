@@ -1,7 +1,8 @@
 """``kuota manager``: the webhook and the quota controller in one process.
 
 Every replica serves the webhook (TLS, certificates shared through a Secret or mounted by cert-manager) and
-keeps the caches it reads; only the replica holding the Lease runs the controller. SIGTERM stops the
+keeps the caches it reads; only the replica holding the Lease runs the controller, and answers Kueue's
+visibility API on the same server from the controller's engine (:mod:`kuota.webhook.visibility`). SIGTERM stops the
 controller first and releases the Lease, so a successor admits within seconds.
 """
 
@@ -48,6 +49,15 @@ from kuota.webhook.conversion.endpoint import add_conversion_route
 from kuota.webhook.crds.definitions import DEFINITIONS
 from kuota.webhook.crds.versions import CONVERSION_PATH, conversion, conversion_service_name
 from kuota.webhook.metrics_access import MetricsAccess
+from kuota.webhook.visibility.front_proxy import FrontProxy
+from kuota.webhook.visibility.leader_pod import ServingLabel
+from kuota.webhook.visibility.routes import (
+    ADMISSION_ESTIMATE,
+    VisibilityAccess,
+    VisibleState,
+    add_visibility_routes,
+    visibility_service_name,
+)
 
 log = logging.getLogger("kuota.manager")
 
@@ -85,10 +95,17 @@ class ManagerOptions:
     job_namespace_selector: dict[str, Any] | None = None
     lease_duration: float = 15.0
     workload_retention: float = 8 * 24 * 3600
+    eta_interval: float = 5.0  # seconds between admission-ETA recomputations; 0: no ETAs
     # HTTPS with the serving certificate, and only for callers allowed to get /metrics (as Kueue serves it).
     metrics_secure: bool = True
     context: str | None = None  # the kubeconfig's context to use; None: its current-context
     in_cluster: bool = False  # the pod's service account instead of a kubeconfig
+    # Kueue's visibility API on the webhook's server, for the API server's front proxy (kuota.webhook.visibility).
+    visibility: bool = True
+    # The visibility API's APIServices, whose caBundle the manager keeps set (none: not registered in-cluster).
+    visibility_api_services: tuple[str, ...] = ()
+    # In a cluster: keep the label the visibility Service selects on this Pod (named by identity) while it answers.
+    visibility_serving_label: bool = False
 
 
 def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
@@ -165,9 +182,16 @@ class Manager:
         ]
         app = build_app(AdmissionRoutes(rules=kuota_rules(policy, facts), readiness=readiness))
         add_conversion_route(app)
+        front_proxy = FrontProxy(api, context.context) if options.visibility else None
+        if front_proxy is not None:
+            add_visibility_routes(app, self._visible_state, VisibilityAccess(api, front_proxy))
         server = AdmissionServer(app, context.context, options.webhook_host, options.webhook_port)
         self.controller = QuotaController(
-            api, self.configuration, self.metrics, workload_retention=options.workload_retention
+            api,
+            self.configuration,
+            self.metrics,
+            workload_retention=options.workload_retention,
+            eta_interval=options.eta_interval,
         )
         elector = LeaderElector(
             ApiWriter(api, self.metrics),
@@ -192,8 +216,18 @@ class Manager:
                     group.create_task(facts.run()),
                     group.create_task(release_free_pages_periodically()),
                 ]
+                if front_proxy is not None:
+                    background.append(group.create_task(front_proxy.run()))
                 if options.webhook_url is not None:
                     background.append(group.create_task(self._register_by_url(api)))
+                if options.visibility and options.visibility_serving_label:
+                    label = ServingLabel(
+                        ApiWriter(api, self.metrics, attempts=2),
+                        options.namespace,
+                        options.identity,
+                        lambda: self._visible_state() is not None,
+                    )
+                    background.append(group.create_task(label.run()))
                 work = group.create_task(elector.run(self._lead) if options.leader_elect else self.controller.run())
                 await stop.wait()
                 log.info("stopping: controller first, then the Lease, then the webhook")
@@ -226,6 +260,7 @@ class Manager:
                     mutating=(options.mutating_webhook_config,),
                     validating=(options.validating_webhook_config,),
                     conversion=CONVERTED_CRDS,
+                    api_services=options.visibility_api_services,
                 ),
                 context=context,
             )
@@ -267,6 +302,25 @@ class Manager:
                 await writer.merge_patch(CUSTOM_RESOURCE_DEFINITIONS, None, name, patch)
         log.info("webhooks registered at %s", options.webhook_url)
 
+    def _visible_state(self) -> VisibleState | None:
+        """What the visibility API answers from: the controller's engine, on the replica that runs it."""
+        controller = self.controller
+        if controller is None or not controller.ready.is_set() or self.metrics.replica_role == FOLLOWER:
+            return None
+        workloads = controller.workloads
+        etas = controller.etas
+
+        def metadata(key: str) -> dict[str, Any] | None:
+            found = workloads.get(key)
+            return None if found is None else found.get("metadata")
+
+        def estimate(key: str) -> dict[str, Any] | None:
+            """kuota's admission estimate, beside Kueue's fields (its clients ignore fields they do not know)."""
+            found = etas.eta_of(key)
+            return None if found is None else {ADMISSION_ESTIMATE: found.as_json()}
+
+        return VisibleState(controller.engine, metadata, estimate)
+
     async def _lead(self) -> None:
         """Run the controller while holding the Lease; the metrics say ``leader`` only meanwhile."""
         assert self.controller is not None
@@ -303,10 +357,12 @@ class Manager:
 
 
 def _serving_identity(options: ManagerOptions) -> ServingIdentity:
-    """The admission webhook's Service names, the conversion webhook's Service names, and ``--webhook-ip``."""
+    """The admission webhook's Service names, the conversion webhook's and the visibility API's Service names,
+    and ``--webhook-ip``."""
     admission = ServingIdentity.for_service(options.service_name, options.namespace, options.webhook_ips)
     converting = ServingIdentity.for_service(conversion_service_name(options.service_name), options.namespace)
-    return ServingIdentity(admission.dns_names + converting.dns_names, admission.ip_addresses)
+    visibility = ServingIdentity.for_service(visibility_service_name(options.service_name), options.namespace)
+    return ServingIdentity(admission.dns_names + converting.dns_names + visibility.dns_names, admission.ip_addresses)
 
 
 async def run_manager(options: ManagerOptions) -> None:

@@ -46,7 +46,7 @@ class CacheTimes:
     denied: float = 30.0
 
 
-class _Answers:
+class ExpiringAnswers:
     """Answers until they expire, at most ``_MOST_REMEMBERED`` of them (the oldest are forgotten first)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
@@ -77,8 +77,8 @@ class MetricsAccess:
     ) -> None:
         self._api = api
         self._times = times
-        self._users = _Answers(clock)
-        self._decisions = _Answers(clock)
+        self._users = ExpiringAnswers(clock)
+        self._decisions = ExpiringAnswers(clock)
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:

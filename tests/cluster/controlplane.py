@@ -31,7 +31,7 @@ import yaml
 
 from tests.cluster.binaries import Binaries, ensure_binaries
 from tests.cluster.nodes import DEFAULT_POOLS, NodePool
-from tests.cluster.pki import ControlPlanePki, write_client_identity, write_pki
+from tests.cluster.pki import FRONT_PROXY_CLIENT, ControlPlanePki, write_client_identity, write_pki
 
 _PR_SET_PDEATHSIG = 1
 _READY_DEADLINE_SECONDS = 90.0
@@ -212,6 +212,18 @@ class Cluster:
                 "--max-requests-inflight=1000",
                 "--max-mutating-requests-inflight=500",
                 "--profiling=false",
+                # The aggregation layer, for kuota's visibility API: the front proxy's identity and the headers
+                # it names users in; APIServices are reached at their Service's endpoints (there is no
+                # kube-proxy here to route a ClusterIP).
+                f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-uid-headers=X-Remote-Uid",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.proxy_client_cert}",
+                f"--proxy-client-key-file={pki.proxy_client_key}",
+                "--enable-aggregator-routing=true",
                 "--v=1",
             ],
             die_with_parent,

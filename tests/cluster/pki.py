@@ -1,5 +1,7 @@
 """Certificates for the loopback control plane, made with ``cryptography``: a CA, the apiserver's serving
-certificate, an admin client certificate in ``system:masters`` and the service-account signing key."""
+certificate, an admin client certificate in ``system:masters``, the service-account signing key, and the
+aggregation layer's front proxy: its own CA (the requestheader client CA) and the API server's proxy client
+certificate (common name ``front-proxy-client``, the one requestheader allowed name)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,13 @@ class ControlPlanePki:
     admin_key: Path
     service_account_key: Path
     service_account_pub: Path
+    front_proxy_ca_cert: Path
+    front_proxy_ca_key: Path
+    proxy_client_cert: Path
+    proxy_client_key: Path
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -54,10 +63,20 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurve
     )
 
 
-def write_client_identity(pki: ControlPlanePki, user: str, groups: tuple[str, ...], cert: Path, key: Path) -> None:
-    """A client certificate for ``user`` in ``groups``, signed by the cluster CA (the API server trusts it)."""
-    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
-    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+def write_client_identity(
+    pki: ControlPlanePki,
+    user: str,
+    groups: tuple[str, ...],
+    cert: Path,
+    key: Path,
+    *,
+    signed_by: tuple[Path, Path] | None = None,
+) -> None:
+    """A client certificate for ``user`` in ``groups``, signed by the cluster CA (the API server trusts it), or
+    by ``signed_by`` (a CA's certificate and key files)."""
+    ca_cert_path, ca_key_path = signed_by or (pki.ca_cert, pki.ca_key)
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_path.read_bytes())
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     client_key = _key()
     subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
@@ -71,10 +90,9 @@ def write_client_identity(pki: ControlPlanePki, user: str, groups: tuple[str, ..
     _write_key(key, client_key)
 
 
-def write_pki(folder: Path) -> ControlPlanePki:
-    folder.mkdir(parents=True, exist_ok=True)
+def _write_ca(common_name: str, cert: Path, key: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kuota-test-ca")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -94,6 +112,15 @@ def write_pki(folder: Path) -> ControlPlanePki:
         )
         .sign(ca_key, hashes.SHA256())
     )
+    cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, ca_key)
+    return ca_cert, ca_key
+
+
+def write_pki(folder: Path) -> ControlPlanePki:
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_cert, ca_key = _write_ca("kuota-test-ca", folder / "ca.crt", folder / "ca.key")
+    ca_name = ca_cert.subject
 
     serving_key = _key()
     serving_cert = (
@@ -141,9 +168,20 @@ def write_pki(folder: Path) -> ControlPlanePki:
         admin_key=folder / "admin.key",
         service_account_key=folder / "sa.key",
         service_account_pub=folder / "sa.pub",
+        front_proxy_ca_cert=folder / "front-proxy-ca.crt",
+        front_proxy_ca_key=folder / "front-proxy-ca.key",
+        proxy_client_cert=folder / "front-proxy-client.crt",
+        proxy_client_key=folder / "front-proxy-client.key",
     )
-    paths.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(paths.ca_key, ca_key)
+    _write_ca("kuota-test-front-proxy-ca", paths.front_proxy_ca_cert, paths.front_proxy_ca_key)
+    write_client_identity(
+        paths,
+        FRONT_PROXY_CLIENT,
+        (),
+        paths.proxy_client_cert,
+        paths.proxy_client_key,
+        signed_by=(paths.front_proxy_ca_cert, paths.front_proxy_ca_key),
+    )
     paths.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
     _write_key(paths.serving_key, serving_key)
     paths.admin_cert.write_bytes(admin_cert.public_bytes(serialization.Encoding.PEM))

@@ -42,6 +42,7 @@ from kuota.kube.reflector import Event, EventType, Reflector, ReflectorSet, Reso
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError
+from kuota.webhook.controller.etas import DEFAULT_INTERVAL_SECONDS, EtaBook
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
@@ -54,6 +55,7 @@ from kuota.webhook.controller.queue_gauges import (
     local_queue_gauges,
     queue_conditions,
     with_finished,
+    with_head_etas,
 )
 from kuota.webhook.controller.queue_status import QueueStatusWriter
 from kuota.webhook.controller.state import ControllerState, gather, key_of, owner_job, trim
@@ -87,6 +89,7 @@ class QuotaController:
         clock: Callable[[], float] = time.time,
         write_concurrency: int = 32,
         workload_retention: float = 8 * 24 * 3600,
+        eta_interval: float = DEFAULT_INTERVAL_SECONDS,
     ) -> None:
         self.configuration = configuration
         self.workload_retention = workload_retention
@@ -109,7 +112,8 @@ class QuotaController:
         self.jobs = self.state.jobs
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
-        self._reasons = PendingReasons(self.state, self.reporter, self._events)
+        self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
+        self._reasons = PendingReasons(self.state, self.reporter, self._events, self.etas.phrase)
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
         self._job_reconciler = JobReconciler(
@@ -202,6 +206,8 @@ class QuotaController:
             self.ready.set()
             log.info("controller synced: %d workloads, %d jobs", len(self.workloads.objects), len(self.jobs.objects))
             group.create_task(self._status_loop(), name="queue status")
+            self.etas.load_history(self.config_reflectors["LocalQueue"].values())
+            group.create_task(self.etas.run(), name="admission ETAs")
             try:
                 while True:
                     await self._cycle()
@@ -284,7 +290,8 @@ class QuotaController:
         if not self.ready.is_set():
             return []
         conditions = queue_conditions(self.state.engine, self.state.invalid)
-        return with_finished(cluster_queue_gauges(self.state.engine, conditions), finished_workloads(self.workloads))
+        gauges = with_finished(cluster_queue_gauges(self.state.engine, conditions), finished_workloads(self.workloads))
+        return with_head_etas(gauges, self.etas.head_etas(), self.clock())
 
     def local_queue_gauges(self) -> list[LocalQueueGauges]:
         if not self.ready.is_set():

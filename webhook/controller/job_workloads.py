@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.controller.errors import JobConflictError
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -83,10 +84,14 @@ def workload_manifest(job: Mapping[str, Any]) -> dict[str, Any]:
         }
     if labels.get(MAX_EXEC_TIME_LABEL):
         spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_TIME_LABEL])
+    # The user's runtime estimate for the admission ETAs goes with the Workload (controller/etas.py).
+    expected = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
+    extra = {"annotations": {EXPECTED_RUNTIME_ANNOTATION: expected}} if expected is not None else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
         "metadata": {
+            **extra,
             "name": workload_name(name, uid),
             "namespace": namespace,
             "labels": {JOB_UID_LABEL: uid},

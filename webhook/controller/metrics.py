@@ -68,6 +68,7 @@ class ClusterQueueGauges:
     quotas: Sequence[QuotaLine]
     cohort: str = ""
     finished: int = 0  # finished Workloads still kept in the API
+    next_admission_eta: float | None = None  # seconds until the head is expected to be admitted (etas)
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,11 @@ class QueueStateCollector(Collector):
         nominal = _gauge("kueue_cluster_queue_nominal_quota", "Nominal quota", *quota_labels)
         borrowing = _gauge("kueue_cluster_queue_borrowing_limit", "Borrowing limit", *quota_labels)
         lending = _gauge("kueue_cluster_queue_lending_limit", "Lending limit", *quota_labels)
+        head_eta = _gauge(
+            "kuota_cluster_queue_head_eta_seconds",
+            "Seconds until the first pending workload is expected to be admitted (forward replay of the engine)",
+            "cluster_queue",
+        )
         for queue in queues:
             pending.add_metric([queue.name, "active", role], queue.pending_active)
             pending.add_metric([queue.name, "inadmissible", role], queue.pending_inadmissible)
@@ -168,6 +174,8 @@ class QueueStateCollector(Collector):
             for state in CLUSTER_QUEUE_STATUSES:
                 status.add_metric([queue.name, state, role], 1.0 if state == queue.status else 0.0)
             share.add_metric([queue.name, queue.cohort, role], queue.weighted_share)
+            if queue.next_admission_eta is not None:
+                head_eta.add_metric([queue.name, role], queue.next_admission_eta)
             for line in queue.quotas:
                 labels = [line.cohort, line.cluster_queue, line.flavor, line.resource, role]
                 reservation.add_metric(labels, line.usage)  # reserving is admitting: one step in kuota
@@ -189,6 +197,7 @@ class QueueStateCollector(Collector):
             nominal,
             borrowing,
             lending,
+            head_eta,
         )
 
     @staticmethod

@@ -8,7 +8,7 @@ from the admissions themselves, so this module rations both.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuota.engine.engine import WorkloadState
@@ -27,8 +27,15 @@ _REASON_GRACE_SECONDS = 3.0
 
 
 class PendingReasons:
-    def __init__(self, state: ControllerState, reporter: ApiWriter, events: EventRecorder) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        reporter: ApiWriter,
+        events: EventRecorder,
+        eta_phrase: Callable[[str], str | None] = lambda key: None,
+    ) -> None:
         self._state = state
+        self._eta_phrase = eta_phrase  # "expected to start in about 2 h, from 40 similar jobs", or None
         self._reporter = reporter
         self._events = events
         self._reasons: dict[str, tuple[str, float]] = {}  # last pending reason written per workload, and when
@@ -73,6 +80,9 @@ class PendingReasons:
             obj = state.workloads.get(key)
             if reason is None or obj is None:
                 continue
+            eta = self._eta_phrase(key)
+            if eta is not None:
+                reason = f"{reason}; {eta}"
             previous = self._reasons.get(key)
             self._reasons[key] = (reason, now)  # looked at now: not again before another refresh period
             if previous is not None and previous[0] == reason:

@@ -14,6 +14,7 @@ from kuota.engine.engine import QuotaEngine, WorkloadState
 from kuota.engine.errors import EngineError, InvalidObjectError
 from kuota.engine.fair_share import INFINITE_SHARE, weighted_share
 from kuota.engine.model import StopPolicy
+from kuota.simulator.forecast import Eta
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.metrics import (
     ClusterQueueGauges,
@@ -168,6 +169,14 @@ def finished_workloads(workloads: View) -> FinishedWorkloads:
 
 def with_finished(gauges: list[ClusterQueueGauges], finished: FinishedWorkloads) -> list[ClusterQueueGauges]:
     return [replace(queue, finished=finished.cluster_queues.get(queue.name, 0)) for queue in gauges]
+
+
+def with_head_etas(gauges: list[ClusterQueueGauges], heads: Mapping[str, Eta], now: float) -> list[ClusterQueueGauges]:
+    """The gauges with each ClusterQueue's head ETA, in seconds from ``now``."""
+    return [
+        replace(gauge, next_admission_eta=max(0.0, heads[gauge.name].at - now)) if gauge.name in heads else gauge
+        for gauge in gauges
+    ]
 
 
 def local_queue_details(

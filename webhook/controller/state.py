@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from kuota.engine.engine import QuotaEngine
-from kuota.engine.model import Configuration
+from kuota.engine.model import Configuration, Workload
 
 _SHARED_STRING_LENGTH = 256
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -95,6 +95,8 @@ class ControllerState:
         self.clock = clock
         self.engine = QuotaEngine(configuration)
         self.workloads = View()
+        # The parsed Workload the engine was last given, per key: shared, so the ETAs' replay costs no copy.
+        self.parsed: dict[str, Workload] = {}
         self.jobs = View()
         self.dirty_workloads: set[str] = set()
         self.dirty_jobs: set[str] = set()

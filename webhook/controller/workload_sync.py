@@ -40,6 +40,7 @@ class WorkloadSync:
         message = f"the Workload is invalid: {'; '.join(str(field) for field in error.errors)}"
         if known is WorkloadState.PENDING:
             self._state.engine.finish(key)
+        self._state.parsed.pop(key, None)
         self._reasons.forget(key)
         if self._refused.get(key) == message:
             return
@@ -69,6 +70,7 @@ class WorkloadSync:
                 engine.finish(key)
             self._reasons.forget(key)
             self._refused.pop(key, None)
+            state.parsed.pop(key, None)
             if obj is not None and obj["metadata"].get("deletionTimestamp"):
                 state.spawn(self._decisions.release_finalizer(obj))
             return
@@ -79,6 +81,7 @@ class WorkloadSync:
             self._refuse(key, obj, known, error)
             return
         self._refused.pop(key, None)
+        state.parsed[key] = parsed
         cluster_queue = status.admitted_cluster_queue(obj)
         if pod_sets is not None and cluster_queue is not None:
             if known is WorkloadState.ADMITTED:

@@ -526,6 +526,13 @@ WORKLOAD = Definition(
         ),
         PrinterColumn("Admitted", ".status.conditions[?(@.type=='Admitted')].status", "string", "Admission status"),
         PrinterColumn("Finished", ".status.conditions[?(@.type=='Finished')].status", "string", "Workload finished"),
+        # kuota's own: written by the manager on Workloads pending for more than a minute (controller/etas.py).
+        PrinterColumn(
+            "ETA",
+            ".metadata.annotations.kuota\\.dev/eta",
+            "string",
+            "Predicted admission time of a pending workload (forward replay of the quota engine)",
+        ),
         PrinterColumn("Age", ".metadata.creationTimestamp", "date", "Time this workload was created"),
     ),
     schema=_root(

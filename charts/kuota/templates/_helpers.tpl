@@ -61,6 +61,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "kuota.webhook.serviceName" -}}{{ include "kuota.fullname" . }}-webhook{{- end }}
 {{- /* kuota.webhook.crds.versions.conversion_service_name: the manager's certificate names it too. */}}
 {{- define "kuota.webhook.conversionServiceName" -}}{{ include "kuota.webhook.serviceName" . }}-conversion{{- end }}
+{{- /* kuota.webhook.visibility.routes.visibility_service_name: the manager's certificate names it too. */}}
+{{- define "kuota.webhook.visibilityServiceName" -}}{{ include "kuota.webhook.serviceName" . }}-visibility{{- end }}
+{{- define "kuota.visibility.name" -}}{{ include "kuota.fullname" . }}-visibility{{- end }}
 {{- define "kuota.webhook.mutatingName" -}}{{ include "kuota.fullname" . }}-mutating-webhook{{- end }}
 {{- define "kuota.webhook.validatingName" -}}{{ include "kuota.fullname" . }}-validating-webhook{{- end }}
 {{- define "kuota.webhook.certificateName" -}}{{ include "kuota.fullname" . }}-webhook-serving{{- end }}

@@ -83,6 +83,9 @@ MANAGER_MAY = [
     # The secure /metrics endpoint asks who its caller is and whether it may get /metrics.
     ("create", "tokenreviews.authentication.k8s.io"),
     ("create", "subjectaccessreviews.authorization.k8s.io"),
+    # The visibility API's APIServices get the serving CA.
+    ("update", "apiservices.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io"),
+    ("get", "apiservices.apiregistration.k8s.io/v1beta1.visibility.kueue.x-k8s.io"),
 ]
 
 MANAGER_MAY_NOT = [
@@ -104,6 +107,7 @@ MANAGER_MAY_NOT = [
     ("update", "resourceflavors.kueue.x-k8s.io:status"),
     ("update", "jobs.batch:status"),
     ("patch", "workloads.kueue.x-k8s.io:finalizers"),
+    ("update", "apiservices.apiregistration.k8s.io/v1beta1.metrics.k8s.io"),
 ]
 
 
@@ -134,6 +138,17 @@ def test_the_manager_reaches_only_its_own_secret_and_lease(cluster: Cluster, rel
     assert not _can(cluster, MANAGER, "update", "leases.coordination.k8s.io/kube-scheduler", NAMESPACE)
 
 
+def test_the_manager_reads_the_front_proxy_configuration_and_labels_pods_in_its_namespace_only(
+    cluster: Cluster, release: str
+) -> None:
+    del release
+    assert _can(cluster, MANAGER, "get", "configmaps/extension-apiserver-authentication", "kube-system")
+    assert not _can(cluster, MANAGER, "get", "configmaps/kube-proxy", "kube-system")
+    assert _can(cluster, MANAGER, "patch", "pods", NAMESPACE)
+    assert not _can(cluster, MANAGER, "patch", "pods", "default")
+    assert not _can(cluster, MANAGER, "delete", "pods", NAMESPACE)
+
+
 def test_the_exporter_and_report_only_read(cluster: Cluster, release: str) -> None:
     del release
     assert _can(cluster, EXPORTER, "watch", "pods")
@@ -161,11 +176,15 @@ async def test_the_manager_identity_can_store_its_certificate_and_inject_the_ca(
     stored = await load_or_create(as_manager, location, lambda: issue_bundle(identity, datetime.now(UTC)), 10)
     changed = await inject_ca_bundle(
         as_manager,
-        WebhookConfigurations(mutating=("kuota-mutating-webhook",), validating=("kuota-validating-webhook",)),
+        WebhookConfigurations(
+            mutating=("kuota-mutating-webhook",),
+            validating=("kuota-validating-webhook",),
+            api_services=("v1beta2.visibility.kueue.x-k8s.io", "v1beta1.visibility.kueue.x-k8s.io"),
+        ),
         stored.bundle.ca_cert_pem,
         10,
     )
-    assert changed == 2
+    assert changed == 4
     validating = json.loads(
         cluster.kubectl("get", "validatingwebhookconfiguration", "kuota-validating-webhook", "-o", "json").stdout
     )

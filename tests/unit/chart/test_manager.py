@@ -85,6 +85,8 @@ def test_manager_flags_are_the_contract_and_parse_with_the_cli() -> None:
         "--lease-name": "kuota-manager",
         "--service-name": "kuota-webhook",
         "--workload-retention": "192h",
+        "--visibility-serving-label": None,
+        "--visibility-api-service": "v1beta1.visibility.kueue.x-k8s.io",  # and v1beta2's: see test_visibility
         "--cert-secret": "kuota-webhook-tls",
         "--mutating-webhook-config": "kuota-mutating-webhook",
         "--validating-webhook-config": "kuota-validating-webhook",
@@ -122,6 +124,8 @@ def test_cert_manager_mode_mounts_the_certificate_and_lets_cert_manager_inject_t
         f"kuota-webhook.{NAMESPACE}.svc.cluster.local",
         f"kuota-webhook-conversion.{NAMESPACE}.svc",
         f"kuota-webhook-conversion.{NAMESPACE}.svc.cluster.local",
+        f"kuota-webhook-visibility.{NAMESPACE}.svc",
+        f"kuota-webhook-visibility.{NAMESPACE}.svc.cluster.local",
     ]
     assert certificate["spec"]["issuerRef"] == {"name": rendered.one("Issuer")["metadata"]["name"], "kind": "Issuer"}
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -279,6 +283,7 @@ def test_manager_cluster_role_is_exactly_the_contract() -> None:
         for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
     }
     expected |= {("kueue.x-k8s.io", "workloads/finalizers", "update", "")}
+    expected |= {("kueue.x-k8s.io", "localqueues", "patch", "")}  # the ETAs' runtime history annotation
     expected |= {("", "namespaces", verb, "") for verb in ("get", "list", "watch")}
     expected |= {(group, "events", verb, "") for group in ("", "events.k8s.io") for verb in ("create", "patch")}
     # The secure /metrics endpoint's checks of its callers.
@@ -298,6 +303,12 @@ def test_manager_cluster_role_is_exactly_the_contract() -> None:
             ("apiextensions.k8s.io", "customresourcedefinitions", verb, crd["metadata"]["name"])
             for verb in ("get", "update", "patch")
         }
+    # The visibility APIServices, whose caBundle the manager keeps current.
+    expected |= {
+        ("apiregistration.k8s.io", "apiservices", verb, f"{version}.visibility.kueue.x-k8s.io")
+        for verb in ("get", "update")
+        for version in ("v1beta1", "v1beta2")
+    }
     assert grants == expected
 
 

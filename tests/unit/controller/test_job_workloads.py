@@ -88,6 +88,13 @@ def test_workload_is_owned_by_its_job_and_carries_its_template_queue_priority_an
     assert workload["spec"]["podSets"] == [{"name": "main", "count": 2, "template": job["spec"]["template"]}]
     assert workload["spec"]["priorityClassRef"]["name"] == "production-finetune"
     assert workload["spec"]["maximumExecutionTimeSeconds"] == 3600
+    assert "annotations" not in workload["metadata"]
+
+
+def test_the_jobs_expected_runtime_annotation_goes_with_its_workload_and_no_other() -> None:
+    job = _job()
+    job["metadata"]["annotations"] = {"kuota.dev/expected-runtime": "90m", "team.example/owner": "ana"}
+    assert workload_manifest(job)["metadata"]["annotations"] == {"kuota.dev/expected-runtime": "90m"}
 
 
 def test_admission_merges_flavor_labels_and_tolerations_into_the_original_template_and_unsuspends() -> None:

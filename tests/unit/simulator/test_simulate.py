@@ -312,3 +312,33 @@ def test_a_pod_set_may_carry_a_required_node_affinity_checked_like_a_pod_templat
         r'Unsupported value: "Near"',
     ):
         list(convert_lines([("line 1", line)], {}))
+
+
+def test_etas_come_from_declared_runtimes_and_the_streams_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        _line("first", 0, 4, 100),
+        _line("declared", 10, 4, 300, maxExecutionSeconds=400),
+        _line("unknown", 20, 4, 100),
+        _line("learnt", 150, 4, 100),
+    ]
+    document = _simulate(tmp_path, lines, "--etas")
+    etas = {entry["name"]: entry["eta"] for entry in document["workloads"]}
+    # "declared" waits for "first", whose runtime nobody knows yet; "learnt" arrives once "first" finished
+    # (100 s, the history) while "declared" runs (400 s declared) and "unknown" waits for it.
+    assert etas["declared"]["predictedStartAt"] is None
+    assert etas["learnt"] == {
+        "predictedAt": 150.0,
+        "predictedStartAt": 100.0 + 400.0 + 100.0,
+        "runtimeSources": {"maxExecutionTimeSeconds": 1, "history": 1},
+        "similarJobs": 1,
+        "baselineWaitSeconds": 100.0,
+    }
+    actual = {entry["name"]: entry["admissions"][0]["at"] for entry in document["workloads"]}
+    assert actual["learnt"] == 100.0 + 300.0 + 100.0  # "declared" ran 300 s of its 400
+    accuracy = document["etaAccuracy"]
+    assert accuracy["compared"] == 1
+    assert accuracy["eta"]["medianErrorSeconds"] == 100.0
+    assert accuracy["baseline"]["medianErrorSeconds"] == abs(100.0 - (500.0 - 150.0))
+    assert "Admission ETAs: 4 predicted at submission, 1 compared with the replay" in capsys.readouterr().out

@@ -1,0 +1,248 @@
+"""Admission ETAs: the engine replayed forward from a given state, in simulated time.
+
+A fresh engine gets the same configuration objects, the running workloads (restored as admitted, as a
+restarting controller restores them) and the pending ones; then, as in ``replay``, each running workload
+finishes at its expected end and the engine admits what its freed quota allows, until every pending
+workload has been admitted (or ``horizon`` seconds have passed). The instant a pending workload is admitted
+there is its ETA. The engine is deterministic, so with right runtimes and no new arrivals this is what
+happens. A workload whose runtime is unknown never finishes here: ETAs behind it are not given.
+
+``replay`` starts from an empty engine and cannot be seeded with running workloads, hence this loop of its
+own: the same order at each instant (finishes, then the engine's decisions), no arrivals.
+
+Each ETA says where the runtimes it rests on came from: how many of the workloads of its cohort tree that
+finished before it in the replay had each source, and how many finished jobs the histories behind them hold.
+"""
+
+from __future__ import annotations
+
+import datetime
+import heapq
+import itertools
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.engine.engine import Admission, Eviction, QuotaEngine
+from kuota.engine.errors import EngineError
+from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.model import ApiObject, ClusterQueue, Cohort, Configuration, LocalQueue, Namespace, Workload
+from kuota.simulator.runtimes import Runtime, RuntimeSource
+
+DEFAULT_HORIZON_SECONDS = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """An admitted workload as the forecast starts: ``remaining`` None when its runtime is unknown."""
+
+    workload: Workload
+    cluster_queue: str
+    pod_sets: tuple[PodSetAssignment, ...]
+    admitted_at: float
+    remaining: Runtime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    workload: Workload
+    runtime: Runtime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Eta:
+    """A predicted admission: ``at`` (on the caller's clock), computed at ``computed_at``, and where the
+    runtimes of the workloads that finish before it came from."""
+
+    at: float
+    computed_at: float
+    runtime_sources: tuple[tuple[str, int], ...]
+    similar_jobs: int
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.at - self.computed_at)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "expectedStart": datetime.datetime.fromtimestamp(self.at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "inSeconds": round(self.seconds),
+            "similarJobs": self.similar_jobs,
+            "runtimeSources": dict(self.runtime_sources),
+        }
+
+
+@dataclass(slots=True)
+class _InFlight:
+    runtime: Runtime | None
+    remaining: float | None
+    admitted_at: float = 0.0
+    epoch: int = 0
+
+
+def forecast(
+    objects: Iterable[ApiObject],
+    running: Iterable[Running],
+    pending: Iterable[Pending],
+    now: float,
+    *,
+    horizon: float = DEFAULT_HORIZON_SECONDS,
+    wanted: Collection[str] | None = None,
+) -> dict[str, Eta]:
+    """The ETA of every pending workload admitted within ``horizon`` seconds of ``now`` (with ``wanted``,
+    the replay stops once those are admitted). Running workloads the engine cannot restore (their queue is
+    gone) are left out, as the controller leaves them out.
+
+    Each cohort tree (and each ClusterQueue outside any cohort) is replayed on an engine of its own: they
+    share no quota, so the decisions are the same, and an engine's cost per decision grows with the queues it
+    holds (1,000 queues in one engine cost about twice as much per decision as 100). A workload whose
+    LocalQueue is unknown is left out: no queue would admit it."""
+    listed = list(objects)
+    parts = _Partition(listed)
+    groups: dict[str, tuple[list[Running], list[Pending]]] = {}
+    for entry in running:
+        part = parts.of_cluster_queue(entry.cluster_queue)
+        if part is not None:
+            groups.setdefault(part, ([], []))[0].append(entry)
+    wanted_parts: set[str] = set()
+    for item in pending:
+        part = parts.of_workload(item.workload)
+        if part is not None:
+            groups.setdefault(part, ([], []))[1].append(item)
+            if wanted is not None and item.workload.key in wanted:
+                wanted_parts.add(part)
+    etas: dict[str, Eta] = {}
+    for part, (part_running, part_pending) in groups.items():
+        if part_pending and (wanted is None or part in wanted_parts):
+            etas.update(
+                _forecast_part(parts.objects(part), part_running, part_pending, now, horizon=horizon, wanted=wanted)
+            )
+    return etas
+
+
+def _forecast_part(
+    listed: list[ApiObject],
+    running: list[Running],
+    pending: list[Pending],
+    now: float,
+    *,
+    horizon: float,
+    wanted: Collection[str] | None,
+) -> dict[str, Eta]:
+    engine = QuotaEngine(next((o for o in listed if isinstance(o, Configuration)), None))
+    for obj in listed:
+        engine.apply(obj)
+    flights: dict[str, _InFlight] = {}
+    finishes: list[tuple[float, int, str, int]] = []
+    order = itertools.count()
+    for entry in running:
+        try:
+            engine.restore_admitted(entry.workload, entry.cluster_queue, entry.pod_sets, entry.admitted_at)
+        except EngineError:
+            continue
+        remaining = None if entry.remaining is None else entry.remaining.seconds
+        flights[entry.workload.key] = _InFlight(entry.remaining, remaining, now)  # remaining counts from now
+        if remaining is not None:
+            heapq.heappush(finishes, (now + remaining, next(order), entry.workload.key, 0))
+    waiting: set[str] = set()
+    for item in pending:
+        engine.submit(item.workload)
+        key = item.workload.key
+        waiting.add(key)
+        flights[key] = _InFlight(item.runtime, None if item.runtime is None else item.runtime.seconds)
+    etas: dict[str, Eta] = {}
+    sources: dict[str, int] = {}
+    bases: set[str] = set()
+    similar = 0
+    end = now + horizon
+    at = now
+    targets = waiting if wanted is None else waiting & set(wanted)
+    while targets:
+        for decision in engine.schedule(at):
+            flight = flights.get(decision.workload)
+            if flight is None:
+                continue
+            flight.epoch += 1
+            if isinstance(decision, Admission):
+                flight.admitted_at = at
+                if decision.workload in waiting:
+                    waiting.discard(decision.workload)
+                    targets.discard(decision.workload)
+                    etas[decision.workload] = Eta(at, now, tuple(sorted(sources.items())), similar)
+                if flight.remaining is not None:
+                    heapq.heappush(finishes, (at + flight.remaining, next(order), decision.workload, flight.epoch))
+            elif isinstance(decision, Eviction) and flight.remaining is not None:
+                flight.remaining = max(0.0, flight.remaining - (at - flight.admitted_at))
+        following = finishes[0][0] if finishes else None
+        wakeup = engine.next_wakeup()
+        if wakeup is not None and wakeup > at and (following is None or wakeup < following):
+            following = wakeup
+        if following is None or following > end:
+            break
+        at = max(at, following)
+        while finishes and finishes[0][0] <= at:
+            _, _, key, epoch = heapq.heappop(finishes)
+            flight = flights[key]
+            if flight.epoch != epoch:
+                continue
+            engine.finish(key)
+            runtime = flight.runtime
+            if runtime is not None:
+                sources[runtime.source.value] = sources.get(runtime.source.value, 0) + 1
+                if runtime.source is RuntimeSource.HISTORY and runtime.basis not in bases:
+                    bases.add(runtime.basis)
+                    similar += runtime.samples
+    return etas
+
+
+class _Partition:
+    """The configuration split into independent parts: a cohort tree with its ClusterQueues, or one
+    ClusterQueue without a cohort; each part's LocalQueues and their Namespaces, and what every part needs
+    (flavors, priority classes, the Configuration)."""
+
+    def __init__(self, objects: list[ApiObject]) -> None:
+        cohorts = {obj.name: obj for obj in objects if isinstance(obj, Cohort)}
+        self._shared: list[ApiObject] = []
+        self._parts: dict[str, list[ApiObject]] = {}
+        self._cluster_queues: dict[str, str] = {}
+        self._local_queues: dict[tuple[str, str], str] = {}
+        self._namespaces: dict[str, dict[str, Namespace]] = {}
+        namespaces: dict[str, Namespace] = {}
+        for obj in objects:
+            if isinstance(obj, ClusterQueue):
+                part = "cohort " + _root(obj.cohort, cohorts) if obj.cohort else "queue " + obj.name
+                self._cluster_queues[obj.name] = part
+                self._parts.setdefault(part, []).append(obj)
+            elif isinstance(obj, Namespace):
+                namespaces[obj.name] = obj
+            elif not isinstance(obj, Cohort | LocalQueue):
+                self._shared.append(obj)
+        for cohort in cohorts.values():
+            self._parts.setdefault("cohort " + _root(cohort.name, cohorts), []).append(cohort)
+        for obj in objects:
+            owner = self._cluster_queues.get(obj.cluster_queue) if isinstance(obj, LocalQueue) else None
+            if isinstance(obj, LocalQueue) and owner is not None:
+                self._local_queues[(obj.namespace, obj.name)] = owner
+                self._parts[owner].append(obj)
+                if obj.namespace in namespaces:
+                    self._namespaces.setdefault(owner, {})[obj.namespace] = namespaces[obj.namespace]
+
+    def of_cluster_queue(self, name: str) -> str | None:
+        return self._cluster_queues.get(name)
+
+    def of_workload(self, workload: Workload) -> str | None:
+        return self._local_queues.get((workload.namespace, workload.queue_name))
+
+    def objects(self, part: str) -> list[ApiObject]:
+        return [*self._shared, *self._parts[part], *self._namespaces.get(part, {}).values()]
+
+
+def _root(name: str, cohorts: dict[str, Cohort]) -> str:
+    """The root of a cohort's tree (a cycle, which the API server cannot refuse, stops at the repeat)."""
+    seen = {name}
+    parent = cohorts[name].parent if name in cohorts else None
+    while parent is not None and parent not in seen:
+        name = parent
+        seen.add(name)
+        parent = cohorts[name].parent if name in cohorts else None
+    return name

@@ -1,0 +1,360 @@
+"""Admission ETAs for pending Workloads: the engine replayed forward from the controller's state, in the
+background, at most every ``interval`` seconds (:mod:`kuota.simulator.forecast`).
+
+The replay runs in a worker thread on a snapshot (the parsed configuration objects and Workloads the engine
+holds, shared, and each running Workload's admission, read from its status once per resourceVersion), so the
+event loop goes on deciding meanwhile; a recomputation never starts while the last one runs. Expected
+runtimes, in order (:mod:`kuota.simulator.runtimes`): the Workload's ``maximumExecutionTimeSeconds``, its
+``kuota.dev/expected-runtime`` annotation, the history of finished Workloads of the same LocalQueue and shape.
+
+That history lives in memory and, so that it survives restarts, in one annotation per LocalQueue,
+``kuota.dev/runtime-history`` (at most 22 shapes x 32 runtimes, about 20 KB), rather than a ConfigMap: the
+history belongs to the queue and goes when the queue goes, the manager already watches every LocalQueue (so
+it reads the history back at start-up for free), and it needs one verb (patch on localqueues), where a
+ConfigMap would be an object of its own, to create, size and clean up, and another watch. The engine reads
+no annotation, so these writes never re-route the queue.
+
+Shown: :meth:`EtaBook.eta_of` (the visibility API), :meth:`EtaBook.phrase` (the pending condition message),
+the ``kuota.dev/eta`` annotation on each Workload waiting for more than a minute (the ``ETA`` printer
+column), and :meth:`EtaBook.head_etas` (the per-ClusterQueue gauge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.durations import DurationError
+from kuota.engine.decoding import parse_workload
+from kuota.engine.engine import QuotaEngine, WorkloadState
+from kuota.engine.errors import InvalidObjectError
+from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.model import ApiObject, Workload
+from kuota.simulator.errors import HistoryFormatError
+from kuota.simulator.forecast import Eta, Pending, Running, forecast
+from kuota.simulator.runtimes import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    Runtime,
+    RuntimeHistory,
+    RuntimeSource,
+    annotated_runtime,
+    declared_runtime,
+    gpus_of,
+)
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import LOCAL_QUEUES, WORKLOADS, ApiWriter
+from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.state import ControllerState, gather
+
+__all__ = ["ETA_ANNOTATION", "HISTORY_ANNOTATION", "Eta", "EtaBook", "phrase"]
+
+log = logging.getLogger(__name__)
+
+ETA_ANNOTATION = "kuota.dev/eta"
+HISTORY_ANNOTATION = "kuota.dev/runtime-history"
+DEFAULT_INTERVAL_SECONDS = 5.0
+# Workloads about to start get no annotation write: a write bumps the resourceVersion their admission is
+# decided from. One already shown is rewritten only when its ETA moved by a tenth of the wait, or a minute.
+_ANNOTATE_AFTER_SECONDS = 60.0
+_WRITES_PER_ROUND = 20
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """A running Workload's admission as its status shows it, read once per resourceVersion."""
+
+    version: str
+    pod_sets: tuple[PodSetAssignment, ...]
+    at: float
+
+
+def _admission(version: str, obj: Mapping[str, Any]) -> _Admission | None:
+    try:
+        pod_sets = status.admitted_pod_sets(obj)
+    except InvalidObjectError:
+        return None
+    at = status.quota_reserved_at(obj)
+    return None if pod_sets is None or at is None else _Admission(version, pod_sets, at)
+
+
+class EtaBook:
+    def __init__(
+        self,
+        state: ControllerState,
+        reporter: ApiWriter,
+        local_queues: Iterable[Mapping[str, Any]] | None = None,
+        interval: float = DEFAULT_INTERVAL_SECONDS,
+    ) -> None:
+        self._state = state
+        self._reporter = reporter
+        self.interval = interval
+        self.history = RuntimeHistory()
+        self.recomputations = 0
+        self._etas: dict[str, Eta] = {}
+        self._heads: dict[str, Eta] = {}
+        self._admissions: dict[str, _Admission] = {}
+        self._declared: dict[str, tuple[str, Runtime | None]] = {}  # each annotation as last read
+        self._queue_of: dict[str, str] = {}  # each pending Workload's ClusterQueue, as of the last snapshot
+        self._recorded: set[str] = set()  # uids of finished Workloads already in the history
+        self._dirty_queues: set[str] = set()
+        self._shown: dict[str, float] = {}  # the ETA each Workload's annotation shows
+        self._running: asyncio.Task[None] | None = None
+        if local_queues is not None:
+            self.load_history(local_queues)
+
+    def eta_of(self, key: str) -> Eta | None:
+        """The last computed ETA of a pending Workload (``namespace/name``), or None."""
+        return self._etas.get(key)
+
+    def head_etas(self) -> Mapping[str, Eta]:
+        """Per ClusterQueue, the ETA of the first of its pending Workloads to be admitted."""
+        return self._heads
+
+    def phrase(self, key: str) -> str | None:
+        eta = self._etas.get(key)
+        return None if eta is None else phrase(eta, self._state.clock())
+
+    def load_history(self, local_queues: Iterable[Mapping[str, Any]]) -> None:
+        """Read the history persisted on the LocalQueues (at start-up); an unreadable one starts afresh."""
+        for obj in local_queues:
+            metadata = obj.get("metadata") or {}
+            text = (metadata.get("annotations") or {}).get(HISTORY_ANNOTATION)
+            if not text:
+                continue
+            queue = f"{metadata.get('namespace')}/{metadata.get('name')}"
+            try:
+                self.history.load_json(queue, str(text))
+            except HistoryFormatError as error:
+                log.warning("%s; it starts afresh", error)
+
+    async def run(self) -> None:
+        """Recompute every ``interval`` seconds until cancelled (``interval`` 0: never)."""
+        if self.interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.recompute()
+                await self.publish()
+            except Exception:  # a bug: the ETAs go stale, the decisions go on
+                log.exception("admission ETAs not recomputed; trying again in %.0f s", self.interval)
+
+    async def recompute(self) -> None:
+        """One forward replay from the state as of now, in a worker thread; at most one at a time."""
+        if self._running is not None and not self._running.done():
+            return
+        now = self._state.clock()
+        objects, running, pending = self.snapshot(now)
+        self._running = asyncio.ensure_future(self._replay(objects, running, pending, now))
+        await self._running
+
+    async def _replay(
+        self, objects: list[ApiObject], running: list[Running], pending: list[Pending], now: float
+    ) -> None:
+        etas = await asyncio.to_thread(forecast, objects, running, pending, now)
+        self.recomputations += 1
+        heads: dict[str, Eta] = {}
+        for key, eta in etas.items():
+            queue = self._queue_of.get(key)
+            if queue is not None and (queue not in heads or eta.at < heads[queue].at):
+                heads[queue] = eta
+        self._etas, self._heads = etas, heads
+
+    def snapshot(self, now: float) -> tuple[list[ApiObject], list[Running], list[Pending]]:
+        """What the forward replay starts from (the Workloads as the engine holds them, shared, not copied);
+        records newly finished Workloads into the history first."""
+        state = self._state
+        engine = state.engine
+        self._record_finished({name: wpc.value for name, wpc in engine.priority_classes.items()})
+        running: list[Running] = []
+        pending: list[Pending] = []
+        admissions: dict[str, _Admission] = {}
+        declared: dict[str, tuple[str, Runtime | None]] = {}
+        queue_of: dict[str, str] = {}
+        for key, engine_status in engine.statuses_without_reasons():
+            workload = state.parsed.get(key)
+            obj = state.workloads.get(key)
+            if workload is None or obj is None:
+                continue
+            metadata = obj["metadata"]
+            annotation = self._annotated(key, metadata, declared)
+            if engine_status.state is WorkloadState.PENDING:
+                pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
+                if engine_status.cluster_queue is not None:
+                    queue_of[key] = engine_status.cluster_queue
+                continue
+            if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
+                continue
+            version = str(metadata.get("resourceVersion") or "")
+            admission = self._admissions.get(key)
+            if admission is None or admission.version != version:
+                admission = _admission(version, obj)
+            if admission is None:
+                continue  # its admission is being written: not in the view yet
+            admissions[key] = admission
+            remaining = self._runtime(workload, annotation, now - admission.at)
+            running.append(Running(workload, engine_status.cluster_queue, admission.pod_sets, admission.at, remaining))
+        self._admissions, self._declared, self._queue_of = admissions, declared, queue_of
+        return _configuration_objects(engine), running, pending
+
+    def _annotated(
+        self, key: str, metadata: Mapping[str, Any], seen: dict[str, tuple[str, Runtime | None]]
+    ) -> Runtime | None:
+        """The runtime the ``kuota.dev/expected-runtime`` annotation declares, read once per text; one that is
+        no duration is told once in the log and left to the history."""
+        text = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
+        if text is None:
+            return None
+        known = self._declared.get(key)
+        if known is None or known[0] != text:
+            try:
+                known = (str(text), annotated_runtime(str(text)))
+            except DurationError:
+                known = (str(text), None)
+                log.warning(
+                    "Workload %s: annotation %s=%r is not a duration (write e.g. 90m or 1h30m); its runtime is "
+                    "taken from the queue's history",
+                    key,
+                    EXPECTED_RUNTIME_ANNOTATION,
+                    text,
+                )
+        seen[key] = known
+        return known[1]
+
+    def _runtime(self, workload: Workload, annotation: Runtime | None, elapsed: float) -> Runtime | None:
+        """The expected runtime left after ``elapsed`` seconds of running, from the best source there is."""
+        declared = declared_runtime(workload, annotation)
+        if declared is not None:
+            return Runtime(max(0.0, declared.seconds - elapsed), declared.source)
+        return self.history.expected(_queue(workload), gpus_of(workload), elapsed)
+
+    def _record_finished(self, priorities: Mapping[str, int]) -> None:
+        """Every Workload that finished after running, once: its runtime joins its queue's history."""
+        live: set[str] = set()
+        for obj in list(self._state.workloads.objects.values()):
+            metadata = obj["metadata"]
+            uid = str(metadata.get("uid") or "")
+            if not status.is_true(obj, "Finished"):
+                continue
+            live.add(uid)
+            if uid in self._recorded:
+                continue
+            self._recorded.add(uid)
+            runtime = _finished_runtime(obj)
+            if runtime is None:
+                continue
+            try:
+                workload = parse_workload(obj, priorities)
+            except InvalidObjectError:
+                continue
+            queue = _queue(workload)
+            if self.history.record(queue, gpus_of(workload), *runtime):
+                self._dirty_queues.add(queue)
+        self._recorded &= live
+
+    async def publish(self) -> None:
+        """Persist the changed histories and refresh the ETA annotations, each bounded per round."""
+        writes = [self._write_history(queue) for queue in sorted(self._dirty_queues)[:_WRITES_PER_ROUND]]
+        now = self._state.clock()
+        for key, eta in sorted(self._etas.items(), key=lambda item: item[1].at):
+            if len(writes) >= 2 * _WRITES_PER_ROUND:
+                break
+            shown = self._shown.get(key)
+            wait = eta.at - now
+            if wait < _ANNOTATE_AFTER_SECONDS or key in self._state.writing:
+                continue
+            if shown is not None and abs(shown - eta.at) < max(_ANNOTATE_AFTER_SECONDS, 0.1 * wait):
+                continue
+            writes.append(self._write_annotation(key, status.rfc3339(eta.at), eta.at))
+        for key in [key for key in self._shown if key not in self._etas][:_WRITES_PER_ROUND]:
+            writes.append(self._write_annotation(key, None, None))
+        await gather(writes)
+
+    async def _write_history(self, queue: str) -> None:
+        namespace, _, name = queue.partition("/")
+        patch = {"metadata": {"annotations": {HISTORY_ANNOTATION: self.history.to_json(queue)}}}
+        self._dirty_queues.discard(queue)
+        try:
+            await self._reporter.merge_patch(LOCAL_QUEUES, namespace, name, patch)
+        except StaleObjectError:
+            self.history.forget(queue)  # the LocalQueue is gone, and its history with it
+        except ApiWriteError as error:
+            log.info("runtime history of LocalQueue %s not written: %s", queue, error)
+            self._dirty_queues.add(queue)
+
+    async def _write_annotation(self, key: str, value: str | None, at: float | None) -> None:
+        namespace, _, name = key.partition("/")
+        obj = self._state.workloads.get(key)
+        if obj is None:
+            self._shown.pop(key, None)
+            return
+        if value is None and ETA_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
+            self._shown.pop(key, None)
+            return
+        try:
+            written = await self._reporter.merge_patch(
+                WORKLOADS, namespace, name, {"metadata": {"annotations": {ETA_ANNOTATION: value}}}
+            )
+        except ApiWriteError as error:
+            log.info("ETA of %s not written: %s", key, error)
+            self._shown.pop(key, None)
+            return
+        self._state.workloads.wrote(written)
+        if at is None:
+            self._shown.pop(key, None)
+        else:
+            self._shown[key] = at
+
+
+def phrase(eta: Eta, now: float) -> str:
+    """``expected to start in about 2 h, from 40 similar jobs``: the ETA as the pending message words it."""
+    wait = max(0.0, eta.at - now)
+    if wait < 60:
+        when = "expected to start within a minute"
+    elif wait < 3600:
+        minutes = round(wait / 60) if wait < 600 else 5 * round(wait / 300)
+        when = f"expected to start in about {minutes} min"
+    elif wait < 48 * 3600:
+        when = f"expected to start in about {round(wait / 3600)} h"
+    else:
+        when = f"expected to start in about {round(wait / 86400)} days"
+    declared = sum(count for source, count in eta.runtime_sources if source != RuntimeSource.HISTORY.value)
+    basis = []
+    if eta.similar_jobs:
+        basis.append(f"{eta.similar_jobs} similar job{'s' if eta.similar_jobs != 1 else ''}")
+    if declared:
+        basis.append(f"{declared} declared runtime{'s' if declared != 1 else ''}")
+    return f"{when}, from {' and '.join(basis)}" if basis else when
+
+
+def _queue(workload: Workload) -> str:
+    return f"{workload.namespace}/{workload.queue_name}"
+
+
+def _finished_runtime(obj: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(seconds it ran, when it finished): from its quota reservation to its Finished condition."""
+    conditions = obj.get("status", {}).get("conditions") or []
+    finished = status.condition(conditions, "Finished")
+    reserved = status.condition(conditions, "QuotaReserved")
+    if finished is None or reserved is None or reserved.get("status") != "True":
+        return None
+    end = status.parse_time(finished.get("lastTransitionTime"))
+    start = status.parse_time(reserved.get("lastTransitionTime"))
+    if end is None or start is None or end < start:
+        return None
+    return end - start, end
+
+
+def _configuration_objects(engine: QuotaEngine) -> list[ApiObject]:
+    return [
+        engine.configuration,
+        *engine.flavors.values(),
+        *engine.cluster_queues.values(),
+        *engine.cohorts.values(),
+        *engine.local_queues.values(),
+        *engine.priority_classes.values(),
+        *engine.namespaces.values(),
+    ]
