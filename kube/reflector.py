@@ -40,13 +40,19 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ResourceType:
-    """Where a resource lives in the API. ``namespace`` narrows a namespaced resource to one namespace."""
+    """Where a resource lives in the API. ``namespace`` narrows a namespaced resource to one namespace,
+    ``label_selector`` to the objects it selects (a list/watch ``labelSelector``)."""
 
     group: str
     version: str
     plural: str
     namespaced: bool
     namespace: str | None = None
+    label_selector: str | None = None
+
+    @property
+    def query(self) -> list[tuple[str, str]]:
+        return [("labelSelector", self.label_selector)] if self.label_selector else []
 
     @property
     def path(self) -> str:
@@ -161,7 +167,11 @@ class Reflector(Generic[T]):
     async def list_once(self) -> None:
         """A consistent paginated list replacing the store; subscribers get the differences."""
         listing = await list_all(
-            self.api, self.resource.path, page_size=self.page_size, client_timeout=self.request_timeout
+            self.api,
+            self.resource.path,
+            page_size=self.page_size,
+            client_timeout=self.request_timeout,
+            query=self.resource.query,
         )
         items, resource_version = listing.items, listing.resource_version
         fresh = {object_key(item): self.parse(item) for item in items}
@@ -180,6 +190,7 @@ class Reflector(Generic[T]):
 
     async def _watch(self) -> None:
         query = [
+            *self.resource.query,
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("resourceVersion", self.resource_version),

@@ -48,6 +48,7 @@ from kuota.webhook.controller.metrics import FOLLOWER, LEADER, STANDALONE, Contr
 from kuota.webhook.conversion.endpoint import add_conversion_route
 from kuota.webhook.crds.definitions import DEFINITIONS
 from kuota.webhook.crds.versions import CONVERSION_PATH, conversion, conversion_service_name
+from kuota.webhook.jobs.registry import ADAPTERS, DEFAULT_REGISTRY, POD_FRAMEWORK, Registry, select
 from kuota.webhook.metrics_access import MetricsAccess
 from kuota.webhook.visibility.front_proxy import FrontProxy
 from kuota.webhook.visibility.leader_pod import ServingLabel
@@ -108,16 +109,18 @@ class ManagerOptions:
     visibility_serving_label: bool = False
 
 
-def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
-    """The Configuration file, or Kueue's defaults; jobs in kube-system and kuota's namespace are never managed."""
+def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configuration, Registry]:
+    """The Configuration file, or Kueue's defaults; jobs in kube-system and kuota's namespace are never managed.
+    With it, the integrations it enables (:func:`read_integrations`)."""
     if path is None:
-        configuration = Configuration()
+        configuration, integrations = Configuration(), DEFAULT_REGISTRY
     else:
         try:
             document = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError) as error:
             raise ManagerError(f"--config {path}: {error}") from error
         configuration = parse_configuration(document)
+        integrations = read_integrations(document, f"--config {path}")
     if configuration.managed_jobs_namespace_selector is None:
         excluded = Requirement("kubernetes.io/metadata.name", "NotIn", ("kube-system", own_namespace))
         configuration = Configuration(
@@ -126,7 +129,34 @@ def load_configuration(path: Path | None, own_namespace: str) -> Configuration:
             wait_for_pods_ready=configuration.wait_for_pods_ready,
             fair_sharing=configuration.fair_sharing,
         )
-    return configuration
+    return configuration, integrations
+
+
+def read_integrations(document: Any, where: str) -> Registry:
+    """``integrations.frameworks`` of a Kueue Configuration (parse_configuration checked the document's shape):
+    the kinds to manage. Absent: ``batch/job`` only, as in Kueue. A name Kueue knows but kuota does not implement is
+    skipped with a warning; a name nobody knows is refused."""
+    integrations = document.get("integrations") if isinstance(document, dict) else None
+    if integrations is None:
+        return DEFAULT_REGISTRY
+    if not isinstance(integrations, dict):
+        raise ManagerError(f"{where}: integrations must be an object with a frameworks list")
+    frameworks = integrations.get("frameworks")
+    if frameworks is None:
+        return DEFAULT_REGISTRY
+    if not isinstance(frameworks, list) or not all(isinstance(name, str) for name in frameworks):
+        raise ManagerError(f'{where}: integrations.frameworks must be a list of names, e.g. ["batch/job", "pod"]')
+    selection = select(frameworks)
+    if selection.unknown:
+        implemented = ", ".join(sorted({*(a.framework for a in ADAPTERS), POD_FRAMEWORK}))
+        raise ManagerError(
+            f"{where}: integrations.frameworks names {', '.join(map(repr, selection.unknown))}, which no integration "
+            f"has; kuota implements {implemented}"
+        )
+    for name in selection.unimplemented:
+        log.warning("integrations.frameworks: %s is a Kueue integration kuota does not implement; skipped", name)
+    log.info("managing %s", ", ".join(selection.registry.frameworks) or "no kind of job")
+    return selection.registry
 
 
 async def _whoami(api: KubeApi) -> KuotaIdentity:
@@ -147,6 +177,7 @@ async def _whoami(api: KubeApi) -> KuotaIdentity:
 class Manager:
     options: ManagerOptions
     configuration: Configuration = field(default_factory=Configuration)
+    integrations: Registry = DEFAULT_REGISTRY
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
     certificates_ready: asyncio.Event = field(default_factory=asyncio.Event)
     controller: QuotaController | None = None
@@ -163,7 +194,7 @@ class Manager:
         except ConfigurationError as error:
             raise ManagerError(str(error)) from error
         async with api:
-            self.configuration = load_configuration(options.config, options.namespace)
+            self.configuration, self.integrations = load_configuration(options.config, options.namespace)
             await self._serve(api, stop)
 
     async def _serve(self, api: KubeApi, stop: asyncio.Event) -> None:
@@ -175,6 +206,7 @@ class Manager:
             manage_jobs_without_queue_name=self.configuration.manage_jobs_without_queue_name,
             managed_jobs_namespace_selector=selector,
             kuota=await _whoami(api),
+            integrations=self.integrations,
         )
         readiness = [
             ReadinessCheck("webhook certificates loaded", lambda: context.loaded),
@@ -192,6 +224,7 @@ class Manager:
             self.metrics,
             workload_retention=options.workload_retention,
             eta_interval=options.eta_interval,
+            registry=self.integrations,
         )
         elector = LeaderElector(
             ApiWriter(api, self.metrics),
@@ -281,6 +314,7 @@ class Manager:
             stored.bundle.ca_cert_pem,
             failure_policy=options.failure_policy,
             namespace_selector=options.job_namespace_selector,
+            integrations=self.integrations,
         )
         mutating["metadata"]["name"] = options.mutating_webhook_config
         validating["metadata"]["name"] = options.validating_webhook_config

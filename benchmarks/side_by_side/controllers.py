@@ -115,8 +115,11 @@ class KueueController:
     name = "Kueue"
     user = "kueue-manager"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = ("batch/job",)) -> None:
+        """``frameworks``: Kueue's enabled integrations; a kind other than batch/v1 Job needs its CRDs installed
+        before :meth:`start` (Kueue waits for them)."""
         self.cluster = cluster
+        self.frameworks = frameworks
         self.binary = ensure_kueue()
         self.module = kueue_module_dir()
         self.folder = cluster.workdir / "kueue"
@@ -186,7 +189,7 @@ class KueueController:
             "internalCertManagement": {"enable": False},
             # Kueue's shipped client limits (config/components/manager), as its harness runs it.
             "clientConnection": {"qps": 50, "burst": 100},
-            "integrations": {"frameworks": ["batch/job"]},
+            "integrations": {"frameworks": list(self.frameworks)},
             "featureGates": {"VisibilityOnDemand": False},
         }
 

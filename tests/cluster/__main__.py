@@ -1,13 +1,23 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
-``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl."""
+``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
+and the upstream job controllers (JobSet, KubeRay, the training-operator)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.cluster.binaries import ensure_binaries, ensure_kueue, ensure_kueuectl, ensure_vegeta
+from tests.cluster.binaries import (
+    ensure_binaries,
+    ensure_jobset,
+    ensure_kuberay,
+    ensure_kueue,
+    ensure_kueuectl,
+    ensure_training_operator,
+    ensure_vegeta,
+)
 from tests.cluster.controlplane import Cluster
 from tests.cluster.nodes import DEFAULT_POOLS, parse_pools
 
@@ -19,12 +29,24 @@ def main() -> int:
     parser.add_argument("--nodes", type=Path, help="node-pool spec (YAML list); default: three 8xH100 nodes")
     args = parser.parse_args()
     if args.action == "build":
-        for name, path in vars(ensure_binaries()).items():
-            print(f"{name}: {path}")
-        # The side-by-side tests compare kuota with Kueue: its manager is cached here too, never committed.
-        print(f"kueue: {ensure_kueue()}")
-        print(f"kueuectl: {ensure_kueuectl()}")  # Kueue's kubectl plugin, run against kuota by its tests
-        print(f"vegeta: {ensure_vegeta()}")  # the webhook benchmark's load generator
+        builds = {
+            # The side-by-side tests compare kuota with Kueue: its manager is cached here too, never committed.
+            "kueue": ensure_kueue,
+            "kueuectl": ensure_kueuectl,  # Kueue's kubectl plugin, run against kuota by its tests
+            "vegeta": ensure_vegeta,  # the webhook benchmark's load generator
+            # The controllers of the job kinds kuota admits, run by tests/integration/job_kinds.
+            "jobset": ensure_jobset,
+            "kuberay": ensure_kuberay,
+            "training-operator": ensure_training_operator,
+        }
+        # Independent go builds overlap their downloads and links (the Go build cache is safe to share).
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            control_plane = pool.submit(ensure_binaries)
+            futures = {name: pool.submit(build) for name, build in builds.items()}
+            for name, path in vars(control_plane.result()).items():
+                print(f"{name}: {path}")
+            for name, future in futures.items():
+                print(f"{name}: {future.result()}")
         return 0
     if args.workdir is None:
         parser.error(f"{args.action} needs --workdir")

@@ -25,6 +25,14 @@ KUEUE_MODULE = "sigs.k8s.io/kueue"
 # An open-loop HTTP load generator in Go, so the webhook benchmark measures the server, not a Python client.
 VEGETA_VERSION = "v12.13.0"
 VEGETA_MODULE = "github.com/tsenart/vegeta/v12"
+# The upstream controllers of the job kinds kuota admits (issue 18), at the versions Kueue v0.17's go.mod
+# requires, so kuota and Kueue are compared against the same CRDs.
+JOBSET_VERSION = "v0.11.1"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+KUBERAY_VERSION = "v1.6.0"
+KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
+TRAINING_OPERATOR_VERSION = "v1.9.3"
+TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 
 # The `k8s.io/<name> v0.0.0` requirements of k8s.io/kubernetes v1.36's go.mod.
 STAGING_MODULES = [
@@ -229,6 +237,57 @@ def ensure_kueuectl() -> Path:
         shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
         _build_kueuectl(folder)
     return binary
+
+
+def module_dir(module: str, version: str) -> Path:
+    """A module's source in the Go module cache (its CRDs under config/ or manifests/), downloading if absent."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    command = ["go", "mod", "download", "-json", f"{module}@{version}"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cache_root())
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed (is the Go module proxy reachable?):\n{result.stderr}")
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def _ensure_go_binary(name: str, version: str, package: str, built_name: str) -> Path:
+    folder = cache_root() / "bin" / f"{name}-{version}"
+    binary = folder / name
+    if not binary.is_file():
+        shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
+        _go_install(folder, f"{package}@{version}", f"{name} {version}")
+        (folder / built_name).rename(binary)
+    return binary
+
+
+def ensure_jobset() -> Path:
+    """Return the cached JobSet controller manager, building it when missing (minutes when cold).
+
+    Built from a wrapper module as etcd is: ``go install jobset@version`` asks the proxy for the module's
+    version list (to report deprecations), which the proxy refuses for sigs.k8s.io/jobset."""
+    folder = cache_root() / "bin" / f"jobset-{JOBSET_VERSION}"
+    if not folder.is_dir():
+        module = cache_root() / "modules" / f"jobset-{JOBSET_VERSION}"
+        _write_module(module, "module kuota.invalid/jobset\n\ngo 1.26.0\n")
+        if not (module / "go.sum").exists():
+            _run(["go", "get", "-tool", f"{JOBSET_MODULE}@{JOBSET_VERSION}"], module, "jobset deps")
+        tmp = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "jobset"), JOBSET_MODULE]
+        _run(command, module, f"jobset {JOBSET_VERSION}")
+        tmp.rename(folder)
+    return folder / "jobset"
+
+
+def ensure_kuberay() -> Path:
+    """Return the cached KubeRay operator (RayJob, RayCluster), building it when missing (minutes when cold)."""
+    return _ensure_go_binary("kuberay", KUBERAY_VERSION, KUBERAY_MODULE, "ray-operator")
+
+
+def ensure_training_operator() -> Path:
+    """Return the cached Kubeflow training-operator (PyTorchJob), building it when missing (minutes when cold)."""
+    package = f"{TRAINING_OPERATOR_MODULE}/cmd/training-operator.v1"
+    return _ensure_go_binary("training-operator", TRAINING_OPERATOR_VERSION, package, "training-operator.v1")
 
 
 def ensure_binaries() -> Binaries:

@@ -162,6 +162,25 @@ class Cluster:
         self._pids[name] = process.pid
         self._save_state()
 
+    def spawn(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        """Start one more process of this cluster (e.g. an upstream job controller), logged to ``<name>.log``;
+        :meth:`end` or :meth:`stop` ends it."""
+        self._spawn(name, command, die_with_parent=True, env=env)
+
+    def end(self, name: str) -> None:
+        """End one process started by :meth:`spawn` (SIGTERM, then SIGKILL) and wait until it is gone."""
+        pid = self._pids.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        _reap(pid)
+        self._save_state()
+
     def _save_state(self) -> None:
         state = {
             "server": self.server,
@@ -245,7 +264,7 @@ class Cluster:
                 "--secure-port=0",
                 "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
                 "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller,"
-                "pod-garbage-collector-controller",
+                "pod-garbage-collector-controller,cronjob-controller",
                 f"--service-account-private-key-file={pki.service_account_key}",
                 f"--root-ca-file={pki.ca_cert}",
                 "--kube-api-qps=500",

@@ -1,7 +1,10 @@
 """kuota's webhook paths and the rule behind each, and the webhook configurations that register them.
 
-The same :func:`webhook_configurations` output serves an in-cluster install (``service``) and an
-out-of-cluster run registered by URL (tests, local development).
+Both follow the enabled integrations (``JobPolicy.integrations``, from the Configuration's
+``integrations.frameworks``): a mutating and a validating webhook per managed kind, the Pod webhooks when ``pod``
+is enabled, and the catch-all warning for labelled objects of unmanaged kinds (:mod:`unmanaged`). The same
+:func:`webhook_configurations` output serves an in-cluster install (``service``) and an out-of-cluster run
+registered by URL (tests, local development); the chart renders the same (tests/unit/chart).
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from functools import partial
 from typing import Any, Literal
 
 from kuota.webhook.admission.cluster_facts import ClusterFacts
-from kuota.webhook.admission.job_policy import JobPolicy, default_job, validate_job
+from kuota.webhook.admission.job_policy import JobPolicy, default_job, mutate_path, validate_job, validate_path
 from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS, review_kueue_object
+from kuota.webhook.admission.pod_policy import MUTATE_POD_PATH, VALIDATE_POD_PATH, default_pod, validate_pod
 from kuota.webhook.admission.server import Rule
+from kuota.webhook.admission.unmanaged import WARN_UNMANAGED_PATH, warn_unmanaged
+from kuota.webhook.jobs.adapter import QUEUE_LABEL
+from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 MUTATE_JOB_PATH = "/mutate-batch-v1-job"
 VALIDATE_JOB_PATH = "/validate-batch-v1-job"
@@ -23,10 +30,14 @@ VALIDATING_CONFIGURATION = "kuota-validating-webhook"
 
 
 def kuota_rules(policy: JobPolicy, facts: ClusterFacts) -> dict[str, Rule]:
-    rules: dict[str, Rule] = {
-        MUTATE_JOB_PATH: partial(default_job, policy=policy, facts=facts),
-        VALIDATE_JOB_PATH: partial(validate_job, policy=policy, facts=facts),
-    }
+    rules: dict[str, Rule] = {}
+    for adapter in policy.integrations.adapters:
+        rules[mutate_path(adapter)] = partial(default_job, policy=policy, facts=facts, adapter=adapter)
+        rules[validate_path(adapter)] = partial(validate_job, policy=policy, facts=facts, adapter=adapter)
+    if policy.integrations.pods:
+        rules[MUTATE_POD_PATH] = partial(default_pod, policy=policy, facts=facts)
+        rules[VALIDATE_POD_PATH] = partial(validate_pod, policy=policy, facts=facts)
+    rules[WARN_UNMANAGED_PATH] = partial(warn_unmanaged, policy=policy)
     for target in KUEUE_OBJECT_KINDS:
         rules[target.path] = partial(review_kueue_object, target, kuota=policy.kuota)
     return rules
@@ -80,31 +91,54 @@ def webhook_configurations(
     ca_bundle_pem: bytes,
     failure_policy: Literal["Fail", "Ignore"] = "Fail",
     namespace_selector: dict[str, Any] | None = None,
+    integrations: Registry = DEFAULT_REGISTRY,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The MutatingWebhookConfiguration and ValidatingWebhookConfiguration for every kuota endpoint.
 
-    ``namespace_selector`` narrows the Job webhooks (e.g. to one test namespace); the queueing objects are
-    cluster-scoped or kuota's own and are always reviewed.
+    ``namespace_selector`` narrows the webhooks of managed kinds and the warning (e.g. to one test namespace);
+    the queueing objects are cluster-scoped or kuota's own and are always reviewed.
     """
     common: dict[str, Any] = {
         "endpoint": endpoint,
         "ca_bundle_pem": ca_bundle_pem,
         "failure_policy": failure_policy,
     }
-    job_rule = {
-        "apiGroups": ["batch"],
-        "apiVersions": ["v1"],
-        "operations": ["CREATE", "UPDATE"],
-        "resources": ["jobs"],
-        "scope": "Namespaced",
-    }
-    mutating_job = _webhook("mjob.kuota.dev", MUTATE_JOB_PATH, **common, rule=job_rule)
-    mutating_job["rules"] = [{**job_rule, "operations": ["CREATE"]}]
-    mutating_job["reinvocationPolicy"] = "Never"
-    validating = [_webhook("vjob.kuota.dev", VALIDATE_JOB_PATH, **common, rule=job_rule)]
+    kinds = [
+        (
+            adapter.kind.kind.lower(),
+            adapter.kind.group,
+            adapter.kind.version,
+            adapter.plural,
+            mutate_path(adapter),
+            validate_path(adapter),
+        )
+        for adapter in integrations.adapters
+    ]
+    if integrations.pods:
+        kinds.append(("pod", "", "v1", "pods", MUTATE_POD_PATH, VALIDATE_POD_PATH))
+    mutating_webhooks: list[dict[str, Any]] = []
+    validating: list[dict[str, Any]] = []
+    for lower, group, version, plural, mutate, validate in kinds:
+        rule = {
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": [plural],
+            "scope": "Namespaced",
+        }
+        mutating = _webhook(f"m{lower}.kuota.dev", mutate, **common, rule={**rule, "operations": ["CREATE"]})
+        mutating["reinvocationPolicy"] = "Never"
+        mutating_webhooks.append(mutating)
+        validating.append(_webhook(f"v{lower}.kuota.dev", validate, **common, rule=rule))
+    everything = {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["*"], "scope": "*"}
+    warning = _webhook(
+        "wunmanaged.kuota.dev", WARN_UNMANAGED_PATH, **{**common, "failure_policy": "Ignore"}, rule=everything
+    )
+    warning["objectSelector"] = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
+    validating.append(warning)
     if namespace_selector is not None:
-        mutating_job["namespaceSelector"] = namespace_selector
-        validating[0]["namespaceSelector"] = namespace_selector
+        for webhook in [*mutating_webhooks, *validating]:
+            webhook["namespaceSelector"] = namespace_selector
     for target in KUEUE_OBJECT_KINDS:
         plural = target.kind.kind.lower() + "s"
         rule = {
@@ -120,7 +154,7 @@ def webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": MUTATING_CONFIGURATION},
-        "webhooks": [mutating_job],
+        "webhooks": mutating_webhooks,
     }
     validating_configuration = {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -1,15 +1,19 @@
-"""The batch/v1 Job rules: what kuota defaults on create, and which updates it refuses.
+"""The rules for every suspendable managed kind (batch/v1 Job first; JobSet, RayJob, ... through their
+:class:`~kuota.webhook.jobs.adapter.JobAdapter`): what kuota defaults on create, and which updates it refuses.
+Each kind has its own paths (:func:`mutate_path`, :func:`validate_path`; a Job's are ``/mutate-batch-v1-job`` and
+``/validate-batch-v1-job``, as Kueue names them).
 
-Defaulting (``/mutate-batch-v1-job``, CREATE only):
+Defaulting (mutate path, CREATE only):
 
 - no ``kueue.x-k8s.io/queue-name`` label and a LocalQueue ``default`` in the namespace: set the label;
 - no ``kueue.x-k8s.io/priority-class`` label and a WorkloadPriorityClass ``default``: set the label;
 - a managed Job (queue-name label, or ``manageJobsWithoutQueueName`` and a selected namespace) gets
-  ``spec.suspend: true`` so no pod starts before kuota admits it.
+  ``spec.suspend: true`` (each kind: its adapter's ``suspend_on_create``) so no pod starts before kuota admits it;
+- a job whose controller owner is of a managed kind (a JobSet's Jobs) is its owner's business and left alone.
 
 The patch only adds what is missing, so applying the webhook to its own output changes nothing.
 
-Validation (``/validate-batch-v1-job``):
+Validation (validate path):
 
 - the queue-name label must be a valid object name;
 - on UPDATE, the queue-name label cannot change while the Job's Workload is admitted or the Job runs;
@@ -28,12 +32,15 @@ from kuota.engine.model import LabelSelector
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.errors import MalformedObjectError
-from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, UserInfo, Verdict
+from kuota.webhook.admission.reviews import AdmissionRequest, UserInfo, Verdict
+from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
+from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
+from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 DEFAULT_NAME = "default"
-JOB_KIND = GroupVersionKind("batch", "v1", "Job")
+JOB_KIND = BATCH_JOB.kind
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MAX_NAME = 253
 
@@ -54,6 +61,21 @@ class JobPolicy:
     manage_jobs_without_queue_name: bool
     managed_jobs_namespace_selector: LabelSelector
     kuota: KuotaIdentity
+    integrations: Registry = DEFAULT_REGISTRY
+
+
+def _path_part(adapter: JobAdapter) -> str:
+    kind = adapter.kind
+    return f"{kind.group.replace('.', '-')}-{kind.version}-{kind.kind.lower()}"
+
+
+def mutate_path(adapter: JobAdapter) -> str:
+    """Kueue's webhook path for a kind: ``/mutate-<group, dots as dashes>-<version>-<kind lower-case>``."""
+    return f"/mutate-{_path_part(adapter)}"
+
+
+def validate_path(adapter: JobAdapter) -> str:
+    return f"/validate-{_path_part(adapter)}"
 
 
 @dataclass(frozen=True)
@@ -65,13 +87,20 @@ class JobFacts:
     labels: Mapping[str, str]
     has_labels: bool
     suspend: bool
+    managed_owner: bool = False
 
     @property
     def queue_name(self) -> str | None:
         return self.labels.get(QUEUE_NAME_LABEL)
 
 
-def read_job(job: Mapping[str, Any], namespace: str, where: str) -> JobFacts:
+def read_job(
+    job: Mapping[str, Any],
+    namespace: str,
+    where: str,
+    adapter: JobAdapter = BATCH_JOB,
+    integrations: Registry = DEFAULT_REGISTRY,
+) -> JobFacts:
     metadata = job.get("metadata")
     if not isinstance(metadata, dict):
         raise MalformedObjectError(f"{where}.metadata must be an object")
@@ -86,32 +115,38 @@ def read_job(job: Mapping[str, Any], namespace: str, where: str) -> JobFacts:
         not isinstance(labels, dict) or not all(isinstance(value, str) for value in labels.values())
     ):
         raise MalformedObjectError(f"{where}.metadata.labels must be an object of strings")
+    reference = f"{adapter.kind.kind} {namespace}/{name}"
     spec = job.get("spec")
     if not isinstance(spec, dict):
-        raise MalformedObjectError(f"{where}.spec must be an object (Job {namespace}/{name})")
-    suspend = spec.get("suspend", False)
-    if suspend is None:
-        suspend = False
-    if not isinstance(suspend, bool):
-        raise MalformedObjectError(f"{where}.spec.suspend must be a boolean (Job {namespace}/{name})")
+        raise MalformedObjectError(f"{where}.spec must be an object ({reference})")
+    if isinstance(adapter, SuspendFieldAdapter):
+        value: Any = job
+        for token in adapter.suspend_path:
+            value = value.get(token) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, bool):
+            field = ".".join(adapter.suspend_path)
+            raise MalformedObjectError(f"{where}.{field} must be a boolean ({reference})")
     return JobFacts(
-        reference=f"Job {namespace}/{name}",
+        reference=reference,
         uid=uid,
         labels=labels or {},
         has_labels=labels is not None,
-        suspend=suspend,
+        suspend=adapter.is_suspended(job),
+        managed_owner=integrations.managed_owner(job),
     )
 
 
-def _require_job(request: AdmissionRequest) -> Mapping[str, Any]:
-    if request.kind != JOB_KIND:
-        raise MalformedObjectError(f"this endpoint reviews {JOB_KIND}, got {request.kind}; fix the webhook's rules")
+def _require_job(request: AdmissionRequest, adapter: JobAdapter) -> Mapping[str, Any]:
+    if request.kind != adapter.kind:
+        raise MalformedObjectError(f"this endpoint reviews {adapter.kind}, got {request.kind}; fix the webhook's rules")
     if request.object is None:
-        raise MalformedObjectError(f"request.object is required for {request.operation} of a Job")
+        raise MalformedObjectError(f"request.object is required for {request.operation} of a {adapter.kind.kind}")
     return request.object
 
 
 def _managed(job: JobFacts, namespace: str, policy: JobPolicy, facts: ClusterFacts) -> bool:
+    if job.managed_owner:
+        return False
     if job.queue_name is not None:
         return True
     return policy.manage_jobs_without_queue_name and policy.managed_jobs_namespace_selector.matches(
@@ -119,10 +154,15 @@ def _managed(job: JobFacts, namespace: str, policy: JobPolicy, facts: ClusterFac
     )
 
 
-def default_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts) -> Verdict:
+def default_job(
+    request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts, adapter: JobAdapter = BATCH_JOB
+) -> Verdict:
     if request.operation != "CREATE":
         return Verdict.allow()
-    job = read_job(_require_job(request), request.namespace, "request.object")
+    obj = _require_job(request, adapter)
+    job = read_job(obj, request.namespace, "request.object", adapter, policy.integrations)
+    if job.managed_owner:
+        return Verdict.allow()
     added: dict[str, str] = {}
     if job.queue_name is None and facts.local_queue_exists(request.namespace, DEFAULT_NAME):
         added[QUEUE_NAME_LABEL] = DEFAULT_NAME
@@ -136,9 +176,9 @@ def default_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     defaulted = JobFacts(job.reference, job.uid, {**job.labels, **added}, True, job.suspend)
     managed = _managed(defaulted, request.namespace, policy, facts)
     if not job.suspend and managed:
-        patch.append(json_patch.add(True, "spec", "suspend"))
+        patch += adapter.suspend_on_create(obj)
     warnings = []
-    if not managed and _requests_gpus(request.object):
+    if not managed and _requests_gpus(_templates(obj, adapter)):
         # The guide's most common first-run mistake: the Job runs outside every quota without a word.
         warnings.append(
             f"{job.reference} requests GPUs but has no {QUEUE_NAME_LABEL} label (and the namespace has no "
@@ -147,10 +187,24 @@ def default_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     return Verdict.allow(patch, warnings)
 
 
-def _requests_gpus(job: Mapping[str, Any] | None) -> bool:
-    """Whether any container of the Job's pod template asks for a GPU (nvidia.com/gpu or a MIG slice)."""
-    template = ((job or {}).get("spec") or {}).get("template") or {}
-    pod_spec = template.get("spec") or {}
+def _templates(obj: Mapping[str, Any], adapter: JobAdapter) -> list[Mapping[str, Any]]:
+    """The object's pod templates, or none when they are malformed (then there is nothing to warn about: the API
+    server's own validation answers that)."""
+    try:
+        return [pod_set.template for pod_set in adapter.pod_sets(obj)]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+
+
+def _requests_gpus(templates: list[Mapping[str, Any]]) -> bool:
+    """Whether any container of the pod templates asks for a GPU (nvidia.com/gpu or a MIG slice)."""
+    return any(_template_requests_gpus(template) for template in templates)
+
+
+def _template_requests_gpus(template: Mapping[str, Any]) -> bool:
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(pod_spec, Mapping):
+        return False
     containers = [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
     for container in containers:
         resources = container.get("resources") if isinstance(container, Mapping) else None
@@ -162,7 +216,7 @@ def _requests_gpus(job: Mapping[str, Any] | None) -> bool:
     return False
 
 
-def _queue_name_problem(job: JobFacts) -> str | None:
+def queue_name_problem(job: JobFacts) -> str | None:
     name = job.queue_name
     if name is None or (len(name) <= _MAX_NAME and _NAME.match(name)):
         return None
@@ -172,11 +226,13 @@ def _queue_name_problem(job: JobFacts) -> str | None:
     )
 
 
-def validate_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts) -> Verdict:
+def validate_job(
+    request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts, adapter: JobAdapter = BATCH_JOB
+) -> Verdict:
     if request.operation not in ("CREATE", "UPDATE"):
         return Verdict.allow()
-    job = read_job(_require_job(request), request.namespace, "request.object")
-    problem = _queue_name_problem(job)
+    job = read_job(_require_job(request, adapter), request.namespace, "request.object", adapter, policy.integrations)
+    problem = queue_name_problem(job)
     if problem is not None:
         return Verdict.deny(problem, code=422)
     by_kuota = policy.kuota.made(request.user)
@@ -185,12 +241,12 @@ def validate_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFac
         if managed and not job.suspend and not by_kuota:
             return Verdict.deny(
                 f"{job.reference} is managed by kuota but was not suspended at creation: create it with "
-                "spec.suspend: true (the kuota mutating webhook does this when it is registered)"
+                f"{_suspend_field(adapter)}: true (the kuota mutating webhook does this when it is registered)"
             )
         return Verdict.allow()
     if request.old_object is None:
-        raise MalformedObjectError("request.oldObject is required for UPDATE of a Job")
-    old = read_job(request.old_object, request.namespace, "request.oldObject")
+        raise MalformedObjectError(f"request.oldObject is required for UPDATE of a {adapter.kind.kind}")
+    old = read_job(request.old_object, request.namespace, "request.oldObject", adapter, policy.integrations)
     if old.queue_name != job.queue_name and not by_kuota:
         if facts.job_workload_admitted(request.namespace, old.uid or job.uid):
             return Verdict.deny(
@@ -199,11 +255,17 @@ def validate_job(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFac
                 "Workload to be evicted, or delete and recreate the Job"
             )
         if not old.suspend:
-            return Verdict.deny(f"{job.reference}: label {QUEUE_NAME_LABEL} can change only while the Job is suspended")
+            return Verdict.deny(
+                f"{job.reference}: label {QUEUE_NAME_LABEL} can change only while the {adapter.kind.kind} is suspended"
+            )
     if old.suspend and not job.suspend and managed and not by_kuota:
         return Verdict.deny(
             f"{job.reference} is queued in kuota (queue {job.queue_name or '(namespace default)'}): only kuota "
-            "unsuspends it, once its Workload is admitted; keep spec.suspend: true and see "
+            f"unsuspends it, once its Workload is admitted; keep {_suspend_field(adapter)}: true and see "
             "'kubectl describe workload' in the namespace for why it waits"
         )
     return Verdict.allow()
+
+
+def _suspend_field(adapter: JobAdapter) -> str:
+    return ".".join(adapter.suspend_path) if isinstance(adapter, SuspendFieldAdapter) else "its suspend field"

@@ -22,7 +22,8 @@ from kuota.engine.decoding import (
 from kuota.engine.errors import FieldError
 from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.job_policy import KuotaIdentity
-from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Verdict
+from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
+from kuota.webhook.jobs.adapter import GroupVersionKind
 
 Validator = Callable[[object], Sequence[FieldError]]
 

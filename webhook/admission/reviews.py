@@ -12,21 +12,11 @@ from typing import Any, Literal, NoReturn, TypedDict
 
 from kuota.webhook.admission.errors import MalformedReviewError
 from kuota.webhook.admission.json_patch import PatchOperation, encode
+from kuota.webhook.jobs.adapter import GroupVersionKind
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-
-
-@dataclass(frozen=True)
-class GroupVersionKind:
-    group: str
-    version: str
-    kind: str
-
-    def __str__(self) -> str:
-        group_version = f"{self.group}/{self.version}" if self.group else self.version
-        return f"{group_version} {self.kind}"
 
 
 @dataclass(frozen=True)

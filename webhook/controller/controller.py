@@ -2,7 +2,7 @@
 
 It holds no policy of its own. Watch events feed the engine; ``engine.schedule(now)`` decides; the decisions are
 written, and each Job is driven to match its Workload (create, suspend, unsuspend with the flavor's placement,
-restore after eviction, finish: docs/architecture.md, "A Job's life"). This module is the coordinator: it owns
+restore after eviction, finish: docs/architecture.md, "A job's life"). This module is the coordinator: it owns
 the watches and the loops, and hands each piece of work to the part that does it:
 
 - :mod:`workload_sync`: a Workload's news into the engine;
@@ -47,6 +47,7 @@ from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
+from kuota.webhook.controller.pod_reconciler import POD, PodReconciler, keep_pod
 from kuota.webhook.controller.queue_gauges import (
     cluster_queue_gauges,
     cohort_gauges,
@@ -58,9 +59,22 @@ from kuota.webhook.controller.queue_gauges import (
     with_head_etas,
 )
 from kuota.webhook.controller.queue_status import QueueStatusWriter
-from kuota.webhook.controller.state import ControllerState, gather, key_of, owner_job, trim
+from kuota.webhook.controller.state import (
+    POD_GROUP,
+    ControllerState,
+    JobKey,
+    View,
+    gather,
+    group_kind,
+    key_of,
+    owner_job,
+    trim,
+)
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs.adapter import JobAdapter
+from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, DEFAULT_REGISTRY, Registry
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +88,7 @@ _CONFIG_RESOURCES = {
     "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
 }
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
-_JOBS = ResourceType("batch", "v1", "jobs", namespaced=True)
+_CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 _STATUS_INTERVAL = 1.0
 _RETENTION_CHECK_SECONDS = 60.0
 
@@ -90,8 +104,11 @@ class QuotaController:
         write_concurrency: int = 32,
         workload_retention: float = 8 * 24 * 3600,
         eta_interval: float = DEFAULT_INTERVAL_SECONDS,
+        registry: Registry = DEFAULT_REGISTRY,
     ) -> None:
         self.configuration = configuration
+        self.registry = registry
+        self._api = api
         self.workload_retention = workload_retention
         # Expired Workloads are looked for once a minute, or twice per retention when it is shorter.
         self._retention_rounds = max(1, int(min(_RETENTION_CHECK_SECONDS, workload_retention / 2) / _STATUS_INTERVAL))
@@ -106,17 +123,46 @@ class QuotaController:
         self.state = ControllerState(configuration, clock)
         self.config_reflectors = {kind: Reflector(api, resource, trim) for kind, resource in _CONFIG_RESOURCES.items()}
         self.workload_reflector: Reflector[dict[str, Any]] = Reflector(api, _WORKLOADS, trim)
-        self.job_reflector: Reflector[dict[str, Any]] = Reflector(api, _JOBS, trim)
-        self.reflectors = ReflectorSet([*self.config_reflectors.values(), self.workload_reflector, self.job_reflector])
+        # Kinds served by the API server itself are watched from the start; a custom resource's kind once its
+        # CRD is there (watched: installing the CRD later is enough).
+        self.job_reflectors: dict[str, Reflector[dict[str, Any]]] = {}
+        self._waiting_for_crds: dict[str, JobAdapter] = {}
+        for adapter in registry.adapters:
+            if adapter.kind.group in BUILT_IN_GROUPS:
+                self.job_reflectors[_kind_of(adapter)] = self._job_reflector(adapter)
+            else:
+                self._waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
+        if registry.pods:  # only the pods kuota's webhook marked managed
+            managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
+            self.job_reflectors[POD] = Reflector(api, managed, keep_pod)
+        self.crd_reflector: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
+        watched = [*self.config_reflectors.values(), self.workload_reflector, *self.job_reflectors.values()]
+        if self._waiting_for_crds:
+            watched.append(self.crd_reflector)
+        self.reflectors = ReflectorSet(watched)
         self.workloads = self.state.workloads
-        self.jobs = self.state.jobs
+        self._started_late: asyncio.Queue[Reflector[dict[str, Any]]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
         self._reasons = PendingReasons(self.state, self.reporter, self._events, self.etas.phrase)
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
-        self._job_reconciler = JobReconciler(
+        self._job_reconcilers = {
+            _kind_of(adapter): JobReconciler(
+                adapter,
+                registry,
+                self.state,
+                self.writer,
+                sync=self._sync,
+                decisions=self._decisions,
+                events=self._events,
+                flavors=self.config_reflectors["ResourceFlavor"],
+                metrics=metrics,
+            )
+            for adapter in registry.adapters
+        }
+        self._pod_reconciler = PodReconciler(
             self.state,
             self.writer,
             sync=self._sync,
@@ -125,13 +171,15 @@ class QuotaController:
             flavors=self.config_reflectors["ResourceFlavor"],
             metrics=metrics,
         )
+        if POD in self.job_reflectors:
+            self.job_reflectors[POD].subscribe(self._on_pod)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
         self.ready = asyncio.Event()
         for kind, reflector in self.config_reflectors.items():
             reflector.subscribe(self._config_handler(kind))
         self.workload_reflector.subscribe(self._on_workload)
-        self.job_reflector.subscribe(self._on_job)
+        self.crd_reflector.subscribe(self._on_crd)
         metrics.watch_queues(self.cluster_queue_gauges, self.local_queue_gauges, self.cohort_gauges)
 
     @property
@@ -150,7 +198,8 @@ class QuotaController:
                 return  # a status write (often our own): re-applying would re-route every pending workload
             self._apply_config(kind, event.key, value)
             if kind == "WorkloadPriorityClass" and value is not None:
-                self.state.dirty_jobs.update(self.jobs.objects)  # Jobs that waited for it get their Workload
+                for job_kind, view in self.state.jobs.items():  # jobs that waited for it get their Workload
+                    self.state.dirty_jobs.update((job_kind, job) for job in view.objects)
             self.state.wake.set()
 
         return handle
@@ -188,23 +237,63 @@ class QuotaController:
                 self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
-    def _on_job(self, event: Event[dict[str, Any]]) -> None:
+    def _job_reflector(self, adapter: JobAdapter) -> Reflector[dict[str, Any]]:
+        kind = adapter.kind
+        reflector: Reflector[dict[str, Any]] = Reflector(
+            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), trim
+        )
+        reflector.subscribe(self._job_handler(_kind_of(adapter)))
+        return reflector
+
+    def _job_handler(self, kind: str) -> Callable[[Event[dict[str, Any]]], None]:
+        def handle(event: Event[dict[str, Any]]) -> None:
+            value = None if event.type is EventType.DELETED else event.value
+            if self.state.jobs[kind].observe(event.key, value):
+                if value is None:
+                    self._job_reconcilers[kind].job_deleted(event.key, event.value)
+                key: JobKey = (kind, event.key)
+                self.state.dirty_jobs.add(key)
+                self.state.wake.set()
+
+        return handle
+
+    def _on_pod(self, event: Event[dict[str, Any]]) -> None:
         value = None if event.type is EventType.DELETED else event.value
-        if self.jobs.observe(event.key, value):
-            if value is None:
-                self._job_reconciler.job_deleted(event.key, event.value)
-            self.state.dirty_jobs.add(event.key)
+        view: View = self.state.jobs[POD]
+        if view.observe(event.key, value):
+            self.state.dirty_jobs.add(self._pod_reconciler.observed(event.key, value, event.value))
             self.state.wake.set()
+
+    def _on_crd(self, event: Event[dict[str, Any]]) -> None:
+        """A managed kind's CRD appeared: watch that kind from now on."""
+        adapter = self._waiting_for_crds.get(event.key)
+        if adapter is None or event.type is EventType.DELETED:
+            return
+        del self._waiting_for_crds[event.key]
+        reflector = self._job_reflector(adapter)
+        self.job_reflectors[_kind_of(adapter)] = reflector
+        log.info("CRD %s is installed: managing %s", event.key, adapter.kind)
+        self._started_late.put_nowait(reflector)
+
+    async def _start_late_reflectors(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            while True:
+                reflector = await self._started_late.get()
+                group.create_task(reflector.run(), name=f"reflector {reflector.resource}")
 
     async def run(self) -> None:
         """Watch, rebuild the engine from the API's truth, then decide and write until cancelled."""
         state = self.state
         async with asyncio.TaskGroup() as group:
             group.create_task(self.reflectors.run(), name="reflectors")
+            group.create_task(self._start_late_reflectors(), name="reflectors of CRDs installed later")
             await asyncio.gather(*(reflector.synced.wait() for reflector in self.reflectors.reflectors))
+            for name, adapter in sorted(self._waiting_for_crds.items()):
+                log.info("CRD %s is not installed: %s is not managed until it is", name, adapter.kind)
             self._rebuild()
             self.ready.set()
-            log.info("controller synced: %d workloads, %d jobs", len(self.workloads.objects), len(self.jobs.objects))
+            jobs = sum(len(view.objects) for view in state.jobs.values())
+            log.info("controller synced: %d workloads, %d jobs", len(self.workloads.objects), jobs)
             group.create_task(self._status_loop(), name="queue status")
             self.etas.load_history(self.config_reflectors["LocalQueue"].values())
             group.create_task(self.etas.run(), name="admission ETAs")
@@ -238,7 +327,13 @@ class QuotaController:
         for key in sorted(self.workloads.objects):
             self._sync_contained(key)
         state.dirty_workloads.clear()
-        state.dirty_jobs.update(self.jobs.objects)
+        for kind, view in state.jobs.items():
+            if kind == POD:
+                state.dirty_jobs.update(
+                    self._pod_reconciler.observed(key, pod, pod) for key, pod in view.objects.items()
+                )
+            else:
+                state.dirty_jobs.update((kind, key) for key in view.objects)
         state.needs_rebuild = False
 
     def _sync_contained(self, key: str) -> None:
@@ -262,7 +357,7 @@ class QuotaController:
             if not self._decisions.hold_back(key):
                 self._sync_contained(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
-        await gather(self._job_reconciler.reconcile(key) for key in sorted(dirty_jobs))
+        await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
         now = self.clock()
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
@@ -272,6 +367,14 @@ class QuotaController:
             self._decisions.write(decisions, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
+
+    async def _reconcile(self, job_key: JobKey) -> None:
+        kind, key = job_key
+        if kind in (POD, POD_GROUP):
+            if POD in self.job_reflectors:
+                await self._pod_reconciler.reconcile(job_key)
+        elif kind in self._job_reconcilers:
+            await self._job_reconcilers[kind].reconcile(key)
 
     async def _status_loop(self) -> None:
         rounds = 0
@@ -315,3 +418,12 @@ def _what_the_engine_reads(obj: Mapping[str, Any]) -> dict[str, Any]:
     essence["labels"] = metadata.get("labels")
     essence["deleting"] = bool(metadata.get("deletionTimestamp"))
     return essence
+
+
+def _kind_of(adapter: JobAdapter) -> str:
+    return group_kind(adapter.kind.api_version, adapter.kind.kind)
+
+
+def _crd_essence(crd: Mapping[str, Any]) -> dict[str, Any]:
+    """A CRD's name is all the controller reads of it (the schemas are large)."""
+    return {"metadata": {"name": crd["metadata"]["name"], "resourceVersion": crd["metadata"].get("resourceVersion")}}

@@ -1,9 +1,10 @@
-"""Driving each managed Job to match its Workload: create the Workload, keep the Job suspended until it is
-admitted, start it with its flavor's placement, restore its template after an eviction, finish the Workload
-with the Job, and give the quota back when the Job is deleted (docs/architecture.md, "A Job's life").
+"""Driving each managed job of one suspendable kind to match its Workload, through the kind's
+:class:`~kuota.webhook.jobs.adapter.JobAdapter`: create the Workload, keep the job suspended until it is admitted,
+start it with its flavors' placement, restore its templates after an eviction, finish the Workload with the job,
+and give the quota back when the job is deleted (docs/architecture.md, "A job's life").
 
-It is the only part of the controller that writes Jobs, so the rule "a managed Job runs only while its Workload
-holds an admission written to the API" is kept here, in one place.
+One instance per enabled kind; it is the only part of the controller that writes that kind, so the rule "a managed
+job runs only while its Workload holds an admission written to the API" is kept here, in one place.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from kuota.kube.reflector import Reflector
-from kuota.webhook.controller import job_workloads as jobs
 from kuota.webhook.controller import workload_status as status
-from kuota.webhook.controller.api_writes import JOBS, WORKLOADS, ApiWriter
+from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter, Resource
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import ControllerState, key_of, owner_job
+from kuota.webhook.controller.state import ControllerState, JobKey, View, key_of, owner_job
 from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import adapter as jobs
+from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
+from kuota.webhook.jobs.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 class JobReconciler:
     def __init__(
         self,
+        adapter: JobAdapter,
+        registry: Registry,
         state: ControllerState,
         writer: ApiWriter,
         *,
@@ -38,7 +43,12 @@ class JobReconciler:
         flavors: Reflector[dict[str, Any]],
         metrics: ControllerMetrics,
     ) -> None:
+        self._adapter = adapter
+        self._registry = registry
+        self._kind = f"{adapter.kind.kind}.{adapter.kind.group}" if adapter.kind.group else adapter.kind.kind
+        self._resource = Resource(adapter.kind.group, adapter.kind.version, adapter.plural)
         self._state = state
+        self._view = state.jobs.setdefault(self._kind, View())
         self._metrics = metrics
         self._writer = writer
         self._sync = sync
@@ -48,10 +58,16 @@ class JobReconciler:
         self._deleted_jobs: dict[str, dict[str, Any]] = {}  # last copies, until their Workloads are deleted
 
     def job_deleted(self, key: str, last_copy: dict[str, Any]) -> None:
-        """Keep a deleted Job's last copy until its Workload is deleted too."""
+        """Keep a deleted job's last copy until its Workload is deleted too."""
         self._deleted_jobs[key] = last_copy
 
+    def _workload_key(self, job: Mapping[str, Any]) -> str:
+        metadata = job["metadata"]
+        return f"{metadata['namespace']}/{jobs.workload_name(metadata['name'], metadata['uid'], self._adapter.kind)}"
+
     def _managed(self, job: Mapping[str, Any]) -> bool:
+        if self._registry.managed_owner(job):
+            return False  # its owner (a JobSet's Jobs, ...) is queued, not the job itself
         if jobs.queue_name(job) is not None:
             return True
         configuration = self._state.configuration
@@ -65,9 +81,11 @@ class JobReconciler:
         return selector is None or selector.matches(labels)
 
     async def reconcile(self, key: str) -> None:
-        """Take the one step that brings the Job ``key`` closer to what its Workload says."""
+        """Take the one step that brings the job ``key`` (``namespace/name``) closer to what its Workload says."""
         state = self._state
-        job = state.jobs.get(key)
+        adapter = self._adapter
+        dirty: JobKey = (self._kind, key)
+        job = self._view.get(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             gone = job or self._deleted_jobs.pop(key, None)
             if gone is not None and self._managed(gone):
@@ -75,15 +93,13 @@ class JobReconciler:
             return
         if not self._managed(job):
             return
-        metadata = job["metadata"]
-        workload_key = f"{metadata['namespace']}/{jobs.workload_name(metadata['name'], metadata['uid'])}"
-        workload = state.workloads.get(workload_key)
-        finished = jobs.finished_condition(job)
+        workload = state.workloads.get(self._workload_key(job))
+        finished = adapter.finished(job)
         try:
             if workload is None:
                 if finished is None:
                     await self._create_workload(job)
-                    if not jobs.is_suspended(job):
+                    if not adapter.is_suspended(job):
                         await self._suspend(job, None)
                 return
             if finished is not None:
@@ -91,26 +107,26 @@ class JobReconciler:
                     await self._finish_workload(workload, finished)
                 return
             if status.admitted_pod_sets(workload) is not None:
-                if jobs.is_suspended(job):
+                if adapter.is_suspended(job):
                     await self._start_job(job, workload)
-            elif not jobs.is_suspended(job):
+            elif not adapter.is_suspended(job):
                 await self._suspend(job, workload)
-            elif not jobs.has_active_pods(job):
-                original = workload["spec"]["podSets"][0]["template"]
-                if not jobs.template_matches(job, original):
-                    await self._patch_job(job, jobs.restore_template_patch(original))
+            elif not adapter.has_active_pods(job):
+                restore = adapter.restore_patch(job, jobs.workload_pod_sets(workload))
+                if restore is not None:
+                    await self._patch_job(job, restore)
         except StaleObjectError:
-            state.dirty_jobs.add(key)  # re-read by the watch; decided again next cycle
+            state.dirty_jobs.add(dirty)  # re-read by the watch; decided again next cycle
         except ApiWriteError as error:
-            log.warning("Job %s: %s", key, error)
-            state.dirty_jobs.add(key)
+            log.warning("%s %s: %s", adapter.kind.kind, key, error)
+            state.dirty_jobs.add(dirty)
 
     async def _delete_workload_of(self, key: str, job: dict[str, Any]) -> None:
-        """A deleted Job gives its quota back at once: its Workload is deleted now, not when the garbage
-        collector gets to it (never, when the Job was deleted with ``--cascade=orphan``)."""
+        """A deleted job gives its quota back at once: its Workload is deleted now, not when the garbage
+        collector gets to it (never, when the job was deleted with ``--cascade=orphan``)."""
         state = self._state
         metadata = job["metadata"]
-        workload_key = f"{metadata['namespace']}/{jobs.workload_name(metadata['name'], metadata['uid'])}"
+        workload_key = self._workload_key(job)
         workload = state.workloads.get(workload_key)
         if workload is None or workload["metadata"].get("deletionTimestamp"):
             return
@@ -118,23 +134,25 @@ class JobReconciler:
             answer = await self._writer.delete(
                 WORKLOADS, metadata["namespace"], workload["metadata"]["name"], workload["metadata"]["resourceVersion"]
             )
-            log.info("Job %s was deleted; deleting its Workload %s", key, workload_key)
+            log.info("%s %s was deleted; deleting its Workload %s", self._adapter.kind.kind, key, workload_key)
             state.take_fresh(workload_key, answer if answer.get("kind") == "Workload" else None)
         except ApiWriteError as error:  # changed meanwhile (stale) or unreachable: again from a fresh copy
-            log.info("Workload %s of deleted Job %s not deleted yet: %s", workload_key, key, error)
+            log.info("Workload %s of deleted %s %s not deleted yet: %s", workload_key, self._kind, key, error)
             await self._decisions.refresh_workload(workload_key)
-            if state.jobs.get(key) is None:
+            if self._view.get(key) is None:
                 self._deleted_jobs[key] = job
-            state.dirty_jobs.add(key)
+            state.dirty_jobs.add((self._kind, key))
 
     async def _patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
         patch = {**patch, "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]}}
-        written = await self._writer.merge_patch(JOBS, job["metadata"]["namespace"], job["metadata"]["name"], patch)
-        self._state.jobs.wrote(written)
+        written = await self._writer.merge_patch(
+            self._resource, job["metadata"]["namespace"], job["metadata"]["name"], patch
+        )
+        self._view.wrote(written)
 
     async def _create_workload(self, job: Mapping[str, Any]) -> None:
         state = self._state
-        manifest = jobs.workload_manifest(job)
+        manifest = jobs.workload_manifest(job, self._adapter)
         priority_class = manifest["spec"].get("priorityClassRef", {}).get("name")
         if priority_class is not None:
             if priority_class not in state.engine.priority_classes:
@@ -158,32 +176,34 @@ class JobReconciler:
         self._sync.sync(key_of(created))
         self._events.record(job, "Normal", "CreatedWorkload", f"Created Workload: {key_of(created)}")
 
-    async def _finish_workload(self, workload: Mapping[str, Any], finished: tuple[str, str]) -> None:
+    async def _finish_workload(self, workload: Mapping[str, Any], finished: jobs.Finished) -> None:
         state = self._state
-        kind, message = finished
-        patch = status.finished_patch(workload, kind == "Complete", message, state.clock())
+        patch = status.finished_patch(workload, finished.succeeded, finished.message, state.clock())
         try:
             written = await self._writer.merge_patch(
                 WORKLOADS, workload["metadata"]["namespace"], workload["metadata"]["name"], patch, "status"
             )
         except StaleObjectError:
             await self._decisions.refresh_workload(key_of(workload))
-            state.dirty_jobs.add(owner_job(workload) or "")
+            owner = owner_job(workload)
+            if owner is not None:
+                state.dirty_jobs.add(owner)
             return
         state.workloads.wrote(written)
         cluster_queue = status.admitted_cluster_queue(written)
         if cluster_queue is not None:
             self._metrics.record_finish(written, cluster_queue)
         self._sync.sync(key_of(written))
-        job = state.jobs.get(owner_job(written) or "")
+        owner = owner_job(written)
+        job = self._view.get(owner[1]) if owner is not None else None
         if job is not None:
             self._events.record(job, "Normal", "FinishedWorkload", f"Workload '{key_of(written)}' is declared finished")
         await self._decisions.release_finalizer(state.workloads.get(key_of(written)) or written)
 
     async def _suspend(self, job: Mapping[str, Any], workload: Mapping[str, Any] | None) -> None:
-        """Suspend a Job running without an admission; the event says why as Kueue's does: the eviction's
+        """Suspend a job running without an admission; the event says why as Kueue's does: the eviction's
         message, or that it is not admitted."""
-        await self._patch_job(job, {"spec": {"suspend": True}})
+        await self._patch_job(job, self._adapter.suspend_patch(job))
         evicted = status.condition((workload or {}).get("status", {}).get("conditions") or [], "Evicted")
         if evicted is not None and evicted.get("status") == "True":
             why = str(evicted.get("message", ""))
@@ -193,31 +213,18 @@ class JobReconciler:
 
     async def _start_job(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
         admission = workload["status"]["admission"]
-        flavor_names: list[str] = []
-        for assignment in admission.get("podSetAssignments") or []:
-            for flavor in (assignment.get("flavors") or {}).values():
-                if flavor not in flavor_names:
-                    flavor_names.append(flavor)
-        # The flavor's own JSON, so tolerations reach the pods exactly as written (tolerationSeconds too).
-        flavors = [self._flavors.get(name) for name in flavor_names]
-        placements = [
-            jobs.FlavorPlacement(
-                node_labels=flavor.get("spec", {}).get("nodeLabels") or {},
-                tolerations=flavor.get("spec", {}).get("tolerations") or [],
-            )
-            for flavor in flavors
-            if flavor is not None
-        ]
-        original = workload["spec"]["podSets"][0]["template"]
+        placements, flavor_names = placements_of(admission, self._flavors)
         try:
-            patch = jobs.admitted_template_patch(job, placements, original)
+            patch = self._adapter.run_patch(job, placements, jobs.workload_pod_sets(workload))
         except JobConflictError as error:
             self._events.record(job, "Warning", "FlavorConflict", str(error))
             self._events.record(workload, "Warning", "FlavorConflict", str(error))
             await self._deactivate(workload, str(error))
             return
         await self._patch_job(job, patch)
-        selector = ",".join(f"{k}={v}" for placement in placements for k, v in placement.node_labels.items())
+        selector = ",".join(
+            dict.fromkeys(f"{k}={v}" for placement in placements for k, v in placement.node_selector.items())
+        )
         self._events.record(
             job,
             "Normal",
@@ -237,3 +244,28 @@ class JobReconciler:
         self._state.workloads.wrote(written)
         self._state.dirty_workloads.add(key_of(written))
         log.warning("Workload %s deactivated: %s", key_of(written), why)
+
+
+def placements_of(
+    admission: Mapping[str, Any], flavors: Reflector[dict[str, Any]]
+) -> tuple[list[PodSetPlacement], list[str]]:
+    """Each admitted pod set's placement (its flavors' nodeLabels and tolerations, read from the flavors' own JSON
+    so tolerations reach the pods exactly as written, tolerationSeconds too), and every flavor's name in order."""
+    placements: list[PodSetPlacement] = []
+    names: list[str] = []
+    for assignment in admission.get("podSetAssignments") or []:
+        node_selector: dict[str, str] = {}
+        tolerations: list[Mapping[str, Any]] = []
+        for name in dict.fromkeys((assignment.get("flavors") or {}).values()):
+            if name not in names:
+                names.append(name)
+            flavor = flavors.get(name)
+            if flavor is None:
+                continue
+            node_selector.update(flavor.get("spec", {}).get("nodeLabels") or {})
+            tolerations += [t for t in flavor.get("spec", {}).get("tolerations") or [] if t not in tolerations]
+        count = assignment.get("count")
+        placements.append(
+            PodSetPlacement(str(assignment.get("name", "")), node_selector, tolerations, int(count) if count else None)
+        )
+    return placements, names

@@ -1,6 +1,6 @@
 """What a batch/v1 Job means to the queue, as pure functions over the Job's JSON.
 
-One Workload per managed Job (docs/architecture.md, "A Job's life"): its name is Kueue's (``job-<name>-<hash>``) so
+One Workload per managed Job (docs/architecture.md, "A job's life"): its name is Kueue's (``job-<name>-<hash>``) so
 tools that look a Workload up by its Job keep working; its single pod set ``main`` carries the Job's pod
 template *as submitted*, which is also what an eviction restores.
 """

@@ -1,5 +1,9 @@
 """What the controller's parts share, so that none of them reaches into another: the newest known copy of every
-Workload and Job, the work still to do (dirty keys, a rebuild), and the engine they all feed.
+Workload and job (of every managed kind), the work still to do (dirty keys, a rebuild), and the engine they all
+feed.
+
+A job is named by a :data:`JobKey`: its kind (``Kind.group``, e.g. ``Job.batch``, ``JobSet.jobset.x-k8s.io``,
+``Pod``) and its ``namespace/name``; a pod group by :data:`POD_GROUP` and ``namespace/<group name>``.
 
 The engine is replaced whole when it is rebuilt from the API's truth, so every part reads ``state.engine`` when
 it needs it and never keeps its own reference.
@@ -54,19 +58,38 @@ def key_of(obj: Mapping[str, Any]) -> str:
     return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else str(metadata["name"])
 
 
-def owner_job(workload: Mapping[str, Any]) -> str | None:
-    """The key of the Job that controls a Workload, if one does."""
-    for owner in workload.get("metadata", {}).get("ownerReferences") or []:
-        if owner.get("kind") == "Job" and owner.get("controller"):
-            return f"{workload['metadata']['namespace']}/{owner['name']}"
+JobKey = tuple[str, str]
+POD_GROUP = "pod-group"
+
+
+def group_kind(api_version: str, kind: str) -> str:
+    """``Kind.group`` (``Kind`` for the core group): the kind part of a :data:`JobKey`."""
+    group = api_version.rpartition("/")[0]
+    return f"{kind}.{group}" if group else kind
+
+
+def owner_job(workload: Mapping[str, Any]) -> JobKey | None:
+    """The job a Workload belongs to: its controller owner, or, for a pod group's Workload (owned by each of its
+    pods, none of them its controller), the group."""
+    namespace = workload["metadata"]["namespace"]
+    owners = workload.get("metadata", {}).get("ownerReferences") or []
+    for owner in owners:
+        if owner.get("controller"):
+            return group_kind(
+                str(owner.get("apiVersion", "")), str(owner.get("kind", ""))
+            ), f"{namespace}/{owner['name']}"
+    if owners and all(owner.get("kind") == "Pod" and owner.get("apiVersion") == "v1" for owner in owners):
+        return POD_GROUP, f"{namespace}/{workload['metadata']['name']}"
     return None
 
 
 class View:
     """The newest known copy of each object: watch events and our own write results, whichever is newer."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[Mapping[str, Any]], dict[str, Any]] = trim) -> None:
+        """``keep`` makes the copy kept of a written object: the watch's parse function for the same kind."""
         self.objects: dict[str, dict[str, Any]] = {}
+        self._keep = keep
 
     def observe(self, key: str, obj: dict[str, Any] | None) -> bool:
         """Take a watch event; True when it is news (not an echo of our own, already applied, write)."""
@@ -83,7 +106,7 @@ class View:
     def wrote(self, obj: dict[str, Any]) -> None:
         key = key_of(obj)
         if _version(obj) > _version(self.objects.get(key)):
-            self.objects[key] = trim(obj)
+            self.objects[key] = self._keep(obj)
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.objects.get(key)
@@ -97,9 +120,9 @@ class ControllerState:
         self.workloads = View()
         # The parsed Workload the engine was last given, per key: shared, so the ETAs' replay costs no copy.
         self.parsed: dict[str, Workload] = {}
-        self.jobs = View()
+        self.jobs: dict[str, View] = {}  # per kind (the first part of a JobKey)
         self.dirty_workloads: set[str] = set()
-        self.dirty_jobs: set[str] = set()
+        self.dirty_jobs: set[JobKey] = set()
         # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.
         self.writing: dict[str, int] = {}
         self.needs_rebuild = False

@@ -1,0 +1,34 @@
+{{- /*
+The integrations kuota implements, by Kueue's framework name (managerConfig.integrations.frameworks): what the
+webhook configurations and the RBAC rules are generated from. Mirrors kuota.webhook.jobs.registry.ADAPTERS (and
+"pod"); tests/unit/chart compares the rendered webhooks and rules with the admission plane's for every name.
+*/ -}}
+{{- define "kuota.integrationKinds" -}}
+batch/job: {kind: job, group: batch, version: v1, plural: jobs}
+jobset.x-k8s.io/jobset: {kind: jobset, group: jobset.x-k8s.io, version: v1alpha2, plural: jobsets}
+kubeflow.org/pytorchjob: {kind: pytorchjob, group: kubeflow.org, version: v1, plural: pytorchjobs}
+ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
+ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
+{{- end }}
+
+{{- /* The enabled suspendable kinds, sorted by framework name (as the registry orders them), as a YAML list. */ -}}
+{{- define "kuota.enabledKinds" -}}
+{{- $known := include "kuota.integrationKinds" . | fromYaml }}
+{{- $enabled := list }}
+{{- range $name := (include "kuota.frameworks" . | fromYaml).names | uniq | sortAlpha }}
+{{- if hasKey $known $name }}
+{{- $enabled = append $enabled (get $known $name) }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "kinds" $enabled) }}
+{{- end }}
+
+{{- define "kuota.podsEnabled" -}}
+{{- has "pod" (include "kuota.frameworks" . | fromYaml).names }}
+{{- end }}
+
+{{- /* managerConfig.integrations.frameworks; absent: batch/job only, as in Kueue (an empty list: none). */ -}}
+{{- define "kuota.frameworks" -}}
+{{- $integrations := .Values.managerConfig.integrations | default dict }}
+{{- toYaml (dict "names" (hasKey $integrations "frameworks" | ternary $integrations.frameworks (list "batch/job"))) }}
+{{- end }}

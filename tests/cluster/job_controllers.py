@@ -1,0 +1,187 @@
+"""The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator), run as
+processes against a test control plane, with their CRDs from the Go module cache.
+
+Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
+its health probe on a free loopback port (ready once ``/readyz`` answers). Their admission webhooks are not
+registered (the API server never calls them), so a test writes complete specs where a webhook would default.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import shutil
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tests.cluster.binaries import (
+    JOBSET_MODULE,
+    JOBSET_VERSION,
+    KUBERAY_MODULE,
+    KUBERAY_VERSION,
+    TRAINING_OPERATOR_MODULE,
+    TRAINING_OPERATOR_VERSION,
+    ensure_jobset,
+    ensure_kuberay,
+    ensure_training_operator,
+    module_dir,
+)
+from tests.cluster.controlplane import Cluster, free_port
+from tests.waiting import wait_until
+
+_READY_SECONDS = 120.0
+TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
+# Where the training-operator's rotator waits for its Secret's volume (fixed in its code, as Kueue's metrics path
+# is in benchmarks/side_by_side/controllers.py).
+TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def jobset_crds() -> list[Path]:
+    return [module_dir(JOBSET_MODULE, JOBSET_VERSION) / "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"]
+
+
+def kuberay_crds() -> list[Path]:
+    bases = module_dir(KUBERAY_MODULE, KUBERAY_VERSION) / "config/crd/bases"
+    return sorted(bases.glob("ray.io_*.yaml"))  # the operator watches all four kinds
+
+
+def training_operator_crds() -> list[Path]:
+    bases = module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION) / "manifests/base/crds"
+    return [bases / "kubeflow.org_pytorchjobs.yaml"]
+
+
+def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
+    """Apply CRDs (server-side: KubeRay's are too large for the last-applied annotation) and wait until each is
+    Established and served; their names."""
+    documents = [document for path in paths for document in yaml.safe_load_all(path.read_text()) if document]
+    listing = {"apiVersion": "v1", "kind": "List", "items": documents}
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(listing))
+    names = [str(document["metadata"]["name"]) for document in documents]
+    for name in names:
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    for name in names:  # discovery lags Established by a moment; a CRD's name is its plural.group
+        wait_until(functools.partial(_served, cluster, name), f"{name} served")
+    return names
+
+
+def _served(cluster: Cluster, resource: str) -> bool:
+    return cluster.kubectl("get", resource, "-A", check=False).returncode == 0
+
+
+@dataclass(frozen=True)
+class UpstreamController:
+    """One controller process of the cluster (see :meth:`Cluster.spawn`), ready when ``health_url`` answers."""
+
+    name: str
+    version: str
+    health_url: str
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.health_url, timeout=2) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+def _readyz(health_port: int) -> str:
+    return f"http://127.0.0.1:{health_port}/readyz"
+
+
+def _await_ready(cluster: Cluster, controller: UpstreamController) -> UpstreamController:
+    log = cluster.workdir / f"{controller.name}.log"
+    wait_until(
+        lambda: controller.ready() or not cluster.process_alive(controller.name),
+        f"{controller.name} {controller.version} /readyz (log: {log})",
+        timeout=_READY_SECONDS,
+    )
+    if not cluster.process_alive(controller.name):
+        raise RuntimeError(f"{controller.name} {controller.version} exited at start; see {log}")
+    return controller
+
+
+def _start(cluster: Cluster, name: str, version: str, command: list[str], health_port: int) -> UpstreamController:
+    cluster.spawn(name, command)
+    return _await_ready(cluster, UpstreamController(name, version, _readyz(health_port)))
+
+
+def start_jobset(cluster: Cluster) -> UpstreamController:
+    """The JobSet controller manager, its configuration file as its chart writes one, but no cert rotation: its
+    webhook server serves the control plane's own serving certificate (nothing calls it)."""
+    binary = ensure_jobset()
+    folder = cluster.workdir / "jobset"
+    certs = folder / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cluster.pki.serving_cert, certs / "tls.crt")
+    shutil.copyfile(cluster.pki.serving_key, certs / "tls.key")
+    health_port = free_port()
+    configuration = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(certs)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(configuration))
+    kubeconfig = cluster.kubeconfig_for("jobset-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}", f"--config={folder / 'config.yaml'}"]
+    return _start(cluster, "jobset", JOBSET_VERSION, command, health_port)
+
+
+def start_kuberay(cluster: Cluster) -> UpstreamController:
+    """The KubeRay operator (RayCluster, RayJob, RayService), webhooks off as its chart defaults."""
+    binary = ensure_kuberay()
+    health_port = free_port()
+    kubeconfig = cluster.kubeconfig_for("kuberay-operator")
+    command = [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--enable-leader-election=false",
+        "--metrics-addr=0",
+        f"--health-probe-bind-address=127.0.0.1:{health_port}",
+        "--log-stdout-encoder=console",
+    ]
+    return _start(cluster, "kuberay", KUBERAY_VERSION, command, health_port)
+
+
+def start_training_operator(cluster: Cluster) -> UpstreamController:
+    """Kubeflow's training-operator with the PyTorchJob scheme only. Its certificate rotator always runs: it fills
+    the Secret its manifests create empty in the ``kubeflow`` namespace, then waits for the kubelet to mount that
+    Secret at a path it does not let one change; here the Secret's pair is written there, as the mount would."""
+    binary = ensure_training_operator()
+    cluster.kubectl("create", "namespace", "kubeflow", check=False)
+    cluster.kubectl("create", "secret", "generic", TRAINING_OPERATOR_SECRET, "-n", "kubeflow", check=False)
+    health_port = free_port()
+    kubeconfig = cluster.kubeconfig_for("training-operator")
+    command = [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--enable-scheme=pytorchjob",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{health_port}",
+        f"--webhook-server-port={free_port()}",
+    ]
+    name = "training-operator"
+    cluster.spawn(name, command)
+    pair = wait_until(
+        functools.partial(_filled_secret, cluster), f"{name} to fill Secret kubeflow/{TRAINING_OPERATOR_SECRET}"
+    )
+    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for key, value in pair.items():
+        (TRAINING_OPERATOR_CERT_DIR / key).write_bytes(base64.b64decode(value))
+    return _await_ready(cluster, UpstreamController(name, TRAINING_OPERATOR_VERSION, _readyz(health_port)))
+
+
+def _filled_secret(cluster: Cluster) -> dict[str, str] | None:
+    secret = json.loads(
+        cluster.kubectl("get", "secret", TRAINING_OPERATOR_SECRET, "-n", "kubeflow", "-o", "json").stdout
+    )
+    data: dict[str, str] = secret.get("data") or {}
+    return data if data.get("tls.crt") and data.get("tls.key") else None

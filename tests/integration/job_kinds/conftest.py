@@ -1,0 +1,92 @@
+"""The upstream job controllers (JobSet, KubeRay, the training-operator), started once per test session and only
+for the tests that use them, and a ``kuota manager`` with their integrations enabled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster import Cluster
+from tests.cluster.job_controllers import (
+    UpstreamController,
+    install_crds,
+    jobset_crds,
+    kuberay_crds,
+    start_jobset,
+    start_kuberay,
+    start_training_operator,
+    training_operator_crds,
+)
+from tests.integration.job_kinds.queueing import FRAMEWORKS, clean_slate, ensure_managed_namespace
+from tests.manager_process import ManagerProcess
+
+KUOTA_NAMESPACE = "kuota-system"
+
+
+@pytest.fixture(scope="session")
+def upstream_crds(cluster: Cluster) -> list[str]:
+    """The CRDs of JobSet, KubeRay and the training-operator, from their Go modules, on the session's cluster."""
+    return install_crds(cluster, [*jobset_crds(), *kuberay_crds(), *training_operator_crds()])
+
+
+def _controller(cluster: Cluster, start: Callable[[Cluster], UpstreamController]) -> Iterator[UpstreamController]:
+    controller = start(cluster)
+    try:
+        yield controller
+    finally:
+        cluster.end(controller.name)
+
+
+@pytest.fixture(scope="session")
+def jobset_controller(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_jobset)
+
+
+@pytest.fixture(scope="session")
+def kuberay_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_kuberay)
+
+
+@pytest.fixture(scope="session")
+def training_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_training_operator)
+
+
+@pytest.fixture(scope="module")
+def kinds_manager(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]], upstream_crds: list[str]
+) -> Iterator[ManagerProcess]:
+    """kuota's manager with every upstream kind's integration enabled (a Kueue Configuration file), started
+    once the kinds are served."""
+    del kuota_crds, upstream_crds
+    cluster.kubectl("create", "namespace", KUOTA_NAMESPACE, check=False)
+    config = cluster.workdir / "kinds-manager-config.yaml"
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+    config.write_text(yaml.safe_dump(configuration))
+    running = ManagerProcess(cluster, KUOTA_NAMESPACE, identity="kinds-manager", extra_args=(f"--config={config}",))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        running.unregister()
+
+
+@pytest.fixture
+def team(cluster: Cluster, kinds_manager: ManagerProcess) -> Iterator[str]:
+    """A fresh managed namespace with a LocalQueue ``team-queue``; every job kind and queue object gone after."""
+    name = ensure_managed_namespace(cluster)
+    try:
+        yield name
+    finally:
+        clean_slate(cluster, kinds_manager, name)

@@ -1,0 +1,113 @@
+"""The job objects of the job-kind tests, in the LocalQueue ``team-queue``: each kind's spec written out where the
+kind's own webhook (not registered here) would default it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.cluster import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+from tests.integration.job_kinds.queueing import QUEUE, gpu_pod_spec
+
+
+def jobset(namespace: str, name: str, workers: int, gpus: int, run_seconds: int | None = None) -> dict[str, Any]:
+    """A driver (one pod, no GPU) and ``workers`` Jobs of 2 pods with ``gpus`` each; the fields JobSet's own
+    (unregistered) webhook would default written out."""
+    annotations = {RUN_SECONDS_ANNOTATION: str(run_seconds)} if run_seconds is not None else {}
+
+    def replicated(job_name: str, replicas: int, parallelism: int, gpus_per_pod: int) -> dict[str, Any]:
+        template = {"metadata": {"annotations": annotations}, "spec": gpu_pod_spec(gpus_per_pod)}
+        job_spec = {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": template,
+        }
+        return {"name": job_name, "replicas": replicas, "template": {"spec": job_spec}}
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {
+            "successPolicy": {"operator": "All"},
+            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+            "network": {"enableDNSHostnames": False},
+            "replicatedJobs": [replicated("driver", 1, 1, 0), replicated("workers", workers, 2, gpus)],
+        },
+    }
+
+
+OWNER_LABEL = "kuota.test/owner"  # on every pod template, so a test finds the pods of one Ray object
+
+
+def _template(owner: str, gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    spec = gpu_pod_spec(gpus, restart_policy="Always")
+    return {"metadata": {"labels": {OWNER_LABEL: owner}, "annotations": annotations or {}}, "spec": spec}
+
+
+def cluster_spec(owner: str, workers: int, gpus: int) -> dict[str, Any]:
+    return {
+        "rayVersion": "2.41.0",
+        "headGroupSpec": {"rayStartParams": {}, "template": _template(owner, 0)},
+        "workerGroupSpecs": [
+            {
+                "groupName": "gpu",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": _template(owner, gpus),
+            }
+        ],
+    }
+
+
+def rayjob(namespace: str, name: str, workers: int, gpus: int, submitter_fails: bool = False) -> dict[str, Any]:
+    """A RayJob in K8sJobMode with a submitter template of its own (so the flavor places it too); a failing
+    submitter (exit 1, no retry) is how a RayJob finishes here, where no Ray dashboard answers."""
+    annotations = {RUN_SECONDS_ANNOTATION: "2", EXIT_CODE_ANNOTATION: "1"} if submitter_fails else {}
+    submitter = _template(name, 0, annotations)
+    submitter["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {
+            "entrypoint": "python tune.py",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "submitterConfig": {"backoffLimit": 0},
+            "submitterPodTemplate": submitter,
+            "rayClusterSpec": cluster_spec(name, workers, gpus),
+        },
+    }
+
+
+def raycluster(namespace: str, name: str, workers: int, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": cluster_spec(name, workers, gpus),
+    }
+
+
+def pytorchjob(namespace: str, name: str, workers: int, gpus: int, run_seconds: int | None = None) -> dict[str, Any]:
+    annotations = {RUN_SECONDS_ANNOTATION: str(run_seconds)} if run_seconds is not None else {}
+
+    def replica(replicas: int) -> dict[str, Any]:
+        spec = gpu_pod_spec(gpus)
+        spec["containers"][0]["name"] = "pytorch"  # the container the operator configures
+        return {
+            "replicas": replicas,
+            "restartPolicy": "Never",
+            "template": {"metadata": {"annotations": annotations}, "spec": spec},
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }

@@ -1,0 +1,108 @@
+"""RayJob and RayCluster under kuota with the real KubeRay operator: suspended at creation, admitted as one
+Workload (``head``, the worker groups and the RayJob's ``submitter``), the flavor in every pod, preempted as a
+whole and resumed, the quota back when a RayJob finishes or either is deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.cluster import Cluster
+from tests.cluster.job_controllers import UpstreamController
+from tests.integration.job_kinds.manifests import OWNER_LABEL, raycluster, rayjob
+from tests.integration.job_kinds.queueing import (
+    admitted_workload,
+    assert_placed,
+    create,
+    get_json,
+    no_pods,
+    running_pods,
+    urgent_job,
+    workload_of,
+)
+from tests.waiting import wait_until
+
+
+def _preempt_and_resume(cluster: Cluster, team: str, uid: str, owner: str, pods: int) -> None:
+    """An urgent Job takes all 16 GPUs: every pod of ``owner`` goes; when it is gone they all run again, placed."""
+    selector = f"{OWNER_LABEL}={owner}"
+    urgent = create(cluster, urgent_job(team, "urgent", pods_count=2, gpus_per_pod=8))
+    admitted_workload(cluster, team, urgent["metadata"]["uid"])
+    no_pods(cluster, team, selector)
+    evicted = workload_of(cluster, team, uid)
+    assert evicted is not None and "admission" not in (evicted.get("status") or {})
+    cluster.kubectl("delete", "job", "urgent", "-n", team, "--cascade=foreground", "--wait=false")
+    admitted_workload(cluster, team, uid)
+    for pod in running_pods(cluster, team, selector, pods, timeout=180):
+        assert_placed(pod)
+
+
+def test_a_rayjob_is_admitted_whole_placed_preempted_whole_resumed_and_its_workload_goes_with_it(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    created = create(cluster, rayjob(team, "tune", workers=2, gpus=4))
+    assert created["spec"]["suspend"] is True
+    uid = created["metadata"]["uid"]
+
+    workload = admitted_workload(cluster, team, uid)
+    assert workload["metadata"]["name"].startswith("rayjob-tune-")
+    assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("head", 1), ("gpu", 2), ("submitter", 1)]
+    # head, two workers, then (once KubeRay sees the cluster ready) the submitter: every one placed.
+    for pod in running_pods(cluster, team, f"{OWNER_LABEL}=tune", 4, timeout=180):
+        assert_placed(pod)
+
+    _preempt_and_resume(cluster, team, uid, "tune", 4)
+    assert get_json(cluster, "rayjob", "tune", "-n", team)["spec"]["suspend"] is False
+
+    cluster.kubectl("delete", "rayjob", "tune", "-n", team, "--wait=false")
+    wait_until(
+        lambda: workload_of(cluster, team, uid) is None, "the deleted RayJob's Workload to be deleted", timeout=60
+    )
+
+
+def test_a_finished_rayjob_gives_its_quota_to_the_rayjob_waiting_whole_for_it(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    first = create(cluster, rayjob(team, "first", workers=2, gpus=6, submitter_fails=True))  # 12 of 16 GPUs
+    admitted_workload(cluster, team, first["metadata"]["uid"])
+    second = create(cluster, rayjob(team, "second", workers=2, gpus=4))  # 8 GPUs: only 4 are free
+    wait_until(lambda: workload_of(cluster, team, second["metadata"]["uid"]), "the second RayJob's Workload")
+    assert not get_json(cluster, "pods", "-n", team, "-l", f"{OWNER_LABEL}=second")["items"]
+
+    def finished() -> dict[str, Any] | None:
+        workload = workload_of(cluster, team, first["metadata"]["uid"])
+        conditions = (workload or {}).get("status", {}).get("conditions") or []
+        return workload if any(c["type"] == "Finished" and c["status"] == "True" for c in conditions) else None
+
+    done = wait_until(finished, "the first RayJob's Workload to be Finished", timeout=180)
+    assert next(c for c in done["status"]["conditions"] if c["type"] == "Finished")["reason"] == "Failed"
+    admitted_workload(cluster, team, second["metadata"]["uid"])
+    running_pods(cluster, team, f"{OWNER_LABEL}=second", 4, timeout=180)
+
+
+def test_a_raycluster_is_admitted_whole_preempted_whole_resumed_and_deleting_it_frees_its_quota(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    created = create(cluster, raycluster(team, "notebook", workers=3, gpus=4))
+    assert created["spec"]["suspend"] is True
+    uid = created["metadata"]["uid"]
+    workload = admitted_workload(cluster, team, uid)
+    assert workload["metadata"]["name"].startswith("raycluster-notebook-")
+    assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("head", 1), ("gpu", 3)]
+    for pod in running_pods(cluster, team, f"{OWNER_LABEL}=notebook", 4, timeout=180):
+        assert_placed(pod)
+    _preempt_and_resume(cluster, team, uid, "notebook", 4)
+
+    waiting = create(cluster, raycluster(team, "waiting", workers=2, gpus=4))  # 8 GPUs: 4 are free
+    pending = wait_until(lambda: workload_of(cluster, team, waiting["metadata"]["uid"]), "the waiting Workload")
+    assert "admission" not in (pending.get("status") or {})
+    assert not get_json(cluster, "pods", "-n", team, "-l", f"{OWNER_LABEL}=waiting")["items"]
+
+    cluster.kubectl("delete", "raycluster", "notebook", "-n", team, "--wait=false")
+    wait_until(
+        lambda: workload_of(cluster, team, uid) is None, "the deleted RayCluster's Workload to be deleted", timeout=60
+    )
+    admitted_workload(cluster, team, waiting["metadata"]["uid"])
+    running_pods(cluster, team, f"{OWNER_LABEL}=waiting", 3, timeout=180)

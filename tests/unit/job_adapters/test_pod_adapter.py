@@ -1,0 +1,147 @@
+"""Plain pods and pod groups as the queue sees them: Workload names and shapes, roles, ungating, finishing."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from kuota.webhook.controller.errors import JobConflictError
+from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs.adapter import Finished, PodSetPlacement
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def pod(name: str, gpus: int = 1, group: str | None = None, total: str | None = None, **status: Any) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": "research-queue", pods.MANAGED_LABEL: "true"}
+    annotations: dict[str, str] = {}
+    if group is not None:
+        labels[pods.GROUP_NAME_LABEL] = group
+    if total is not None:
+        annotations[pods.GROUP_TOTAL_COUNT_ANNOTATION] = total
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "research",
+            "uid": f"uid-{name}",
+            "resourceVersion": "7",
+            "labels": labels,
+            "annotations": annotations,
+            "finalizers": [pods.MANAGED_FINALIZER],
+        },
+        "spec": {
+            "nodeName": "",
+            "schedulingGates": [{"name": pods.ADMISSION_GATE}],
+            "containers": [{"name": "c", "image": "trainer", "resources": {"requests": {"nvidia.com/gpu": gpus}}}],
+        },
+        "status": status,
+    }
+
+
+def test_a_single_pods_workload_has_kueues_name_an_owner_and_one_pod_set_of_one() -> None:
+    single = pod("notebook")
+    digest = hashlib.sha1(b"Pod\n\nnotebook\nuid-notebook").hexdigest()[:5]
+    workload = pods.single_workload(single)
+    assert workload["metadata"]["name"] == f"pod-notebook-{digest}"
+    assert workload["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "notebook", "uid": "uid-notebook", "controller": True,
+         "blockOwnerDeletion": True}
+    ]  # fmt: skip
+    assert workload["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": "uid-notebook"}
+    assert workload["spec"]["queueName"] == "research-queue"
+    (pod_set,) = workload["spec"]["podSets"]
+    assert (pod_set["name"], pod_set["count"]) == ("main", 1)
+    assert "schedulingGates" not in pod_set["template"]["spec"]
+    assert "nodeName" not in pod_set["template"]["spec"]
+
+
+def test_a_groups_workload_is_named_after_the_group_owned_by_every_pod_with_a_pod_set_per_role() -> None:
+    members = [pod("w-0", 4, "ddp", "3"), pod("w-1", 4, "ddp", "3"), pod("driver", 0, "ddp", "3")]
+    workload = pods.group_workload("ddp", members)
+    assert workload["metadata"]["name"] == "ddp"
+    owners = workload["metadata"]["ownerReferences"]
+    assert sorted(o["name"] for o in owners) == ["driver", "w-0", "w-1"]
+    assert not any(o.get("controller") for o in owners)
+    counts = {ps["name"]: ps["count"] for ps in workload["spec"]["podSets"]}
+    assert counts == {pods.role_hash(members[0]): 2, pods.role_hash(members[2]): 1}
+    assert all(len(name) == 8 for name in counts)
+
+
+def test_a_role_hash_annotation_wins_and_pods_differing_in_shape_differ_in_role() -> None:
+    first, second = pod("a", 1), pod("b", 2)
+    assert pods.role_hash(first) != pods.role_hash(second)
+    assert pods.role_hash(first) == pods.role_hash(pod("c", 1))
+    first["metadata"]["annotations"][pods.ROLE_HASH_ANNOTATION] = "workers"
+    assert pods.role_hash(first) == "workers"
+
+
+@pytest.mark.parametrize(
+    ("total", "problem"),
+    [(None, "needs annotation"), ("zero", "whole number"), ("0", "whole number"), ("3", None)],
+)
+def test_the_groups_total_count_must_be_a_whole_number(total: str | None, problem: str | None) -> None:
+    found = pods.total_count_problem(pod("w", group="g", total=total))
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_ungating_removes_only_kueues_gate_and_adds_the_flavors_placement() -> None:
+    gated = pod("notebook")
+    gated["spec"]["schedulingGates"].append({"name": "other.example/gate"})
+    gated["spec"]["nodeSelector"] = {"zone": "a"}
+    placement = PodSetPlacement("main", {"gpu-type": "h100"}, [GPU_TOLERATION])
+    assert pods.ungate_patch(gated, placement) == {
+        "spec": {
+            "schedulingGates": [{"name": "other.example/gate"}],
+            "nodeSelector": {"zone": "a", "gpu-type": "h100"},
+            "tolerations": [GPU_TOLERATION],
+        }
+    }
+    assert pods.ungate_patch(pod("x"), None)["spec"]["schedulingGates"] is None
+
+
+def test_a_pod_selector_contradicting_its_flavor_is_a_conflict_not_an_override() -> None:
+    gated = pod("notebook")
+    gated["spec"]["nodeSelector"] = {"gpu-type": "a100"}
+    with pytest.raises(JobConflictError, match="gpu-type=a100 but its admitted flavor needs gpu-type=h100"):
+        pods.ungate_patch(gated, PodSetPlacement("main", {"gpu-type": "h100"}))
+
+
+def test_a_single_pod_finishes_with_its_phase_and_a_group_once_all_its_pods_have() -> None:
+    assert pods.single_finished(pod("a", phase="Running")) is None
+    assert pods.single_finished(pod("a", phase="Succeeded")) == Finished(True, "Pod succeeded")
+    failed = pods.single_finished(pod("a", phase="Failed", message="OOMKilled"))
+    assert failed == Finished(False, "OOMKilled")
+    done, running = pod("a", phase="Succeeded"), pod("b", phase="Running")
+    assert pods.group_finished([done, running], 2) is None
+    assert pods.group_finished([done], 2) is None  # the other pod is not even there yet
+    assert pods.group_finished([done, pod("b", phase="Succeeded")], 2) == Finished(
+        True, "all 2 pods of the group succeeded"
+    )
+    assert not pods.group_finished([done, pod("b", phase="Failed")], 2).succeeded  # type: ignore[union-attr]
+
+
+def test_releasing_the_finalizer_keeps_the_others() -> None:
+    managed = pod("a")
+    managed["metadata"]["finalizers"] = ["x.example/keep", pods.MANAGED_FINALIZER]
+    assert pods.without_finalizer_patch(managed) == {"metadata": {"finalizers": ["x.example/keep"]}}
+    assert pods.without_finalizer_patch(pod("b")) == {"metadata": {"finalizers": None}}
+
+
+def test_the_kept_essence_of_a_pod_reads_the_same_to_admission_at_a_fraction_of_its_size() -> None:
+    full = pod("w-0", 4, "ddp", "2", phase="Running", containerStatuses=[{"name": "c", "state": {"running": {}}}])
+    full["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{" + "x" * 4000 + "}"
+    full["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    full["spec"]["volumes"] = [{"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]
+    full["spec"]["containers"][0].update(env=[{"name": "A", "value": "1"}], volumeMounts=[{"name": "token"}])
+    kept = pods.essence(full)
+    assert pods.role_hash(kept) == pods.role_hash(full)
+    assert pods.single_workload(kept)["spec"]["podSets"][0]["template"]["spec"]["containers"] == [
+        {"name": "c", "image": "trainer", "resources": {"requests": {"nvidia.com/gpu": 4}}}
+    ]
+    assert kept["metadata"]["annotations"] == {pods.GROUP_TOTAL_COUNT_ANNOTATION: "2"}
+    assert kept["status"] == {"phase": "Running"}
+    assert "volumes" not in kept["spec"] and pods.is_gated(kept) and pods.has_finalizer(kept)

@@ -1,0 +1,115 @@
+"""Each upstream kind's pod sets, names and counts as Kueue v0.17 makes them, and its life as the adapter reads
+it from the status its controller writes."""
+
+from __future__ import annotations
+
+from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
+from kuota.webhook.jobs.adapter import Finished, workload_manifest
+from tests.unit.job_kinds import objects
+
+
+def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_parallelism_capped_by_completions() -> None:
+    pod_sets = jobset.ADAPTER.pod_sets(objects.jobset())
+    assert [(p.name, p.count) for p in pod_sets] == [("driver", 1), ("workers", 3 * 2)]
+
+
+def test_a_jobset_workload_carries_kueue_s_name_and_an_owner_reference_to_the_jobset() -> None:
+    manifest = workload_manifest(objects.jobset("train"), jobset.ADAPTER)
+    assert manifest["metadata"]["name"].startswith("jobset-train-")
+    assert len(manifest["metadata"]["name"]) == len("jobset-train-") + 5
+    owner = manifest["metadata"]["ownerReferences"][0]
+    assert (owner["apiVersion"], owner["kind"], owner["name"], owner["controller"]) == (
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        "train",
+        True,
+    )
+
+
+def test_a_jobset_finishes_with_its_completed_or_failed_condition_and_is_active_while_a_job_is() -> None:
+    job = objects.jobset()
+    assert jobset.ADAPTER.finished(job) is None
+    job["status"] = {"replicatedJobsStatus": [{"name": "workers", "active": 2, "ready": 0, "succeeded": 0}]}
+    assert jobset.ADAPTER.has_active_pods(job)
+    assert not jobset.ADAPTER.pods_ready(job)
+    job["status"]["replicatedJobsStatus"] = [
+        {"name": "Driver", "active": 1, "ready": 1},
+        {"name": "workers", "active": 3, "ready": 3},
+    ]
+    assert jobset.ADAPTER.pods_ready(job)
+    job["status"]["conditions"] = [{"type": "Failed", "status": "True", "message": "jobset failed: workers-1"}]
+    assert jobset.ADAPTER.finished(job) == Finished(False, "jobset failed: workers-1")
+
+
+def test_ray_pod_sets_are_the_head_then_each_worker_group_lower_cased_with_replicas_times_hosts() -> None:
+    expected = [("head", 1), ("gpu-workers", 4), ("cpu", 1)]
+    assert [(p.name, p.count) for p in raycluster.ADAPTER.pod_sets(objects.raycluster())] == expected
+    interactive = objects.rayjob(mode="InteractiveMode")
+    assert [(p.name, p.count) for p in rayjob.ADAPTER.pod_sets(interactive)] == expected
+
+
+def test_a_rayjob_in_k8s_job_mode_counts_kuberay_s_default_submitter_unless_it_names_its_own() -> None:
+    default = rayjob.ADAPTER.pod_sets(objects.rayjob())[-1]
+    assert (default.name, default.count) == ("submitter", 1)
+    container = default.template["spec"]["containers"][0]
+    assert container["image"] == "trainer:1"  # the head's image, as KubeRay's default submitter has it
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "200Mi"}
+    own = objects.pod_template(0)
+    assert rayjob.ADAPTER.pod_sets(objects.rayjob(submitter=own))[-1].template == own
+
+
+def test_a_rayjob_without_its_own_submitter_template_is_started_without_one_as_kueue_does() -> None:
+    job = objects.rayjob()
+    patch = rayjob.ADAPTER.run_patch(job, [], rayjob.ADAPTER.pod_sets(job))
+    assert "submitterPodTemplate" not in patch["spec"]
+
+
+def test_a_rayjob_finishes_with_its_deployment_status_and_succeeds_with_its_ray_job() -> None:
+    job = objects.rayjob()
+    for idle in ("", "New", "Suspended"):
+        job["status"] = {"jobDeploymentStatus": idle}
+        assert not rayjob.ADAPTER.has_active_pods(job)
+        assert rayjob.ADAPTER.finished(job) is None
+    job["status"] = {"jobDeploymentStatus": "Running", "rayClusterStatus": {"state": "ready"}}
+    assert rayjob.ADAPTER.has_active_pods(job)
+    assert rayjob.ADAPTER.pods_ready(job)
+    job["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "message": "done"}
+    assert rayjob.ADAPTER.finished(job) == Finished(True, "done")
+    job["status"] = {"jobDeploymentStatus": "Failed", "jobStatus": "", "reason": "SubmissionFailed"}
+    assert rayjob.ADAPTER.finished(job) == Finished(False, "SubmissionFailed")
+
+
+def test_a_raycluster_never_finishes_and_holds_pods_until_kuberay_reports_it_suspended() -> None:
+    cluster = objects.raycluster()
+    assert not raycluster.ADAPTER.has_active_pods(cluster)  # never reconciled: no pods
+    cluster["status"] = {"state": "ready"}
+    assert raycluster.ADAPTER.has_active_pods(cluster)
+    assert raycluster.ADAPTER.pods_ready(cluster)
+    cluster["status"] = {"state": "suspended"}
+    assert not raycluster.ADAPTER.has_active_pods(cluster)
+    assert raycluster.ADAPTER.finished(cluster) is None
+
+
+def test_a_pytorchjob_has_master_then_worker_whatever_the_spec_s_order() -> None:
+    pod_sets = pytorchjob.ADAPTER.pod_sets(objects.pytorchjob())
+    assert [(p.name, p.count) for p in pod_sets] == [("master", 1), ("worker", 3)]
+
+
+def test_a_pytorchjob_is_held_by_its_run_policy_and_finishes_with_its_succeeded_condition() -> None:
+    job = objects.pytorchjob()
+    assert pytorchjob.ADAPTER.is_suspended(job)
+    job["spec"].pop("runPolicy")
+    assert not pytorchjob.ADAPTER.is_suspended(job)
+    assert pytorchjob.ADAPTER.suspend_on_create(job) == [
+        {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
+    ]
+    job["status"] = {
+        "replicaStatuses": {"Worker": {"active": 3}},
+        "conditions": [{"type": "Running", "status": "True"}],
+    }
+    assert pytorchjob.ADAPTER.has_active_pods(job)
+    assert pytorchjob.ADAPTER.pods_ready(job)
+    job["status"]["conditions"].append(
+        {"type": "Succeeded", "status": "True", "message": "PyTorchJob ddp is successfully completed."}
+    )
+    assert pytorchjob.ADAPTER.finished(job) == Finished(True, "PyTorchJob ddp is successfully completed.")

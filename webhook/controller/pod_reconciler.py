@@ -1,0 +1,267 @@
+"""Driving managed plain pods and pod groups to match their Workloads (integration ``pod``;
+:mod:`kuota.webhook.jobs.pod` says what each pod means): create the Workload once a single pod or a whole group
+exists, remove the admission gate with the flavors' placement once admitted (every pod of a group at once),
+stop the running pods of an evicted Workload by deleting them, finish the Workload when the pods have finished,
+delete it when its pods are gone, and release each pod's ``kueue.x-k8s.io/managed`` finalizer once its end is
+accounted for.
+
+Keys: ``("Pod", namespace/name)`` for a single pod, ``("pod-group", namespace/group)`` for a group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kuota.kube.reflector import Reflector
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter, Resource
+from kuota.webhook.controller.decision_writer import DecisionWriter
+from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
+from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.job_reconciler import placements_of
+from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.state import POD_GROUP, ControllerState, JobKey, View, key_of, trim
+from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs.adapter import Finished
+
+log = logging.getLogger(__name__)
+
+POD = "Pod"
+PODS = Resource("", "v1", "pods")
+
+
+def keep_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The copy of a managed pod the controller keeps (the watch's parse function and its own writes')."""
+    return trim(pods.essence(pod))
+
+
+def pod_job_key(pod: Mapping[str, Any]) -> JobKey:
+    """The key a pod is reconciled under: its group's, or its own."""
+    metadata = pod["metadata"]
+    group = pods.group_name(pod)
+    if group is not None:
+        return POD_GROUP, f"{metadata['namespace']}/{group}"
+    return POD, f"{metadata['namespace']}/{metadata['name']}"
+
+
+class PodReconciler:
+    def __init__(
+        self,
+        state: ControllerState,
+        writer: ApiWriter,
+        *,
+        sync: WorkloadSync,
+        decisions: DecisionWriter,
+        events: EventRecorder,
+        flavors: Reflector[dict[str, Any]],
+        metrics: ControllerMetrics,
+    ) -> None:
+        self._state = state
+        self._view = state.jobs.setdefault(POD, View(keep_pod))
+        self._writer = writer
+        self._sync = sync
+        self._decisions = decisions
+        self._events = events
+        self._flavors = flavors
+        self._metrics = metrics
+        self._groups: dict[str, set[str]] = {}  # namespace/group -> the keys of its pods
+        self._deleted: dict[str, dict[str, Any]] = {}  # single pods' last copies, until their Workloads go
+
+    def observed(self, key: str, pod: dict[str, Any] | None, last_copy: dict[str, Any]) -> JobKey:
+        """Index a pod's news (``pod`` None: deleted); the key to reconcile."""
+        job_key = pod_job_key(last_copy)
+        if job_key[0] == POD_GROUP:
+            members = self._groups.setdefault(job_key[1], set())
+            if pod is None:
+                members.discard(key)
+            else:
+                members.add(key)
+        elif pod is None:
+            self._deleted[key] = last_copy
+        return job_key
+
+    async def reconcile(self, job_key: JobKey) -> None:
+        kind, key = job_key
+        try:
+            if kind == POD_GROUP:
+                await self._reconcile_group(key)
+            else:
+                await self._reconcile_single(key)
+        except StaleObjectError:
+            self._state.dirty_jobs.add(job_key)
+        except ApiWriteError as error:
+            log.warning("%s %s: %s", kind, key, error)
+            self._state.dirty_jobs.add(job_key)
+
+    async def _reconcile_single(self, key: str) -> None:
+        pod = self._view.get(key)
+        last = pod or self._deleted.get(key)
+        if last is None:
+            return
+        workload_key = f"{last['metadata']['namespace']}/{pods.single_workload_name(last)}"
+        workload = self._state.workloads.get(workload_key)
+        if pod is None or pods.is_deleting(pod):
+            if workload is None or await self._delete_workload(workload, f"Pod {key} was deleted"):
+                self._deleted.pop(key, None)
+            else:
+                self._state.dirty_jobs.add((POD, key))  # again, from the fresh copy
+            if pod is not None:
+                await self._release(pod)
+            return
+        finished = pods.single_finished(pod)
+        if workload is None:
+            if finished is None:
+                await self._create(pods.single_workload(pod), pod)
+            else:
+                await self._release(pod)
+            return
+        if finished is not None:
+            if not status.is_true(workload, "Finished"):
+                await self._finish(workload, finished, pod)
+            else:
+                await self._release(pod)
+            return
+        await self._drive([pod], workload)
+
+    async def _reconcile_group(self, key: str) -> None:
+        members = [p for k in sorted(self._groups.get(key, ())) if (p := self._view.get(k)) is not None]
+        workload = self._state.workloads.get(key)
+        for pod in members:
+            if pods.is_deleting(pod):
+                await self._release(pod)
+        live = [pod for pod in members if not pods.is_deleting(pod)]
+        if not live:
+            if workload is not None and not await self._delete_workload(
+                workload, f"every pod of group {key} was deleted"
+            ):
+                self._state.dirty_jobs.add((POD_GROUP, key))
+                return
+            self._groups.pop(key, None)
+            return
+        size = pods.total_count(live[0])
+        finished = pods.group_finished(live, size)
+        if workload is None:
+            if finished is not None:
+                for pod in live:
+                    await self._release(pod)
+            elif len(live) >= size:  # the whole gang exists: one Workload for all of it
+                await self._create(pods.group_workload(key.split("/", 1)[1], live), live[0])
+            return
+        if finished is not None:
+            if not status.is_true(workload, "Finished"):
+                await self._finish(workload, finished, live[0])
+            else:
+                for pod in live:
+                    await self._release(pod)
+            return
+        await self._drive([pod for pod in live if not pods.is_terminal(pod)], workload)
+
+    async def _drive(self, running: Sequence[Mapping[str, Any]], workload: Mapping[str, Any]) -> None:
+        """Admitted: ungate what is gated. Not admitted: stop (delete) what runs, as Kueue stops pods."""
+        if status.admitted_pod_sets(workload) is not None:
+            placements, flavor_names = placements_of(workload["status"]["admission"], self._flavors)
+            by_role = {placement.name: placement for placement in placements}
+            single = len(workload["spec"]["podSets"]) == 1 and workload["spec"]["podSets"][0]["name"] == "main"
+            for pod in running:
+                if not pods.is_gated(pod):
+                    continue
+                placement = by_role.get(pods.SINGLE_POD_SET if single else pods.role_hash(pod))
+                try:
+                    patch = pods.ungate_patch(pod, placement)
+                except JobConflictError as error:
+                    self._events.record(pod, "Warning", "FlavorConflict", str(error))
+                    self._events.record(workload, "Warning", "FlavorConflict", str(error))
+                    await self._deactivate(workload)
+                    return
+                await self._patch(pod, patch)
+                self._events.record(
+                    pod,
+                    "Normal",
+                    "Started",
+                    f"Admitted by clusterQueue {workload['status']['admission'].get('clusterQueue')}; flavor "
+                    f"{', '.join(flavor_names)}",
+                )
+            return
+        evicted = status.condition((workload.get("status") or {}).get("conditions") or [], "Evicted")
+        why = str(evicted.get("message", "")) if evicted and evicted.get("status") == "True" else "Not admitted"
+        for pod in running:
+            if pods.is_gated(pod):
+                continue
+            metadata = pod["metadata"]
+            await self._writer.delete(PODS, metadata["namespace"], metadata["name"], metadata["resourceVersion"])
+            self._events.record(pod, "Normal", "Stopped", why)
+
+    async def _patch(self, pod: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        metadata = pod["metadata"]
+        body = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": metadata["resourceVersion"]}}
+        written = await self._writer.merge_patch(PODS, metadata["namespace"], metadata["name"], body)
+        self._view.wrote(written)
+
+    async def _release(self, pod: Mapping[str, Any]) -> None:
+        if pods.has_finalizer(pod):
+            await self._patch(pod, pods.without_finalizer_patch(pod))
+
+    async def _create(self, manifest: dict[str, Any], pod: Mapping[str, Any]) -> None:
+        state = self._state
+        priority_class = manifest["spec"].get("priorityClassRef", {}).get("name")
+        if priority_class is not None and priority_class in state.engine.priority_classes:
+            manifest["spec"]["priority"] = state.engine.priority_classes[priority_class].value
+        namespace = manifest["metadata"]["namespace"]
+        try:
+            created = await self._writer.create(WORKLOADS, namespace, manifest)
+        except StaleObjectError:
+            await self._decisions.refresh_workload(f"{namespace}/{manifest['metadata']['name']}")
+            return
+        state.workloads.wrote(created)
+        self._sync.sync(key_of(created))
+        self._events.record(pod, "Normal", "CreatedWorkload", f"Created Workload: {key_of(created)}")
+
+    async def _finish(self, workload: Mapping[str, Any], finished: Finished, pod: Mapping[str, Any]) -> None:
+        state = self._state
+        patch = status.finished_patch(workload, finished.succeeded, finished.message, state.clock())
+        try:
+            written = await self._writer.merge_patch(
+                WORKLOADS, workload["metadata"]["namespace"], workload["metadata"]["name"], patch, "status"
+            )
+        except StaleObjectError:
+            await self._decisions.refresh_workload(key_of(workload))
+            raise
+        state.workloads.wrote(written)
+        cluster_queue = status.admitted_cluster_queue(written)
+        if cluster_queue is not None:
+            self._metrics.record_finish(written, cluster_queue)
+        self._sync.sync(key_of(written))
+        self._events.record(pod, "Normal", "FinishedWorkload", f"Workload '{key_of(written)}' is declared finished")
+        await self._decisions.release_finalizer(state.workloads.get(key_of(written)) or written)
+        state.dirty_jobs.add(pod_job_key(pod))  # the pods' finalizers next
+
+    async def _delete_workload(self, workload: Mapping[str, Any], why: str) -> bool:
+        """A deleted pod (or group) gives its quota back at once; True once the Workload is gone or going."""
+        metadata = workload["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return True
+        key = key_of(workload)
+        try:
+            answer = await self._writer.delete(
+                WORKLOADS, metadata["namespace"], metadata["name"], metadata["resourceVersion"]
+            )
+        except ApiWriteError as error:
+            log.info("Workload %s not deleted yet: %s", key, error)
+            await self._decisions.refresh_workload(key)
+            return False
+        log.info("%s; deleting its Workload %s", why, key)
+        self._state.take_fresh(key, answer if answer.get("kind") == "Workload" else None)
+        return True
+
+    async def _deactivate(self, workload: Mapping[str, Any]) -> None:
+        written = await self._writer.merge_patch(
+            WORKLOADS,
+            workload["metadata"]["namespace"],
+            workload["metadata"]["name"],
+            {"metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]}, "spec": {"active": False}},
+        )
+        self._state.workloads.wrote(written)
+        self._state.dirty_workloads.add(key_of(written))

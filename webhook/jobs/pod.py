@@ -1,0 +1,272 @@
+"""Plain Pods and pod groups (framework ``pod``), as Kueue's pod integration manages them (pure).
+
+A pod cannot be suspended, so a managed pod is created *gated*: the webhook adds the scheduling gate
+``kueue.x-k8s.io/admission`` (the scheduler leaves it alone until the gate is gone), the label
+``kueue.x-k8s.io/managed: "true"`` and the finalizer ``kueue.x-k8s.io/managed`` (so kuota sees how it ended).
+
+- A single pod (a notebook) is one Workload, ``pod-<name>-<hash>`` (:func:`~kuota.webhook.jobs.adapter.workload_name`),
+  owned by the pod, with one pod set ``main`` of count 1.
+- A pod group (label ``kueue.x-k8s.io/pod-group-name``, annotation ``kueue.x-k8s.io/pod-group-total-count``) is one
+  Workload named after the group, owned by each of its pods (none of them its controller), created once all
+  ``total-count`` pods exist, with one pod set per *role*: pods of the same shape (containers' images and
+  requests, nodeSelector, affinity, tolerations, priority...) share a role, named by the first 8 hex digits of
+  a sha256 of that shape (:func:`role_hash`, or the ``kueue.x-k8s.io/role-hash`` annotation when set). The group
+  is admitted as one gang: all its pods, or none.
+
+Admission removes the gate and adds the flavors' nodeSelector and tolerations (allowed on a gated pod);
+eviction stops the running pods by deleting them, as Kueue does; a finished pod (Succeeded or Failed) finishes a
+single pod's Workload, and a group's once every pod has finished. A deleted pod's Workload is deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kuota.webhook.jobs.adapter import (
+    JOB_UID_LABEL,
+    KUEUE_API,
+    MAX_EXEC_TIME_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_LABEL,
+    RESOURCE_IN_USE_FINALIZER,
+    Finished,
+    GroupVersionKind,
+    PodSetPlacement,
+    owner_reference,
+    placed_pod_spec,
+    workload_name,
+)
+
+POD_KIND = GroupVersionKind("", "v1", "Pod")
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+MANAGED_FINALIZER = "kueue.x-k8s.io/managed"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+SINGLE_POD_SET = "main"
+# Fields of a pod that admission reads: pods equal in these are one role of a group.
+_ROLE_FIELDS = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "runtimeClassName",
+    "priority",
+    "priorityClassName",
+    "preemptionPolicy",
+    "topologySpreadConstraints",
+    "overhead",
+    "resourceClaims",
+)
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def group_name(pod: Mapping[str, Any]) -> str | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(GROUP_NAME_LABEL)
+    return str(value) if value else None
+
+
+def total_count_problem(pod: Mapping[str, Any]) -> str | None:
+    """Why a grouped pod's total-count annotation is unusable (one line), or None."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(GROUP_TOTAL_COUNT_ANNOTATION)
+    if raw is None:
+        return f"a pod with label {GROUP_NAME_LABEL} needs annotation {GROUP_TOTAL_COUNT_ANNOTATION}: the group's size"
+    if not (isinstance(raw, str) and raw.isdigit() and int(raw) >= 1):
+        return f"annotation {GROUP_TOTAL_COUNT_ANNOTATION}={raw!r} must be a whole number of pods, at least 1"
+    return None
+
+
+def total_count(pod: Mapping[str, Any]) -> int:
+    """The group's size; call :func:`total_count_problem` first (the webhook refuses a bad one)."""
+    return int(pod["metadata"]["annotations"][GROUP_TOTAL_COUNT_ANNOTATION])
+
+
+def is_managed(pod: Mapping[str, Any]) -> bool:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) == "true"
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(isinstance(gate, Mapping) and gate.get("name") == ADMISSION_GATE for gate in gates)
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in _TERMINAL
+
+
+def is_deleting(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def has_finalizer(pod: Mapping[str, Any]) -> bool:
+    return MANAGED_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or [])
+
+
+def _container_shape(containers: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": c.get("name"), "image": c.get("image"), "resources": c.get("resources"), "ports": c.get("ports")}
+        for c in containers or []
+        if isinstance(c, Mapping)
+    ]
+
+
+def role_hash(pod: Mapping[str, Any]) -> str:
+    """The pod's role in its group: the ``kueue.x-k8s.io/role-hash`` annotation, else 8 hex digits of the sha256
+    of what admission reads of it (its containers' names, images, requests and ports; its scheduling fields)."""
+    annotated = ((pod.get("metadata") or {}).get("annotations") or {}).get(ROLE_HASH_ANNOTATION)
+    if annotated:
+        return str(annotated)
+    spec = pod.get("spec") or {}
+    shape = {
+        "containers": _container_shape(spec.get("containers")),
+        "initContainers": _container_shape(spec.get("initContainers")),
+        **{name: spec.get(name) for name in _ROLE_FIELDS},
+    }
+    encoded = json.dumps(shape, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:8]
+
+
+def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod as a Workload's pod template: its labels and spec, without the gate and what the cluster assigned."""
+    metadata = pod.get("metadata") or {}
+    spec = {
+        key: copy.deepcopy(value)
+        for key, value in (pod.get("spec") or {}).items()
+        if key not in ("schedulingGates", "nodeName")
+    }
+    template: dict[str, Any] = {"spec": spec}
+    if metadata.get("labels"):
+        template["metadata"] = {"labels": dict(metadata["labels"])}
+    return template
+
+
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "finalizers", "ownerReferences",
+                  "deletionTimestamp")  # fmt: skip
+_KEPT_CONTAINER = ("name", "image", "resources", "ports")
+_KEPT_SPEC = frozenset({"containers", "initContainers", "schedulingGates", "restartPolicy", *_ROLE_FIELDS})
+
+
+def essence(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the controller keeps of a managed pod: the metadata it reads, Kueue's annotations, the spec's fields
+    that admission reads (containers with their names, images, requests and ports; the scheduling fields; the
+    gates), and the phase. A Workload's pod template is built from this, so it holds what scheduling reads.
+    Thousands of queued notebooks cost a kilobyte or two each instead of tens."""
+    metadata = pod.get("metadata") or {}
+    kept: dict[str, Any] = {key: metadata[key] for key in _KEPT_METADATA if key in metadata}
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k.startswith("kueue.x-k8s.io/")}
+    if annotations:
+        kept["annotations"] = annotations
+    spec = {key: value for key, value in (pod.get("spec") or {}).items() if key in _KEPT_SPEC}
+    for field in ("containers", "initContainers"):
+        if field in spec:
+            spec[field] = [
+                {key: c[key] for key in _KEPT_CONTAINER if key in c} for c in spec[field] if isinstance(c, Mapping)
+            ]
+    status = pod.get("status") or {}
+    return {
+        "metadata": kept,
+        "spec": spec,
+        "status": {key: status[key] for key in ("phase", "message") if key in status},
+    }
+
+
+def single_workload_name(pod: Mapping[str, Any]) -> str:
+    return workload_name(pod["metadata"]["name"], pod["metadata"]["uid"], POD_KIND)
+
+
+def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> dict[str, Any]:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets}
+    if labels.get(PRIORITY_CLASS_LABEL):
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": labels[PRIORITY_CLASS_LABEL],
+        }
+    if labels.get(MAX_EXEC_TIME_LABEL):
+        spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_TIME_LABEL])
+    return spec
+
+
+def single_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod."""
+    metadata = pod["metadata"]
+    pod_sets = [{"name": SINGLE_POD_SET, "count": 1, "template": pod_template(pod)}]
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": {
+            "name": single_workload_name(pod),
+            "namespace": metadata["namespace"],
+            "labels": {JOB_UID_LABEL: metadata["uid"]},
+            "finalizers": [RESOURCE_IN_USE_FINALIZER],
+            "ownerReferences": [owner_reference(pod, POD_KIND)],
+        },
+        "spec": _workload_spec(pod, pod_sets),
+    }
+
+
+def roles(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The group's pods by role, roles in order of their names (the Workload's pod-set order)."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        grouped.setdefault(role_hash(pod), []).append(pod)
+    return dict(sorted(grouped.items()))
+
+
+def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A pod group's Workload: named after the group, owned by every pod, a pod set per role."""
+    first = min(pods, key=lambda p: str(p["metadata"]["name"]))
+    pod_sets = [
+        {"name": role, "count": len(members), "template": pod_template(members[0])}
+        for role, members in roles(pods).items()
+    ]
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": {
+            "name": group,
+            "namespace": first["metadata"]["namespace"],
+            "finalizers": [RESOURCE_IN_USE_FINALIZER],
+            "ownerReferences": [owner_reference(pod, POD_KIND, controller=False) for pod in pods],
+        },
+        "spec": _workload_spec(first, pod_sets),
+    }
+
+
+def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
+    """The merge patch that lets an admitted pod be scheduled: the admission gate removed, the flavors'
+    nodeSelector and tolerations added (a pod's scheduling fields may only be added to while it is gated, so
+    both go in one write). Raises JobConflictError when the pod's own selector contradicts a flavor label."""
+    metadata = pod["metadata"]
+    gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
+    placed = placed_pod_spec(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    return {"spec": {"schedulingGates": gates or None, **placed}}
+
+
+def without_finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
+    remaining = [f for f in pod["metadata"].get("finalizers") or [] if f != MANAGED_FINALIZER]
+    return {"metadata": {"finalizers": remaining or None}}
+
+
+def single_finished(pod: Mapping[str, Any]) -> Finished | None:
+    phase = (pod.get("status") or {}).get("phase")
+    if phase not in _TERMINAL:
+        return None
+    message = str((pod.get("status") or {}).get("message") or f"Pod {phase.lower()}")
+    return Finished(phase == "Succeeded", message)
+
+
+def group_finished(pods: Sequence[Mapping[str, Any]], size: int) -> Finished | None:
+    """A group is over once ``size`` of its pods have finished and none still runs; it succeeded when all did."""
+    done = [pod for pod in pods if is_terminal(pod)]
+    if len(done) < size or len(done) < len(pods):
+        return None
+    failed = sum(1 for pod in done if pod["status"]["phase"] == "Failed")
+    if failed:
+        return Finished(False, f"{failed} of the group's {len(done)} pods failed")
+    return Finished(True, f"all {len(done)} pods of the group succeeded")

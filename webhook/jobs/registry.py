@@ -1,0 +1,119 @@
+"""The adapters by Kueue's framework name and by GroupVersionKind, and the enabled set (pure).
+
+``integrations.frameworks`` of a Kueue Configuration names the integrations to enable; kuota implements the
+ones in :data:`ADAPTERS` (plus ``pod``, the plain Pods and pod groups of :mod:`~kuota.webhook.jobs.pod`, which
+are not suspended but gated). A name Kueue knows but kuota does not implement is reported and skipped (a Kueue
+Configuration applies unchanged); a name nobody knows is an error.
+
+Adding a kind: write its module (one :class:`~kuota.webhook.jobs.adapter.JobAdapter` instance, ``ADAPTER``) and
+list it in :data:`ADAPTERS`; the webhook rules, RBAC rules and the controller's watches follow from the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kuota.webhook.jobs import batch_job, jobset, pytorchjob, raycluster, rayjob
+from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, controller_owner
+
+POD_FRAMEWORK = "pod"
+BUILT_IN_GROUPS = frozenset({"", "batch"})  # served by the API server itself: no CRD to wait for
+DEFAULT_FRAMEWORKS = (batch_job.ADAPTER.framework,)
+
+ADAPTERS: tuple[JobAdapter, ...] = (
+    batch_job.ADAPTER,
+    jobset.ADAPTER,
+    rayjob.ADAPTER,
+    raycluster.ADAPTER,
+    pytorchjob.ADAPTER,
+)
+
+# Kueue's integration names (its Configuration API's integrations.frameworks), whether kuota implements them or not.
+KUEUE_FRAMEWORKS = frozenset(
+    {
+        "batch/job",
+        "pod",
+        "deployment",
+        "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "jobset.x-k8s.io/jobset",
+        "kubeflow.org/mpijob",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/jaxjob",
+        "trainer.kubeflow.org/trainjob",
+        "ray.io/rayjob",
+        "ray.io/raycluster",
+        "workload.codeflare.dev/appwrapper",
+        "sparkoperator.k8s.io/sparkapplication",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The enabled integrations: ``adapters`` (suspendable kinds) and whether plain Pods are managed."""
+
+    adapters: tuple[JobAdapter, ...]
+    pods: bool = False
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        names = tuple(adapter.framework for adapter in self.adapters)
+        return (*names, POD_FRAMEWORK) if self.pods else names
+
+    def by_kind(self, kind: GroupVersionKind) -> JobAdapter | None:
+        return next((adapter for adapter in self.adapters if adapter.kind == kind), None)
+
+    def by_group_kind(self, group: str, kind: str) -> JobAdapter | None:
+        """The adapter for any served version of ``group``/``kind`` (owner references name one version)."""
+        return next((a for a in self.adapters if a.kind.group == group and a.kind.kind == kind), None)
+
+    def rbac_rules(self) -> list[dict[str, list[str]]]:
+        """The manager's ClusterRole rules for the enabled kinds (the chart renders the same): watch, suspend and
+        start each kind; pods are also deleted (eviction) and their finalizer released; CRD names are watched
+        when a kind is a custom resource (its CRD may come later)."""
+        rules = [
+            {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
+            for a in self.adapters
+        ]
+        if self.pods:
+            verbs = ["get", "list", "watch", "update", "patch", "delete"]
+            rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": verbs})
+        if any(adapter.kind.group not in BUILT_IN_GROUPS for adapter in self.adapters):
+            crds = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"]}
+            rules.append({**crds, "verbs": ["list", "watch"]})
+        return rules
+
+    def managed_owner(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the object's controller owner is of an enabled kind: then the owner is queued, not the object
+        (a JobSet's Jobs, a RayCluster's Pods, a Job's Pods)."""
+        owner = controller_owner(obj)
+        return owner is not None and self.by_group_kind(owner.group, owner.kind) is not None
+
+
+@dataclass(frozen=True)
+class Selection:
+    registry: Registry
+    unimplemented: tuple[str, ...]  # Kueue's names kuota does not implement (skipped, reported)
+    unknown: tuple[str, ...]  # names nobody knows (an error)
+
+
+def select(frameworks: Iterable[str], adapters: Sequence[JobAdapter] = ADAPTERS) -> Selection:
+    """The registry of the named integrations."""
+    wanted = list(dict.fromkeys(frameworks))
+    implemented = {adapter.framework: adapter for adapter in adapters}
+    # Sorted by framework name: the webhook configurations and RBAC rules (and the chart's) list kinds in this order.
+    enabled = tuple(sorted((a for a in adapters if a.framework in wanted), key=lambda adapter: adapter.framework))
+    unimplemented = tuple(
+        name for name in wanted if name in KUEUE_FRAMEWORKS and name not in implemented and name != POD_FRAMEWORK
+    )
+    unknown = tuple(name for name in wanted if name not in KUEUE_FRAMEWORKS and name not in implemented)
+    return Selection(Registry(enabled, POD_FRAMEWORK in wanted), unimplemented, unknown)
+
+
+DEFAULT_REGISTRY = select(DEFAULT_FRAMEWORKS).registry
