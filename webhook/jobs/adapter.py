@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
 from kuota.webhook.controller.errors import JobConflictError
@@ -188,7 +189,8 @@ def queue_name(job: Mapping[str, Any]) -> str | None:
 
 def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, Any]:
     """The Workload kuota creates for ``job``: Kueue's name, the job-uid label, the resource-in-use finalizer, a
-    controller reference to the job, the queue, priority class and maximum execution time from its labels."""
+    controller reference to the job, the queue, priority class and maximum execution time from its labels, and
+    its expected-runtime annotation."""
     metadata = job["metadata"]
     labels = metadata.get("labels") or {}
     spec: dict[str, Any] = {
@@ -203,10 +205,14 @@ def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, 
         }
     if labels.get(MAX_EXEC_TIME_LABEL):
         spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_TIME_LABEL])
+    # The user's runtime estimate for the admission ETAs goes with the Workload (controller/etas.py).
+    expected = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
+    extra = {"annotations": {EXPECTED_RUNTIME_ANNOTATION: expected}} if expected is not None else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
         "metadata": {
+            **extra,
             "name": workload_name(metadata["name"], metadata["uid"], adapter.kind),
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},

@@ -81,7 +81,8 @@ def test_workload_columns_show_queue_reserved_in_admitted_finished_age(
     result = _apply(cluster, workload)
     assert result.returncode == 0, result.stderr
     header = cluster.kubectl("get", "workloads", "-n", namespace).stdout.splitlines()[0].split()
-    assert header == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED", "AGE"]
+    # Kueue's columns, with kuota's admission ETA before AGE
+    assert header == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED", "ETA", "AGE"]
     for short_name in ("kwl", "kueueworkload", "kueueworkloads"):  # Kueue's short names
         listed = cluster.kubectl("get", short_name, "-n", namespace, "-o", "name").stdout.split()
         assert listed == ["workload.kueue.x-k8s.io/wl-1"], short_name

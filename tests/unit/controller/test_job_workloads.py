@@ -10,18 +10,14 @@ import pytest
 
 from kuota.webhook.controller.errors import JobConflictError
 from kuota.webhook.controller.job_workloads import (
-    FlavorPlacement,
-    admitted_template_patch,
     finished_condition,
     pod_count,
-    restore_template_patch,
-    template_matches,
-    workload_manifest,
-    workload_name,
 )
+from kuota.webhook.jobs.adapter import PodSetPlacement, placed_pod_spec, workload_manifest, workload_name
+from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-H100 = FlavorPlacement(node_labels={"gpu-type": "h100", "capacity-type": "on-demand"}, tolerations=[GPU_TOLERATION])
+H100 = PodSetPlacement("main", {"gpu-type": "h100", "capacity-type": "on-demand"}, [GPU_TOLERATION])
 
 
 def _job(**spec: Any) -> dict[str, Any]:
@@ -46,13 +42,13 @@ def _job(**spec: Any) -> dict[str, Any]:
 
 def test_workload_name_is_kueues_prefix_and_five_hex_of_sha1_of_kind_group_name_uid() -> None:
     digest = hashlib.sha1(b"Job\nbatch\nllm-finetune-x7k2q\n0b6c1f4e-1111-2222-3333-444455556666").hexdigest()
-    assert workload_name("llm-finetune-x7k2q", "0b6c1f4e-1111-2222-3333-444455556666") == (
+    assert workload_name("llm-finetune-x7k2q", "0b6c1f4e-1111-2222-3333-444455556666", BATCH_JOB.kind) == (
         f"job-llm-finetune-x7k2q-{digest[:5]}"
     )
 
 
 def test_long_job_names_are_cut_so_the_workload_name_fits_253_characters() -> None:
-    assert len(workload_name("a" * 300, "uid")) == 253
+    assert len(workload_name("a" * 300, "uid", BATCH_JOB.kind)) == 253
 
 
 @pytest.mark.parametrize(
@@ -74,7 +70,7 @@ def test_workload_is_owned_by_its_job_and_carries_its_template_queue_priority_an
     job["metadata"]["labels"].update(
         {"kueue.x-k8s.io/priority-class": "production-finetune", "kueue.x-k8s.io/max-exec-time-seconds": "3600"}
     )
-    workload = workload_manifest(job)
+    workload = workload_manifest(job, BATCH_JOB)
     assert workload["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": job["metadata"]["uid"]}
     assert workload["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
     owner = workload["metadata"]["ownerReferences"][0]
@@ -94,45 +90,31 @@ def test_workload_is_owned_by_its_job_and_carries_its_template_queue_priority_an
 def test_the_jobs_expected_runtime_annotation_goes_with_its_workload_and_no_other() -> None:
     job = _job()
     job["metadata"]["annotations"] = {"kuota.dev/expected-runtime": "90m", "team.example/owner": "ana"}
-    assert workload_manifest(job)["metadata"]["annotations"] == {"kuota.dev/expected-runtime": "90m"}
+    assert workload_manifest(job, BATCH_JOB)["metadata"]["annotations"] == {"kuota.dev/expected-runtime": "90m"}
 
 
-def test_admission_merges_flavor_labels_and_tolerations_into_the_original_template_and_unsuspends() -> None:
+def test_admission_merges_flavor_labels_and_tolerations_into_the_original_template() -> None:
     job = _job()
     original = copy.deepcopy(job["spec"]["template"])
     original["spec"]["nodeSelector"] = {"zone": "a"}
-    patch = admitted_template_patch(job, [H100], original)
-    assert patch["spec"]["suspend"] is False
-    assert patch["spec"]["template"]["spec"]["nodeSelector"] == {
+    placed = placed_pod_spec("Job research/trainer", original, H100)
+    assert placed["nodeSelector"] == {
         "zone": "a",
         "gpu-type": "h100",
         "capacity-type": "on-demand",
     }
-    assert patch["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert placed["tolerations"] == [GPU_TOLERATION]
 
 
 def test_a_toleration_the_job_already_has_is_not_added_twice() -> None:
-    job = _job()
     original = {"spec": {"tolerations": [GPU_TOLERATION]}}
-    patch = admitted_template_patch(job, [H100], original)
-    assert patch["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert placed_pod_spec("Job research/trainer", original, H100)["tolerations"] == [GPU_TOLERATION]
 
 
 def test_a_job_selector_that_contradicts_its_flavor_is_a_conflict_naming_both_values() -> None:
     original = {"spec": {"nodeSelector": {"gpu-type": "a100"}}}
     with pytest.raises(JobConflictError, match=r"gpu-type=a100 but its admitted flavor needs gpu-type=h100"):
-        admitted_template_patch(_job(), [H100], original)
-
-
-def test_restoring_puts_back_the_submitted_selector_and_tolerations_and_clears_added_ones() -> None:
-    job = _job()
-    job["spec"]["template"]["spec"]["nodeSelector"] = {"gpu-type": "h100"}
-    job["spec"]["template"]["spec"]["tolerations"] = [GPU_TOLERATION]
-    original: dict[str, Any] = {"spec": {}}
-    assert not template_matches(job, original)
-    assert restore_template_patch(original) == {
-        "spec": {"template": {"spec": {"nodeSelector": None, "tolerations": None}}}
-    }
+        placed_pod_spec("Job research/trainer", original, H100)
 
 
 def test_a_job_is_finished_by_its_complete_or_failed_condition_only() -> None:
