@@ -16,7 +16,6 @@ from typing import Any
 
 from kuota.engine.engine import Admission, Eviction, EvictionReason
 from kuota.engine.errors import EngineError
-from kuota.webhook.controller import job_workloads as jobs
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
@@ -24,6 +23,7 @@ from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.pending_reasons import PendingReasons
 from kuota.webhook.controller.state import ControllerState, key_of, owner_job
+from kuota.webhook.jobs.adapter import RESOURCE_IN_USE_FINALIZER
 
 log = logging.getLogger(__name__)
 
@@ -353,9 +353,9 @@ class DecisionWriter:
     async def release_finalizer(self, obj: Mapping[str, Any]) -> None:
         """Let a finished or deleted Workload go: its quota is no longer in use."""
         finalizers = obj["metadata"].get("finalizers") or []
-        if jobs.RESOURCE_IN_USE_FINALIZER not in finalizers:
+        if RESOURCE_IN_USE_FINALIZER not in finalizers:
             return
-        remaining = [f for f in finalizers if f != jobs.RESOURCE_IN_USE_FINALIZER]
+        remaining = [f for f in finalizers if f != RESOURCE_IN_USE_FINALIZER]
         patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"], "finalizers": remaining or None}}
         try:
             written = await self._writer.merge_patch(

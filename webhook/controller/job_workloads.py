@@ -9,19 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
-RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 POD_SET_NAME = "main"
-
-
-def queue_name(job: Mapping[str, Any]) -> str | None:
-    labels = job.get("metadata", {}).get("labels") or {}
-    value = labels.get(QUEUE_LABEL)
-    return str(value) if value else None
 
 
 def pod_count(job: Mapping[str, Any]) -> int:
@@ -31,10 +19,6 @@ def pod_count(job: Mapping[str, Any]) -> int:
     parallelism = 1 if parallelism is None else int(parallelism)
     completions = spec.get("completions")
     return parallelism if completions is None else min(parallelism, int(completions))
-
-
-def is_suspended(job: Mapping[str, Any]) -> bool:
-    return bool(job.get("spec", {}).get("suspend"))
 
 
 def finished_condition(job: Mapping[str, Any]) -> tuple[str, str] | None:
