@@ -16,7 +16,10 @@ first use (progress lines; about ten minutes on two cores).
 - jobs: the same shape as batch/v1 Jobs through each system's webhook, pods run on the fake nodes
   (one cohort of three queues at --job-scale).
 - agree: a deterministic scenario; the workloads holding quota after each phase, under floor, kuota and
-  Kueue, and every difference.
+  Kueue, and every difference: a flat cohort, nested cohorts, then a JobSet, a RayJob and a pod group
+  competing with a standalone Workload (the JobSet, Ray and pod integrations enabled on both controllers,
+  the kinds' CRDs from their Go modules; no JobSet or KubeRay controller runs, the Workloads are the
+  controllers' own). Phase by phase: benchmarks/side_by_side/agreement.py.
 """
 
 from __future__ import annotations
@@ -108,7 +111,8 @@ def _compare_loads(
 
 def _agreement(systems: list[str], keep: Path | None) -> bool:
     print(
-        "\n== decisions agree: a flat cohort of three queues (six phases), then nested cohorts (three) ==", flush=True
+        "\n== decisions agree: a flat cohort of three queues (six phases), nested cohorts (three), job kinds (four) ==",
+        flush=True,
     )
     floor = agreement.floor_snapshots()
     live = {}

@@ -29,6 +29,18 @@ owns 10 cpu and holds p (no quota of its own), and nest-side, which owns nothing
 Each preemptor outranks its victims, so that the freed quota goes to it and not back to the victim in
 Kueue's next cycle (the unit tests show reclaim in the hierarchy taking workloads of any priority).
 
+Then a third tree, cohort kinds, where job kinds compete with a standalone Workload: ClusterQueues m and n
+(10 cpu nominal each, may borrow 10, the flat cohort's preemption policy); the controllers make the JobSet's,
+the RayJob's and the pod group's Workloads (:mod:`~benchmarks.side_by_side.kinds`), and the floor replays the
+same pod sets:
+
+10. a RayJob (10 cpu: head, two workers, submitter) and a JobSet (5 cpu: driver, two workers) in m: m borrows
+    5 of n's idle quota;
+11. a standalone Workload fills n's other 5: the cohort is full;
+12. a pod group in n (5 cpu: a driver and two workers, two roles), within n's nominal quota, reclaims from the
+    borrower m: the JobSet, m's lower priority, is evicted (suspended) and requeued, the RayJob is spared;
+13. the standalone Workload finishes: the JobSet is admitted again, borrowing.
+
 The scenario and the comparison are pure; :func:`run_live` drives a controller through it.
 """
 
@@ -38,8 +50,11 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from benchmarks.side_by_side import kinds
 from benchmarks.side_by_side.errors import MeasureError
+from benchmarks.side_by_side.kinds import JOBSET, POD_GROUP, RAYJOB, WORKLOAD
 from benchmarks.side_by_side.live_run import LiveRun, PlannedObject
 from benchmarks.side_by_side.session import api_for, controller_on_fresh_cluster, measured
 from benchmarks.workloads.manifests import (
@@ -63,6 +78,8 @@ COHORT = "agree"
 # The nested tree: cohort -> parent (None: the root) and the cpu it owns; queue -> cohort and its nominal cpu.
 NESTED_COHORTS = {"nest": (None, 0), "nest-team": ("nest", 10), "nest-side": ("nest", 0)}
 NESTED_QUEUES = {"x": ("nest", 0), "p": ("nest-team", 0), "y": ("nest-side", 5), "z": ("nest-side", 5)}
+KINDS_QUEUES = ("m", "n")
+KINDS_COHORT = "kinds"
 LOCAL_QUEUE = "queue"
 # Simulated seconds between phases: any gap works, the replay has no latency.
 PHASE_SPACING = 10.0
@@ -76,6 +93,7 @@ class ScenarioWorkload:
     queue: str
     cpu: int
     priority: int
+    kind: str = WORKLOAD  # or a job kind of benchmarks.side_by_side.kinds, whose Workload the controller makes
 
     @property
     def key(self) -> str:
@@ -117,6 +135,16 @@ SCENARIO = (
         "nested: p reclaims its sub-cohort's quota from x, y is pruned", create=(ScenarioWorkload("p-0", "p", 10, 320),)
     ),
     Phase("nested: z reclaims from its sibling y, p is spared", create=(ScenarioWorkload("z-0", "z", 5, 330),)),
+    Phase(
+        "kinds: a RayJob and a JobSet in m borrow n's idle quota",
+        create=(ScenarioWorkload("rj-0", "m", 10, 410, RAYJOB), ScenarioWorkload("js-0", "m", 5, 405, JOBSET)),
+    ),
+    Phase("kinds: a standalone Workload fills n", create=(ScenarioWorkload("s-0", "n", 5, 400),)),
+    Phase(
+        "kinds: a pod group in n reclaims from the borrower m, the JobSet goes",
+        create=(ScenarioWorkload("pg-0", "n", 5, 420, POD_GROUP),),
+    ),
+    Phase("kinds: s-0 finishes, the JobSet is admitted again", finish=("s-0",)),
 )
 
 
@@ -162,6 +190,20 @@ def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
             )
         )
         objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
+    for queue in KINDS_QUEUES:
+        objects.append(namespace(namespace_of(queue)))
+        objects.append(
+            cluster_queue(
+                f"cq-{queue}",
+                cohort_name=KINDS_COHORT,
+                flavor="rf",
+                quotas=(ResourceQuota("cpu", 10, borrowing_limit=10),),
+                namespace_selector={},
+                reclaim_within_cohort="Any",
+                within_cluster_queue="LowerPriority",
+            )
+        )
+        objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
     return objects
 
 
@@ -175,7 +217,14 @@ def _line(workload: ScenarioWorkload, submit_at: float, duration: float) -> Work
         "duration": duration,
         "maxExecutionSeconds": None,
         "podSets": [
-            {"name": "main", "count": 1, "requests": {"cpu": str(workload.cpu)}, "nodeSelector": {}, "tolerations": []}
+            {
+                "name": shape.name,
+                "count": shape.count,
+                "requests": {"cpu": str(shape.cpu)},
+                "nodeSelector": {},
+                "tolerations": [],
+            }
+            for shape in kinds.pod_sets(workload.kind, workload.cpu)
         ],
     }
 
@@ -261,6 +310,20 @@ def render(comparisons: Sequence[PhaseComparison]) -> str:
     return "\n".join(line for line in lines if line) + "\n"
 
 
+def _manifest(workload: ScenarioWorkload, priorities: dict[str, int]) -> dict[str, Any]:
+    """What is created for one scenario workload: the Workload itself, or the job the controller makes it of."""
+    if workload.kind == WORKLOAD:
+        return workload_manifest(_line(workload, 0.0, 0.0), priority_values=priorities)
+    shape = (workload.name, namespace_of(workload.queue), LOCAL_QUEUE, priority_class(workload.priority), workload.cpu)
+    if workload.kind == JOBSET:
+        return kinds.jobset(*shape)
+    if workload.kind == RAYJOB:
+        return kinds.rayjob(*shape)
+    if workload.kind == POD_GROUP:
+        return {"apiVersion": "v1", "kind": "List", "items": kinds.pod_group(*shape)}
+    raise MeasureError(f"scenario workload {workload.name}: unknown kind {workload.kind!r}")
+
+
 def _plan(phase: Phase) -> list[PlannedObject]:
     priorities = _priorities(SCENARIO)
     return [
@@ -270,7 +333,7 @@ def _plan(phase: Phase) -> list[PlannedObject]:
             workload_class="scenario",
             cpu=float(w.cpu),
             runtime=None,
-            manifest=workload_manifest(_line(w, 0.0, 0.0), priority_values=priorities),
+            manifest=_manifest(w, priorities),
         )
         for w in phase.create
     ]
@@ -313,7 +376,8 @@ async def _quiet(live: LiveRun, created: list[str], began: float) -> None:
 def run_live(name: str, scenario: Sequence[Phase] = SCENARIO, keep_under: Path | None = None) -> list[frozenset[str]]:
     """The holding set after each phase under controller ``name`` ("kuota" or "Kueue")."""
     all_plans = [planned for phase in scenario for planned in _plan(phase)]
-    with controller_on_fresh_cluster(name, scenario_objects(scenario), keep_under) as (cluster, controller):
+    on_cluster = controller_on_fresh_cluster(name, scenario_objects(scenario), keep_under, kinds.FRAMEWORKS)
+    with on_cluster as (cluster, controller):
 
         async def drive() -> list[frozenset[str]]:
             async with api_for(cluster) as api:

@@ -1,9 +1,13 @@
 """The two controllers under test, each installed on its own fresh control plane and run as a process.
 
 Kueue v0.17.0 runs as its release would, minus what needs a Deployment: its CRDs and webhook paths come from
-its own module (the Go module cache), its webhooks are registered by URL with a caBundle we issue, and its
-Configuration turns off leader election, internal certificate management and the visibility server.
+its own module (the Go module cache), its webhooks are registered by URL with a caBundle we issue (with the
+namespace selectors its release's kustomization adds), and its Configuration turns off leader election, internal
+certificate management and the visibility server.
 Both managers authenticate as their own user in :data:`MANAGER_GROUP` so the API server counts their requests.
+Both enable the same integrations (``frameworks``, Kueue's names); the CRDs of the custom kinds among them
+(JobSet, KubeRay's) are installed from their Go modules first. No JobSet or KubeRay controller runs: the
+controllers make Workloads from the objects alone, and pods stay gated or pending where no node fits them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +33,7 @@ from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.cluster.binaries import KUEUE_VERSION, ensure_kueue, kueue_module_dir
 from tests.cluster.controlplane import free_port
+from tests.cluster.job_controllers import install_crds, jobset_crds, kuberay_crds
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import wait_until
 
@@ -35,8 +41,17 @@ from tests.waiting import wait_until
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 KUEUE_NAMESPACE = "kueue-system"
 KUOTA_NAMESPACE = "kuota-system"
-# Only the webhooks for the kinds this benchmark uses: Kueue's own API and batch/v1 Jobs.
+# Only the webhooks for Kueue's own API, batch/v1 Jobs and (with the pod integration) Pods; the custom kinds'
+# webhooks only default and validate, and Kueue makes their Workloads without them.
 _KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch"})
+POD_FRAMEWORK = "pod"
+# The CRDs each custom kind's integration needs on the control plane.
+_FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
+    "jobset.x-k8s.io/jobset": jobset_crds,
+    "ray.io/rayjob": kuberay_crds,
+    "ray.io/raycluster": kuberay_crds,
+}
+DEFAULT_FRAMEWORKS = ("batch/job",)
 _READY_SECONDS = 120.0
 _PR_SET_PDEATHSIG = 1
 
@@ -71,28 +86,55 @@ def _install_crds(cluster: Cluster, crds: list[dict[str, Any]]) -> None:
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}")
 
 
+def install_framework_crds(cluster: Cluster, frameworks: tuple[str, ...]) -> None:
+    """The CRDs of the custom kinds among ``frameworks``, served before a controller starts (both wait for them)."""
+    paths = sorted({path for name in frameworks if name in _FRAMEWORK_CRDS for path in _FRAMEWORK_CRDS[name]()})
+    if paths:
+        install_crds(cluster, paths)
+
+
 def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _release_namespace_selectors(kustomization: Path) -> dict[str, dict[str, Any]]:
+    """The namespaceSelector Kueue's release kustomization patches onto webhooks, by webhook name (the pod,
+    Deployment and StatefulSet webhooks leave kube-system and Kueue's own namespace alone)."""
+    selectors: dict[str, dict[str, Any]] = {}
+    for patch in yaml.safe_load(kustomization.read_text()).get("patches") or []:
+        for webhook in yaml.safe_load(patch.get("patch") or "{}").get("webhooks") or []:
+            if "namespaceSelector" in webhook:
+                selectors[webhook["name"]] = webhook["namespaceSelector"]
+    return selectors
 
 
 class KuotaController:
     name = "kuota"
     user = "kuota-manager"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS) -> None:
         self.cluster = cluster
+        self.frameworks = frameworks
         self._manager: ManagerProcess | None = None
 
     def install(self) -> None:
         _install_crds(self.cluster, crd_manifests())
+        install_framework_crds(self.cluster, self.frameworks)
         apply_objects(self.cluster, manager_identity_objects(self.user))
         self.cluster.kubectl("create", "namespace", KUOTA_NAMESPACE)
 
     def start(self) -> None:
+        config = self.cluster.workdir / "kuota-configuration.yaml"
+        configuration = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "integrations": {"frameworks": list(self.frameworks)},
+        }
+        config.write_text(yaml.safe_dump(configuration))
         self._manager = ManagerProcess(
             self.cluster,
             KUOTA_NAMESPACE,
-            extra_args=("--log-level=WARNING", "--no-leader-elect"),
+            extra_args=("--log-level=WARNING", "--no-leader-elect", f"--config={config}"),
             kubeconfig=self.cluster.kubeconfig_for(self.user, groups=(MANAGER_GROUP,)),
         )
         self._manager.start()
@@ -115,9 +157,8 @@ class KueueController:
     name = "Kueue"
     user = "kueue-manager"
 
-    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = ("batch/job",)) -> None:
-        """``frameworks``: Kueue's enabled integrations; a kind other than batch/v1 Job needs its CRDs installed
-        before :meth:`start` (Kueue waits for them)."""
+    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS) -> None:
+        """``frameworks``: Kueue's enabled integrations (their CRDs are installed by :meth:`install`)."""
         self.cluster = cluster
         self.frameworks = frameworks
         self.binary = ensure_kueue()
@@ -135,6 +176,7 @@ class KueueController:
         if not crds:
             raise ControllerError(f"no CRDs under {bases}: is Kueue {KUEUE_VERSION} in the module cache?")
         _install_crds(self.cluster, crds)
+        install_framework_crds(self.cluster, self.frameworks)
         apply_objects(self.cluster, manager_identity_objects(self.user))
         self.cluster.kubectl("create", "namespace", KUEUE_NAMESPACE)
         ca_bundle = self._write_certificates()
@@ -156,21 +198,25 @@ class KueueController:
         return bundle.ca_cert_pem
 
     def _webhook_configurations(self, ca_bundle: bytes) -> list[dict[str, Any]]:
-        manifests = self.module / "config" / "components" / "webhook" / "manifests.yaml"
+        folder = self.module / "config" / "components" / "webhook"
+        selectors = _release_namespace_selectors(folder / "kustomization.yaml")
+        wanted = _KUEUE_WEBHOOK_GROUPS | ({""} if POD_FRAMEWORK in self.frameworks else set())
         configurations = []
-        for document in yaml.safe_load_all(manifests.read_text()):
+        for document in yaml.safe_load_all((folder / "manifests.yaml").read_text()):
             if not document:
                 continue
             webhooks = []
             for webhook in document["webhooks"]:
                 groups = {group for rule in webhook["rules"] for group in rule["apiGroups"]}
-                if not groups & _KUEUE_WEBHOOK_GROUPS:
+                if not groups & wanted:
                     continue
                 path = webhook["clientConfig"]["service"]["path"]
                 webhook["clientConfig"] = {
                     "url": f"https://127.0.0.1:{self.webhook_port}{path}",
                     "caBundle": base64.b64encode(ca_bundle).decode(),
                 }
+                if webhook["name"] in selectors:
+                    webhook["namespaceSelector"] = selectors[webhook["name"]]
                 webhooks.append(webhook)
             document["metadata"]["name"] = f"kueue-{document['metadata']['name']}"
             document["webhooks"] = webhooks

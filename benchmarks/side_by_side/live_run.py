@@ -2,15 +2,16 @@
 
 Three concurrent parts, all on one event loop:
 
-- the creator sends each object (a standalone Workload, or a Job the controller turns into one) at its
-  planned instant after the start; its timeline starts when the create request is sent;
+- the creator sends each object (a standalone Workload, or a job the controller turns into one: a Job, a
+  JobSet, a RayJob, or a pod group's pods) at its planned instant after the start; its timeline starts when
+  the create request is sent;
 - the watcher follows every Workload and records, per planned object, when it came to hold quota
   (``status.admission`` set), when it gave it back, and when it was Finished;
 - the executor (Workload mode) plays the part of the workload's job, as Kueue's harness runner does: it
   writes ``Finished=True`` through the status subresource once the runtime has passed since the admission
   was seen, and completes an eviction (admission cleared, ``QuotaReserved=False``) when a controller only
-  marks a workload Evicted. In Job mode the pods run on the fake nodes and the controllers finish the
-  Workloads themselves.
+  marks a workload Evicted. A job's Workload is the controller's: the pods run on the fake nodes (or, for
+  the agreement scenario's kinds, never start) and the controller finishes and evicts it itself.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ _PROGRESS_SECONDS = 10.0
 
 @dataclass(frozen=True, slots=True)
 class PlannedObject:
-    """One object to create: a standalone Workload, or a batch/v1 Job whose Workload the controller makes."""
+    """One object to create: a standalone Workload, or a job whose Workload the controller makes; a pod group is
+    a v1 ``List`` of its pods, created one by one."""
 
-    key: str  # namespace/name of the created object; Job-owned Workloads are tracked under their Job's key
+    key: str  # namespace/name of the created object; a job's Workload is tracked under the job's key
     submit_at: float
     workload_class: str
     cpu: float
@@ -47,8 +49,14 @@ class PlannedObject:
     manifest: dict[str, Any]
 
     @property
-    def is_job(self) -> bool:
-        return bool(self.manifest["kind"] == "Job")
+    def is_standalone(self) -> bool:
+        """A Workload of its own, which the executor plays the job of."""
+        return bool(self.manifest["kind"] == "Workload")
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        items = self.manifest["items"] if self.manifest["kind"] == "List" else [self.manifest]
+        return list(items)
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -64,12 +72,19 @@ def _is_true(obj: dict[str, Any], kind: str) -> bool:
 
 
 def origin_key(workload: dict[str, Any]) -> str:
-    """The planned object a Workload stands for: itself, or the Job that owns it."""
+    """The planned object a Workload stands for: the job that owns it (its controller owner), or itself (a
+    standalone Workload, or a pod group's, named after the group and owned by its pods, none the controller)."""
     metadata = workload["metadata"]
     for owner in metadata.get("ownerReferences") or []:
-        if owner.get("kind") == "Job" and owner.get("controller"):
+        if owner.get("controller"):
             return f"{metadata['namespace']}/{owner['name']}"
     return f"{metadata['namespace']}/{metadata['name']}"
+
+
+def _create_path(manifest: dict[str, Any]) -> str:
+    """Where an object of the scenario's kinds is created (each kind's plural is its lower-cased name + s)."""
+    plural = f"{str(manifest['kind']).lower()}s"
+    return resource_path(manifest["apiVersion"], plural, manifest["metadata"]["namespace"])
 
 
 def _now_rfc3339() -> str:
@@ -99,7 +114,6 @@ class LiveRun:
         self.clock = clock
         self.timelines: dict[str, WorkloadTimeline] = {}
         self.latest: dict[str, dict[str, Any]] = {}  # newest Workload object per planned key
-        self.executes = not any(planned.is_job for planned in plan)
         self._epochs: dict[str, int] = {}
         self._evicting: set[str] = set()
         self._writes = asyncio.Semaphore(_PARALLEL_WRITES)
@@ -128,24 +142,20 @@ class LiveRun:
             sent = self.clock()
             self.creation_lag.append(sent - started - planned.submit_at)
             self.timelines[planned.key] = WorkloadTimeline(planned.key, planned.workload_class, planned.cpu, sent)
-            namespace = planned.manifest["metadata"]["namespace"]
-            if planned.is_job:
-                path = resource_path("batch/v1", "jobs", namespace)
-            else:
-                path = resource_path(KUEUE_GROUP_VERSION, "workloads", namespace)
-            await self._send(path, planned)
+            for obj in planned.objects:
+                await self._send(_create_path(obj), obj, planned.key)
             early = self.latest.get(planned.key)
             if early is not None:  # the watch was faster than the create's reply
                 self._observe(early)
         finally:
             slots.release()
 
-    async def _send(self, path: str, planned: PlannedObject) -> None:
+    async def _send(self, path: str, obj: dict[str, Any], key: str) -> None:
         """Create, retrying what an overloaded API server or webhook answers; AlreadyExists means an earlier
         attempt got through."""
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                await self.api.create(path, planned.manifest)
+                await self.api.create(path, obj)
                 return
             except ApiError as error:
                 if error.status == 409 and attempt > 0:
@@ -153,7 +163,8 @@ class LiveRun:
                 if error.status not in (429, 500, 503, 504):
                     raise
             await asyncio.sleep(0.2 * (attempt + 1))
-        raise ApiError(f"{planned.manifest['kind']} {planned.key}: not created after {_WRITE_ATTEMPTS} attempts")
+        name = f"{obj['kind']} {obj['metadata']['name']}"
+        raise ApiError(f"{name} of {key}: not created after {_WRITE_ATTEMPTS} attempts")
 
     # ----- watching ---------------------------------------------------------------------------------------
 
@@ -205,12 +216,13 @@ class LiveRun:
             timeline.admit(now)
             epoch = self._epochs[key] = self._epochs.get(key, 0) + 1
             runtime = self.plan[key].runtime
-            if self.executes and runtime is not None:
+            if self.plan[key].is_standalone and runtime is not None:
                 self._spawn(self._finish_later(key, epoch, runtime))
         elif not holds and timeline.holding:
             timeline.release(now)
             self._epochs[key] = self._epochs.get(key, 0) + 1
-        if self.executes and holds and _is_true(obj, "Evicted") and key not in self._evicting:
+        standalone = self.plan[key].is_standalone
+        if standalone and holds and _is_true(obj, "Evicted") and key not in self._evicting:
             self._evicting.add(key)
             self._spawn(self._complete_eviction(key))
 

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from benchmarks.side_by_side.controllers import Controller, KueueController, KuotaController, apply_objects
+from benchmarks.side_by_side.controllers import (
+    DEFAULT_FRAMEWORKS,
+    Controller,
+    KueueController,
+    KuotaController,
+    apply_objects,
+)
 from benchmarks.side_by_side.errors import ControllerError
 from benchmarks.side_by_side.live_run import LiveRun, PlannedObject
 from benchmarks.side_by_side.measures import WorkloadTimeline, percentile
@@ -32,7 +38,10 @@ from benchmarks.side_by_side.table import ManagerUsage
 from tests.cluster import Cluster
 from tests.waiting import wait_until
 
-CONTROLLERS: dict[str, Callable[[Cluster], Controller]] = {"kuota": KuotaController, "Kueue": KueueController}
+CONTROLLERS: dict[str, Callable[[Cluster, tuple[str, ...]], Controller]] = {
+    "kuota": KuotaController,
+    "Kueue": KueueController,
+}
 T = TypeVar("T")
 
 
@@ -57,15 +66,19 @@ def _work_folder(name: str, keep_under: Path | None) -> Iterator[Path]:
 
 @contextmanager
 def controller_on_fresh_cluster(
-    name: str, queue_objects: Sequence[dict[str, Any]], keep_under: Path | None = None
+    name: str,
+    queue_objects: Sequence[dict[str, Any]],
+    keep_under: Path | None = None,
+    frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS,
 ) -> Iterator[tuple[Cluster, Controller]]:
-    """A new control plane with ``name``'s controller running and the queue objects applied and active; its
-    folder (logs, etcd) is removed afterwards unless ``keep_under`` is given."""
+    """A new control plane with ``name``'s controller running (``frameworks``: the integrations it enables) and
+    the queue objects applied and active; its folder (logs, etcd) is removed afterwards unless ``keep_under`` is
+    given."""
     with _work_folder(name, keep_under) as folder:
         began = time.monotonic()
         cluster = Cluster.start(folder)
         try:
-            controller = CONTROLLERS[name](cluster)
+            controller = CONTROLLERS[name](cluster, frameworks)
             controller.install()
             controller.start()
             try:

@@ -8,10 +8,10 @@ A pod cannot be suspended, so a managed pod is created *gated*: the webhook adds
   owned by the pod, with one pod set ``main`` of count 1.
 - A pod group (label ``kueue.x-k8s.io/pod-group-name``, annotation ``kueue.x-k8s.io/pod-group-total-count``) is one
   Workload named after the group, owned by each of its pods (none of them its controller), created once all
-  ``total-count`` pods exist, with one pod set per *role*: pods of the same shape (containers' images and
-  requests, nodeSelector, affinity, tolerations, priority...) share a role, named by the first 8 hex digits of
-  a sha256 of that shape (:func:`role_hash`, or the ``kueue.x-k8s.io/role-hash`` annotation when set). The group
-  is admitted as one gang: all its pods, or none.
+  ``total-count`` pods exist, with one pod set per *role*: pods of the same shape (containers' requests and
+  ports, nodeSelector, affinity, tolerations, priority...) share a role, named as Kueue v0.17 names it, by the
+  first 8 hex digits of a sha256 of that shape as Go's encoding/json writes it (:func:`role_hash`, or the
+  ``kueue.x-k8s.io/role-hash`` annotation when set). The group is admitted as one gang: all its pods, or none.
 
 Admission removes the gate and adds the flavors' nodeSelector and tolerations (allowed on a gated pod);
 eviction stops the running pods by deleting them, as Kueue does; a finished pod (Succeeded or Failed) finishes a
@@ -49,19 +49,21 @@ GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 SINGLE_POD_SET = "main"
-# Fields of a pod that admission reads: pods equal in these are one role of a group.
+# The pod spec's fields in Kueue's role shape (its GenerateRoleHash): pods equal in these, and in their
+# containers' requests and ports, are one role of a group.
 _ROLE_FIELDS = (
     "nodeSelector",
     "affinity",
     "tolerations",
     "runtimeClassName",
     "priority",
-    "priorityClassName",
-    "preemptionPolicy",
     "topologySpreadConstraints",
     "overhead",
     "resourceClaims",
 )
+# What Go's encoding/json escapes beyond what Python's json module does (HTML-safe output, JS line separators).
+_GO_JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                  "\u2029": "\\u2029"})  # fmt: skip
 _TERMINAL = ("Succeeded", "Failed")
 
 
@@ -106,17 +108,27 @@ def has_finalizer(pod: Mapping[str, Any]) -> bool:
     return MANAGED_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or [])
 
 
-def _container_shape(containers: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": c.get("name"), "image": c.get("image"), "resources": c.get("resources"), "ports": c.get("ports")}
+def _container_shape(containers: Any) -> list[dict[str, Any]] | None:
+    """Kueue's ContainersShape: each container's requests and ports (null for no containers, as Go's nil)."""
+    shapes = [
+        {"ports": c.get("ports"), "resources": {"requests": _go_map((c.get("resources") or {}).get("requests"))}}
         for c in containers or []
         if isinstance(c, Mapping)
     ]
+    return shapes or None
+
+
+def _go_map(value: Any) -> dict[str, Any] | None:
+    """A map as Go writes one: keys sorted; null when absent."""
+    return dict(sorted(value.items())) if isinstance(value, Mapping) else None
 
 
 def role_hash(pod: Mapping[str, Any]) -> str:
-    """The pod's role in its group: the ``kueue.x-k8s.io/role-hash`` annotation, else 8 hex digits of the sha256
-    of what admission reads of it (its containers' names, images, requests and ports; its scheduling fields)."""
+    """The pod's role in its group: the ``kueue.x-k8s.io/role-hash`` annotation, else Kueue's role hash: 8 hex
+    digits of the sha256 of ``{"spec": shape}`` as Go's encoding/json writes it. The shape's own maps go out
+    with their keys sorted, as Go writes maps; the pod's fields go out as the API server wrote them, which is
+    Go's encoding of the same structs (struct fields in declaration order, map keys sorted, empty fields left
+    out), so a pod as read from the API server hashes as Kueue hashes it."""
     annotated = ((pod.get("metadata") or {}).get("annotations") or {}).get(ROLE_HASH_ANNOTATION)
     if annotated:
         return str(annotated)
@@ -125,9 +137,11 @@ def role_hash(pod: Mapping[str, Any]) -> str:
         "containers": _container_shape(spec.get("containers")),
         "initContainers": _container_shape(spec.get("initContainers")),
         **{name: spec.get(name) for name in _ROLE_FIELDS},
+        "nodeSelector": _go_map(spec.get("nodeSelector")),
+        "overhead": _go_map(spec.get("overhead")),
     }
-    encoded = json.dumps(shape, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(encoded).hexdigest()[:8]
+    encoded = json.dumps({"spec": dict(sorted(shape.items()))}, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(encoded.translate(_GO_JSON_ESCAPES).encode()).hexdigest()[:8]
 
 
 def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,7 +161,8 @@ def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "finalizers", "ownerReferences",
                   "deletionTimestamp")  # fmt: skip
 _KEPT_CONTAINER = ("name", "image", "resources", "ports")
-_KEPT_SPEC = frozenset({"containers", "initContainers", "schedulingGates", "restartPolicy", *_ROLE_FIELDS})
+_KEPT_SPEC = frozenset({"containers", "initContainers", "schedulingGates", "restartPolicy", "priorityClassName",
+                        "preemptionPolicy", *_ROLE_FIELDS})  # fmt: skip
 
 
 def essence(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
 from tests.cluster import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from tests.integration.job_kinds.queueing import QUEUE, gpu_pod_spec
 
@@ -111,3 +112,24 @@ def pytorchjob(namespace: str, name: str, workers: int, gpus: int, run_seconds: 
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
         "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
     }
+
+
+def pod_group(namespace: str, group: str, workers: int, gpus: int) -> list[dict[str, Any]]:
+    """A pod group (Kueue's ``pod`` integration): a driver pod without GPUs and ``workers`` pods of ``gpus``
+    each, all labelled with the group's name and annotated with its size; two shapes, so two roles."""
+    size = workers + 1
+
+    def member(name: str, gpus_per_pod: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"kueue.x-k8s.io/queue-name": QUEUE, GROUP_NAME_LABEL: group},
+                "annotations": {GROUP_TOTAL_COUNT_ANNOTATION: str(size)},
+            },
+            "spec": gpu_pod_spec(gpus_per_pod),
+        }
+
+    return [member(f"{group}-driver", 0), *(member(f"{group}-worker-{index}", gpus) for index in range(workers))]

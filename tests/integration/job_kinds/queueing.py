@@ -19,8 +19,11 @@ FRAMEWORKS = (
     "ray.io/rayjob",
     "ray.io/raycluster",
     "kubeflow.org/pytorchjob",
+    "pod",
 )
-JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org", "jobs")
+# Pods last: a pod group is its pods (the manager releases their finalizers).
+JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org", "jobs",
+             "pods")  # fmt: skip
 QUEUE = "team-queue"
 GPUS = 16
 FLAVOR_LABELS = {"gpu-type": "h100"}

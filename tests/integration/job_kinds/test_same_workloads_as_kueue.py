@@ -1,7 +1,9 @@
-"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet and one RayJob, the same pod sets (names, counts,
-each pod's requests), the same name prefix and owner. Kueue runs on a control plane of its own (its CRDs and
-kuota's may never share one) with the JobSet and Ray CRDs installed and those integrations enabled; no JobSet or
-KubeRay controller is needed there, Kueue makes the Workload from the object alone."""
+"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob and one pod group, the same pod sets
+(names, counts, each pod's requests), the same name and owners. Kueue runs on a control plane of its own (its
+CRDs and kuota's may never share one) with the JobSet and Ray CRDs installed, those integrations and ``pod``
+enabled and its pod webhook registered as its release registers it; no JobSet or KubeRay controller is needed
+there, Kueue makes the Workload from the object alone. A pod group's pod sets are named by Kueue's hash of each
+pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
 
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ import pytest
 
 from benchmarks.side_by_side.controllers import KueueController
 from kuota.webhook.jobs.adapter import GroupVersionKind, workload_name
+from kuota.webhook.jobs.pod import GROUP_NAME_LABEL
 from tests.cluster import Cluster
-from tests.cluster.job_controllers import install_crds, jobset_crds, kuberay_crds
-from tests.integration.job_kinds.manifests import jobset, rayjob
-from tests.integration.job_kinds.queueing import create, workload_of
+from tests.integration.job_kinds.manifests import jobset, pod_group, rayjob
+from tests.integration.job_kinds.queueing import create, get_json, workload_of
 from tests.waiting import wait_until
 
-KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
+KUEUE_FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,6 @@ def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
     plane = Cluster.start(tmp_path_factory.mktemp("kueue-control-plane"))
     kueue = KueueController(plane, frameworks=KUEUE_FRAMEWORKS)
     try:
-        install_crds(plane, [*jobset_crds(), *kuberay_crds()])
         kueue.install()
         kueue.start()
         yield plane
@@ -47,10 +48,33 @@ def _shape(workload: dict[str, Any]) -> list[tuple[str, int, list[dict[str, Any]
     return shape
 
 
+def _in(namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = json.loads(json.dumps(obj))
+    copied["metadata"]["namespace"] = namespace
+    return copied
+
+
 def _workload_under(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
-    created = create(cluster, json.loads(json.dumps({**obj, "metadata": {**obj["metadata"], "namespace": namespace}})))
+    created = create(cluster, _in(namespace, obj))
     uid = created["metadata"]["uid"]
     return wait_until(lambda: workload_of(cluster, namespace, uid), f"the Workload of {obj['kind']} {namespace}/{uid}")
+
+
+def _group_workload_under(cluster: Cluster, namespace: str, members: list[dict[str, Any]]) -> dict[str, Any]:
+    for member in members:
+        create(cluster, _in(namespace, member))
+    group = members[0]["metadata"]["labels"][GROUP_NAME_LABEL]
+
+    def found() -> dict[str, Any] | None:
+        items: list[dict[str, Any]] = get_json(cluster, "workloads", "-n", namespace)["items"]
+        return next((item for item in items if item["metadata"]["name"] == group), None)
+
+    return wait_until(found, f"the Workload of pod group {namespace}/{group}")
+
+
+def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    references = workload["metadata"]["ownerReferences"]
+    return sorted((o["kind"], o["name"], bool(o.get("controller"))) for o in references)
 
 
 @pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
@@ -84,3 +108,21 @@ def test_kuota_and_kueue_make_the_same_workload(
         assert workload["metadata"]["name"] == workload_name(obj["metadata"]["name"], uid, kind)
         owner = workload["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"], owner["controller"]) == (obj["kind"], obj["metadata"]["name"], True)
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+def test_kuota_and_kueue_make_the_same_workload_for_a_pod_group(
+    cluster: Cluster, kueue_cluster: Cluster, team: str
+) -> None:
+    members = pod_group("any", "ddp", workers=2, gpus=4)
+    kueue_cluster.kubectl("create", "namespace", team, check=False)
+    theirs = _group_workload_under(kueue_cluster, team, members)
+    ours = _group_workload_under(cluster, team, members)
+
+    # two roles (the driver's shape and the workers'), named by Kueue's hash of the shape
+    assert sorted(count for _, count, _ in _shape(theirs)) == [1, 2]
+    assert all(len(name) == 8 for name, _, _ in _shape(theirs))
+    assert _shape(ours) == _shape(theirs)
+    expected_owners = sorted(("Pod", member["metadata"]["name"], False) for member in members)
+    assert _owners(ours) == _owners(theirs) == expected_owners
+    assert ours["spec"]["queueName"] == theirs["spec"]["queueName"]

@@ -1,6 +1,8 @@
 """kuota and Kueue v0.17.0 decide the same: the agreement scenario (benchmarks/side_by_side/agreement.py) on
 live controllers, each on its own fresh control plane, against ``kuota simulate``'s replay of it: a flat
-cohort, then a tree of nested cohorts (hierarchical reclaim, subtree pruning). kuota follows Kueue v0.20;
+cohort, then a tree of nested cohorts (hierarchical reclaim, subtree pruning), then a JobSet, a RayJob and a
+pod group competing with a standalone Workload (both controllers make those Workloads themselves, with the
+JobSet, Ray and ``pod`` integrations enabled; the JobSet is preempted and admitted again). kuota follows Kueue v0.20;
 the scenario stays where v0.17 decides the same (v0.17 still matches a pod set's nodeSelector against the
 label keys of all a resource group's flavors, v0.19 against the flavor's own; v0.20 also lets a queue that may
 preempt within itself simulate preemption past its nominal quota).

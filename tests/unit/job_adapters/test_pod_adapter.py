@@ -131,6 +131,24 @@ def test_releasing_the_finalizer_keeps_the_others() -> None:
     assert pods.without_finalizer_patch(pod("b")) == {"metadata": {"finalizers": None}}
 
 
+def test_a_role_is_kueues_hash_of_the_pods_shape_as_go_writes_it() -> None:
+    """Kueue v0.17's GenerateRoleHash: sha256 of json.Marshal({"spec": shape}); the shape's maps keyed in sorted
+    order, absent fields as null, the containers' requests and ports only, HTML characters escaped."""
+    member = pod("w-0", 4, "ddp", "2")
+    member["spec"]["containers"][0]["resources"] = {"requests": {"nvidia.com/gpu": "4", "cpu": "1"}, "limits": {}}
+    member["spec"]["nodeSelector"] = {"zone": "a<b"}
+    go_json = (
+        '{"spec":{"affinity":null,"containers":[{"ports":null,"resources":{"requests":{"cpu":"1",'
+        '"nvidia.com/gpu":"4"}}}],"initContainers":null,"nodeSelector":{"zone":"a\\u003cb"},"overhead":null,'
+        '"priority":null,"resourceClaims":null,"runtimeClassName":null,"tolerations":null,'
+        '"topologySpreadConstraints":null}}'
+    )
+    assert pods.role_hash(member) == hashlib.sha256(go_json.encode()).hexdigest()[:8]
+    renamed = pod("w-1", 4, "ddp", "2")
+    renamed["spec"]["containers"][0].update(name="other", image="other:2")  # not in Kueue's shape
+    assert pods.role_hash(renamed) == pods.role_hash(pod("w-2", 4, "ddp", "2"))
+
+
 def test_the_kept_essence_of_a_pod_reads_the_same_to_admission_at_a_fraction_of_its_size() -> None:
     full = pod("w-0", 4, "ddp", "2", phase="Running", containerStatuses=[{"name": "c", "state": {"running": {}}}])
     full["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{" + "x" * 4000 + "}"

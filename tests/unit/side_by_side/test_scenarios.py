@@ -60,9 +60,12 @@ def _names(snapshot: frozenset[str]) -> list[str]:
     return sorted(key.split("/", 1)[1] for key in snapshot)
 
 
+HELD = ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "p-0", "y-1", "z-0"]  # the other trees' holders after phase 9
+
+
 def test_the_agreement_scenario_floor_matches_the_hand_derived_decisions() -> None:
     snapshots = [_names(s) for s in agreement.floor_snapshots()]
-    assert snapshots == [
+    expected = [
         ["a-0", "a-1", "a-2", "a-3"],  # a borrows 10 of the idle cohort
         ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1"],  # b within nominal, from what a leaves
         ["a-2", "a-3", "b-0", "b-1", "c-0"],  # c reclaims: a's two lowest priorities go
@@ -73,7 +76,13 @@ def test_the_agreement_scenario_floor_matches_the_hand_derived_decisions() -> No
         ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "x-0", "y-0", "y-1"],  # the nested tree is full
         ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "p-0", "y-0", "y-1"],  # x-0 (310) goes, not y (305, 306)
         ["a-0", "a-1", "a-2", "a-3", "b-0", "b-1", "p-0", "y-1", "z-0"],  # y-0, the lower of y's, goes
+        # The kinds cohort (the nine above stay as they are):
+        [*HELD, "js-0", "rj-0"],  # m holds 15: its nominal 10 and 5 borrowed
+        [*HELD, "js-0", "rj-0", "s-0"],  # n's other 5: the cohort is full
+        [*HELD, "pg-0", "rj-0", "s-0"],  # pg-0 reclaims from m: the JobSet (405) goes, not the RayJob (410)
+        [*HELD, "js-0", "pg-0", "rj-0"],  # s-0's 5 free: the JobSet borrows them again
     ]
+    assert snapshots == [sorted(names) for names in expected]
 
 
 def test_comparison_lists_each_workload_held_under_only_some_controllers() -> None:
