@@ -25,6 +25,7 @@ from benchmarks.workloads.philly_teams import philly_teams_config
 from kuota.simulator.eta_replay import HOUR, Prediction, predictions, within
 from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
 from kuota.simulator.replay import replay
+from kuota.simulator.runtimes import gpus_of
 from kuota.simulator.summary import percentile
 from kuota.simulator.traces import read_trace, trace_workloads
 
@@ -60,8 +61,11 @@ def measure(trace: Path, every: int, gpus_per_team: int) -> list[str]:
     made = list(predictions(objects, arrivals, result, every))
     seconds = time.process_time() - started
     waits = [p.actual_wait for p in made if p.actual_wait is not None]
+    span = max(arrival.submit_at for arrival in arrivals) - min(arrival.submit_at for arrival in arrivals)
+    demand = sum(gpus_of(arrival.workload) * arrival.duration for arrival in arrivals) / max(1.0, span)
     out = [
-        f"{trace.name}: {len(arrivals)} GPU jobs on 14 teams x {gpus_per_team} GPUs (users hashed onto teams); "
+        f"{trace.name}: {len(arrivals)} GPU jobs on 14 teams x {gpus_per_team} GPUs (users hashed onto teams), "
+        f"offered load {demand / (14 * gpus_per_team):.0%} of the GPUs over the trace's {span / HOUR:.0f} h; "
         f"{len(made)} predictions in {seconds:.0f} s CPU ({seconds / max(1, len(made)) * 1000:.1f} ms each); "
         f"actual wait median {percentile(waits, 0.5) / HOUR:.2f} h, p90 {percentile(waits, 0.9) / HOUR:.2f} h",
         f"{'size':10} {'jobs':>6} {'shown':>6} {'eta p50':>8} {'eta p90':>8} {'within':>7} | "

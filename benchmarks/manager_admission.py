@@ -140,6 +140,12 @@ def _rss(manager: ManagerProcess) -> str:
     raise RuntimeError(f"no VmRSS for the manager, pid {manager.process.pid}")
 
 
+def _pending_workloads(manager: ManagerProcess) -> float:
+    """The pending Workloads the manager's ``kueue_pending_workloads`` gauge reports, over every ClusterQueue
+    and status (read by label, whatever other labels the series carries)."""
+    return sum(value for (name, _), value in manager.metric_values().items() if name == "kueue_pending_workloads")
+
+
 def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -241,9 +247,10 @@ async def _phases(cluster: Cluster, manager: ManagerProcess, jobs: int, workload
             [(TEAMS[i % 3], _workload(TEAMS[i % 3], i)) for i in range(standalone)],
         )
         created_in = time.perf_counter() - started
+        still_queued = jobs - len(watcher.seen) + standalone
         wait_until(
-            lambda: 'kueue_pending_workloads{cluster_queue="inference",status="active"' in manager.metrics(),
-            "the manager to report pending workloads",
+            lambda: _pending_workloads(manager) >= still_queued,
+            f"the manager to report {still_queued} pending Workloads",
             timeout=300,
         )
         await asyncio.sleep(10)  # let the caches and the engine settle before reading memory

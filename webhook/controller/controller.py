@@ -63,9 +63,12 @@ from kuota.webhook.controller.state import (
     POD_GROUP,
     ControllerState,
     JobKey,
+    Kept,
     View,
     gather,
     group_kind,
+    kept,
+    kept_workload,
     key_of,
     owner_job,
     trim,
@@ -122,10 +125,10 @@ class QuotaController:
         self.reporter = ApiWriter(self._pools[1], metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.state = ControllerState(configuration, clock)
         self.config_reflectors = {kind: Reflector(api, resource, trim) for kind, resource in _CONFIG_RESOURCES.items()}
-        self.workload_reflector: Reflector[dict[str, Any]] = Reflector(api, _WORKLOADS, trim)
+        self.workload_reflector: Reflector[Kept] = Reflector(api, _WORKLOADS, kept_workload)
         # Kinds served by the API server itself are watched from the start; a custom resource's kind once its
         # CRD is there (watched: installing the CRD later is enough).
-        self.job_reflectors: dict[str, Reflector[dict[str, Any]]] = {}
+        self.job_reflectors: dict[str, Reflector[Kept]] = {}
         self._waiting_for_crds: dict[str, JobAdapter] = {}
         for adapter in registry.adapters:
             if adapter.kind.group in BUILT_IN_GROUPS:
@@ -136,12 +139,16 @@ class QuotaController:
             managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
             self.job_reflectors[POD] = Reflector(api, managed, keep_pod)
         self.crd_reflector: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
-        watched = [*self.config_reflectors.values(), self.workload_reflector, *self.job_reflectors.values()]
+        watched: list[Reflector[Any]] = [
+            *self.config_reflectors.values(),
+            self.workload_reflector,
+            *self.job_reflectors.values(),
+        ]
         if self._waiting_for_crds:
             watched.append(self.crd_reflector)
         self.reflectors = ReflectorSet(watched)
         self.workloads = self.state.workloads
-        self._started_late: asyncio.Queue[Reflector[dict[str, Any]]] = asyncio.Queue()
+        self._started_late: asyncio.Queue[Reflector[Kept]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
@@ -199,7 +206,7 @@ class QuotaController:
             self._apply_config(kind, event.key, value)
             if kind == "WorkloadPriorityClass" and value is not None:
                 for job_kind, view in self.state.jobs.items():  # jobs that waited for it get their Workload
-                    self.state.dirty_jobs.update((job_kind, job) for job in view.objects)
+                    self.state.dirty_jobs.update((job_kind, job) for job in view)
             self.state.wake.set()
 
         return handle
@@ -228,40 +235,43 @@ class QuotaController:
             invalid[f"{kind} {key}"] = f"kuota failed to read it ({type(error).__name__}); see the manager log"
             log.exception("%s %s could not be applied; it is set aside, every other object is served", kind, key)
 
-    def _on_workload(self, event: Event[dict[str, Any]]) -> None:
+    def _on_workload(self, event: Event[Kept]) -> None:
         value = None if event.type is EventType.DELETED else event.value
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
-            owner = owner_job(value) if value is not None else None
+            owner = owner_job(value.load()) if value is not None else None
             if owner is not None:
                 self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
-    def _job_reflector(self, adapter: JobAdapter) -> Reflector[dict[str, Any]]:
+    def _job_reflector(self, adapter: JobAdapter) -> Reflector[Kept]:
         kind = adapter.kind
-        reflector: Reflector[dict[str, Any]] = Reflector(
-            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), trim
+        reflector: Reflector[Kept] = Reflector(
+            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), kept
         )
         reflector.subscribe(self._job_handler(_kind_of(adapter)))
         return reflector
 
-    def _job_handler(self, kind: str) -> Callable[[Event[dict[str, Any]]], None]:
-        def handle(event: Event[dict[str, Any]]) -> None:
+    def _job_handler(self, kind: str) -> Callable[[Event[Kept]], None]:
+        def handle(event: Event[Kept]) -> None:
             value = None if event.type is EventType.DELETED else event.value
             if self.state.jobs[kind].observe(event.key, value):
                 if value is None:
-                    self._job_reconcilers[kind].job_deleted(event.key, event.value)
+                    self._job_reconcilers[kind].job_deleted(event.key, event.value.load())
                 key: JobKey = (kind, event.key)
                 self.state.dirty_jobs.add(key)
                 self.state.wake.set()
 
         return handle
 
-    def _on_pod(self, event: Event[dict[str, Any]]) -> None:
+    def _on_pod(self, event: Event[Kept]) -> None:
         value = None if event.type is EventType.DELETED else event.value
         view: View = self.state.jobs[POD]
         if view.observe(event.key, value):
-            self.state.dirty_jobs.add(self._pod_reconciler.observed(event.key, value, event.value))
+            last_copy = event.value.load()
+            self.state.dirty_jobs.add(
+                self._pod_reconciler.observed(event.key, last_copy if value is not None else None, last_copy)
+            )
             self.state.wake.set()
 
     def _on_crd(self, event: Event[dict[str, Any]]) -> None:
@@ -292,8 +302,8 @@ class QuotaController:
                 log.info("CRD %s is not installed: %s is not managed until it is", name, adapter.kind)
             self._rebuild()
             self.ready.set()
-            jobs = sum(len(view.objects) for view in state.jobs.values())
-            log.info("controller synced: %d workloads, %d jobs", len(self.workloads.objects), jobs)
+            jobs = sum(len(view) for view in state.jobs.values())
+            log.info("controller synced: %d workloads, %d jobs", len(self.workloads), jobs)
             group.create_task(self._status_loop(), name="queue status")
             self.etas.load_history(self.config_reflectors["LocalQueue"].values())
             group.create_task(self.etas.run(), name="admission ETAs")
@@ -324,16 +334,17 @@ class QuotaController:
         for kind, reflector in self.config_reflectors.items():
             for obj in list(reflector.values()):
                 self._apply_config(kind, key_of(obj), obj)
-        for key in sorted(self.workloads.objects):
+        for key in sorted(self.workloads):
             self._sync_contained(key)
         state.dirty_workloads.clear()
         for kind, view in state.jobs.items():
             if kind == POD:
-                state.dirty_jobs.update(
-                    self._pod_reconciler.observed(key, pod, pod) for key, pod in view.objects.items()
-                )
+                for key in list(view):
+                    pod = view.get(key)
+                    if pod is not None:
+                        state.dirty_jobs.add(self._pod_reconciler.observed(key, pod, pod))
             else:
-                state.dirty_jobs.update((kind, key) for key in view.objects)
+                state.dirty_jobs.update((kind, key) for key in view)
         state.needs_rebuild = False
 
     def _sync_contained(self, key: str) -> None:

@@ -234,11 +234,8 @@ class EtaBook:
     def _record_finished(self, priorities: Mapping[str, int]) -> None:
         """Every Workload that finished after running, once: its runtime joins its queue's history."""
         live: set[str] = set()
-        for obj in list(self._state.workloads.objects.values()):
-            metadata = obj["metadata"]
-            uid = str(metadata.get("uid") or "")
-            if not status.is_true(obj, "Finished"):
-                continue
+        for obj in self._state.workloads.finished():
+            uid = str(obj["metadata"].get("uid") or "")
             live.add(uid)
             if uid in self._recorded:
                 continue

@@ -22,7 +22,7 @@ from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, Sta
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import placements_of
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import POD_GROUP, ControllerState, JobKey, View, key_of, trim
+from kuota.webhook.controller.state import POD_GROUP, ControllerState, JobKey, Kept, View, kept, key_of
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.adapter import Finished
@@ -33,9 +33,9 @@ POD = "Pod"
 PODS = Resource("", "v1", "pods")
 
 
-def keep_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+def keep_pod(pod: Mapping[str, Any]) -> Kept:
     """The copy of a managed pod the controller keeps (the watch's parse function and its own writes')."""
-    return trim(pods.essence(pod))
+    return kept(pods.essence(pod))
 
 
 def pod_job_key(pod: Mapping[str, Any]) -> JobKey:
@@ -142,13 +142,21 @@ class PodReconciler:
             self._groups.pop(key, None)
             return
         size = pods.total_count(live[0])
+        excess = pods.excess_pods(live, size)
+        for extra in excess:  # a gang of more pods than its total count: the newest go, as Kueue deletes them
+            metadata = extra["metadata"]
+            await self._writer.delete(PODS, metadata["namespace"], metadata["name"], metadata["resourceVersion"])
+            self._events.record(
+                extra, "Normal", "ExcessPodDeleted", f"group {key} has more pods than its total count {size}"
+            )
+        live = [pod for pod in live if not any(pod is extra for extra in excess)]
         finished = pods.group_finished(live, size)
         if workload is None:
             if finished is not None:
                 for pod in live:
                     await self._release(pod)
-            elif len(live) >= size:  # the whole gang exists: one Workload for all of it
-                await self._create(pods.group_workload(key.split("/", 1)[1], live), live[0])
+            elif len(gang := pods.members(live)) >= size:  # the whole gang exists: one Workload for all of it
+                await self._create(pods.group_workload(key.split("/", 1)[1], gang), gang[0])
             return
         if finished is not None:
             if not status.is_true(workload, "Finished"):

@@ -157,9 +157,9 @@ class FinishedWorkloads:
 
 def finished_workloads(workloads: View) -> FinishedWorkloads:
     counts = FinishedWorkloads()
-    for obj in workloads.objects.values():
+    for obj in workloads.finished():
         cluster_queue = status.admitted_cluster_queue(obj)
-        if cluster_queue is None or not status.is_true(obj, "Finished"):
+        if cluster_queue is None:
             continue
         counts.cluster_queues[cluster_queue] = counts.cluster_queues.get(cluster_queue, 0) + 1
         local = (obj["metadata"]["namespace"], obj["spec"].get("queueName", ""))

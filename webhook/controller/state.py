@@ -12,9 +12,11 @@ it needs it and never keeps its own reference.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kuota.engine.engine import QuotaEngine
@@ -22,18 +24,81 @@ from kuota.engine.model import Configuration, Workload
 
 _SHARED_STRING_LENGTH = 256
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_KEPT_POD_SPEC = ("nodeSelector", "affinity", "tolerations", "overhead")
+_KEPT_CONTAINER = ("name", "resources")
 
 
 def trim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The copy the controller keeps of an object: without what it never reads (managedFields, kubectl's
-    last-applied copy), with keys and short strings shared. Every watch event is decoded on its own, so
-    without sharing, ten thousand Workloads hold ten thousand copies of "metadata", "QuotaReserved"..."""
+    """The copy the controller keeps of a configuration object: without what it never reads (managedFields,
+    kubectl's last-applied copy), with keys and short strings shared. Every watch event is decoded on its own,
+    so without sharing, a thousand ClusterQueues hold a thousand copies of "metadata", "nominalQuota"..."""
+    shared: dict[str, Any] = _shared(_without_bookkeeping(obj))
+    return shared
+
+
+def _without_bookkeeping(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata = {key: value for key, value in (obj.get("metadata") or {}).items() if key != "managedFields"}
     annotations = metadata.get("annotations")
     if annotations and _LAST_APPLIED in annotations:
         metadata["annotations"] = {key: value for key, value in annotations.items() if key != _LAST_APPLIED}
-    shared: dict[str, Any] = _shared({**obj, "metadata": metadata})
-    return shared
+    return {**obj, "metadata": metadata}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """The copy the controller keeps of a Workload or a job: its resourceVersion, whether it is a finished
+    Workload (what the periodic scans look for), and the object as compact JSON. Held as Python dicts, a queued
+    Workload costs about 3 KB (a dict or a list at every level); as JSON, a few hundred bytes, so ten thousand
+    Workloads, their jobs and their pods fit the manager's memory. :meth:`load` decodes a fresh copy each time,
+    which a caller may change without touching the cache."""
+
+    version: int
+    finished: bool
+    json: str
+
+    def load(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.json)
+        return loaded
+
+
+def kept(obj: Mapping[str, Any]) -> Kept:
+    """A job's kept copy: all of it but the API's bookkeeping (managedFields, kubectl's last-applied copy)."""
+    return _kept(_without_bookkeeping(obj))
+
+
+def kept_workload(obj: Mapping[str, Any]) -> Kept:
+    """A Workload's kept copy: :func:`kept`'s, with each pod set's template cut to what kuota reads of it (the
+    containers' resources, which admission sums; nodeSelector, affinity and tolerations, which flavors match and
+    job restores write back; overhead). The rest of a template is the job's own, held by the API server; kuota
+    only ever patches Workloads, so nothing cut is written back."""
+    cut = _without_bookkeeping(obj)
+    spec = cut.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("podSets"), list):
+        cut["spec"] = {**spec, "podSets": [_kept_pod_set(pod_set) for pod_set in spec["podSets"]]}
+    return _kept(cut)
+
+
+def _kept(obj: Mapping[str, Any]) -> Kept:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    finished = any(
+        isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True" for c in conditions
+    )
+    return Kept(_version(obj), finished, json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+
+
+def _kept_pod_set(pod_set: Any) -> Any:
+    template = pod_set.get("template") if isinstance(pod_set, dict) else None
+    pod_spec = template.get("spec") if isinstance(template, dict) else None
+    if not isinstance(pod_spec, dict):
+        return pod_set
+    kept_spec = {key: pod_spec[key] for key in _KEPT_POD_SPEC if key in pod_spec}
+    for field in ("containers", "initContainers"):
+        if isinstance(pod_spec.get(field), list):
+            kept_spec[field] = [
+                {key: c[key] for key in _KEPT_CONTAINER if key in c} if isinstance(c, dict) else c
+                for c in pod_spec[field]
+            ]
+    return {**pod_set, "template": {"spec": kept_spec}}
 
 
 def _shared(value: Any) -> Any:
@@ -86,30 +151,42 @@ def owner_job(workload: Mapping[str, Any]) -> JobKey | None:
 class View:
     """The newest known copy of each object: watch events and our own write results, whichever is newer."""
 
-    def __init__(self, keep: Callable[[Mapping[str, Any]], dict[str, Any]] = trim) -> None:
+    def __init__(self, keep: Callable[[Mapping[str, Any]], Kept] = kept) -> None:
         """``keep`` makes the copy kept of a written object: the watch's parse function for the same kind."""
-        self.objects: dict[str, dict[str, Any]] = {}
+        self._objects: dict[str, Kept] = {}
         self._keep = keep
 
-    def observe(self, key: str, obj: dict[str, Any] | None) -> bool:
+    def observe(self, key: str, obj: Kept | None) -> bool:
         """Take a watch event; True when it is news (not an echo of our own, already applied, write)."""
-        current = self.objects.get(key)
+        current = self._objects.get(key)
         if obj is None:
-            return self.objects.pop(key, None) is not None
-        if current is not None and _version(obj) <= _version(current):
-            if _version(obj) == _version(current):
-                self.objects[key] = obj  # the same content: keep the cache's copy, drop ours
+            return self._objects.pop(key, None) is not None
+        if current is not None and obj.version <= current.version:
+            if obj.version == current.version:
+                self._objects[key] = obj  # the watch's copy of our own write: one copy, shared with the watch
             return False
-        self.objects[key] = obj
+        self._objects[key] = obj
         return True
 
-    def wrote(self, obj: dict[str, Any]) -> None:
+    def wrote(self, obj: Mapping[str, Any]) -> None:
         key = key_of(obj)
-        if _version(obj) > _version(self.objects.get(key)):
-            self.objects[key] = self._keep(obj)
+        current = self._objects.get(key)
+        if current is None or _version(obj) > current.version:
+            self._objects[key] = self._keep(obj)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return self.objects.get(key)
+        found = self._objects.get(key)
+        return None if found is None else found.load()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._objects)
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def finished(self) -> Iterator[dict[str, Any]]:
+        """The finished Workloads among the kept copies, decoded (the others are not)."""
+        return (found.load() for found in list(self._objects.values()) if found.finished)
 
 
 class ControllerState:
@@ -117,7 +194,7 @@ class ControllerState:
         self.configuration = configuration
         self.clock = clock
         self.engine = QuotaEngine(configuration)
-        self.workloads = View()
+        self.workloads = View(kept_workload)
         # The parsed Workload the engine was last given, per key: shared, so the ETAs' replay costs no copy.
         self.parsed: dict[str, Workload] = {}
         self.jobs: dict[str, View] = {}  # per kind (the first part of a JobKey)

@@ -19,7 +19,7 @@ async def expire_finished(reporter: ApiWriter, workloads: View, now: float, rete
     """Delete Workloads finished longer ago than ``retention`` seconds (the report reads the rest as history)."""
     horizon = now - retention
     expired = []
-    for obj in list(workloads.objects.values()):
+    for obj in workloads.finished():
         finished = status.condition(obj.get("status", {}).get("conditions") or [], "Finished")
         at = status.parse_time(finished.get("lastTransitionTime")) if finished else None
         if finished is not None and finished.get("status") == "True" and at is not None and at < horizon:

@@ -158,8 +158,8 @@ def pod_template(pod: Mapping[str, Any]) -> dict[str, Any]:
     return template
 
 
-_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "finalizers", "ownerReferences",
-                  "deletionTimestamp")  # fmt: skip
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels", "finalizers",
+                  "ownerReferences", "deletionTimestamp")  # fmt: skip
 _KEPT_CONTAINER = ("name", "image", "resources", "ports")
 _KEPT_SPEC = frozenset({"containers", "initContainers", "schedulingGates", "restartPolicy", "priorityClassName",
                         "preemptionPolicy", *_ROLE_FIELDS})  # fmt: skip
@@ -274,6 +274,29 @@ def single_finished(pod: Mapping[str, Any]) -> Finished | None:
         return None
     message = str((pod.get("status") or {}).get("message") or f"Pod {phase.lower()}")
     return Finished(phase == "Succeeded", message)
+
+
+def members(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pods that count toward a group's total: all but the Failed (a failed pod's replacement counts)."""
+    return [pod for pod in pods if (pod.get("status") or {}).get("phase") != "Failed"]
+
+
+def excess_pods(pods: Sequence[Mapping[str, Any]], size: int) -> list[Mapping[str, Any]]:
+    """The members of a group beyond its ``size`` that Kueue deletes: the ones created last, keeping first the
+    pods kuota's finalizer guards and those already ungated."""
+    active = members(pods)
+    if len(active) <= size:
+        return []
+    kept_first = sorted(
+        active,
+        key=lambda pod: (
+            not has_finalizer(pod),
+            is_gated(pod),
+            str(pod["metadata"].get("creationTimestamp") or ""),
+            str(pod["metadata"]["name"]),
+        ),
+    )
+    return kept_first[size:]
 
 
 def group_finished(pods: Sequence[Mapping[str, Any]], size: int) -> Finished | None:

@@ -231,6 +231,23 @@ def test_a_pod_group_is_admitted_only_whole_and_preempted_whole(cluster: Cluster
     running(cluster, "urgent")
 
 
+def test_a_groups_pods_beyond_its_total_count_are_deleted_newest_first_and_a_failed_pod_is_no_member(
+    cluster: Cluster,
+) -> None:
+    """Kueue's pod group reconciler (``cleanupExcessPods``, ``activePods``): a gang of 2 created with 3 pods loses
+    the one created last; a Failed pod does not count, so its replacement completes the gang."""
+    for index in range(3):
+        create(cluster, gpu_pod(f"extra-{index}", 2, group=("extra", 2)))
+    gone(cluster, "pod", "extra-2")
+    group = admitted(cluster, "extra")
+    assert [ps["count"] for ps in group["spec"]["podSets"]] == [2]
+    assert sorted(o["name"] for o in group["metadata"]["ownerReferences"]) == ["extra-0", "extra-1"]
+    for name in ("extra-0", "extra-1"):
+        assert running(cluster, name)["spec"]["nodeSelector"] == FLAVOR_SELECTOR
+    reasons = get_json(cluster, "events", "-n", "research", "--field-selector", "involvedObject.name=extra-2")
+    assert "ExcessPodDeleted" in {event["reason"] for event in reasons["items"]}
+
+
 def test_a_jobs_pods_are_not_gated_and_a_cron_jobs_jobs_are_governed(cluster: Cluster) -> None:
     labels = {"kueue.x-k8s.io/queue-name": "research-queue"}
     template = gpu_pod("unused", 4, labels=labels)

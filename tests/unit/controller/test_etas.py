@@ -17,7 +17,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.etas import ETA_ANNOTATION, HISTORY_ANNOTATION, EtaBook, phrase
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import ControllerState
+from kuota.webhook.controller.state import ControllerState, kept_workload
 from tests.unit.engine.builders import engine_with, gpu_queue
 
 START = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC).timestamp()
@@ -98,7 +98,7 @@ def _book(*objects: dict[str, Any], local_queues: list[dict[str, Any]] | None = 
     state.engine = engine_with(gpu_queue("research", 8, cohort=None))
     for obj in objects:
         key = f"research/{obj['metadata']['name']}"
-        state.workloads.observe(key, obj)
+        state.workloads.observe(key, kept_workload(obj))
         if status.is_true(obj, "Finished"):
             continue
         parsed = state.parsed[key] = parse_workload(obj, {})  # as the controller's sync keeps it

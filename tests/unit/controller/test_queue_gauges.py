@@ -15,7 +15,7 @@ from kuota.webhook.controller.queue_gauges import (
     queue_conditions,
     with_finished,
 )
-from kuota.webhook.controller.state import View
+from kuota.webhook.controller.state import View, kept_workload
 from tests.unit.engine.builders import admitted, engine_with, gpu_queue, workload
 
 
@@ -39,8 +39,8 @@ def test_localqueue_usage_status_and_finished_workloads_and_the_cohort_totals() 
     engine.submit(workload("research", "trainer", 4))
     assert admitted(engine.schedule(1.0)) == ["research/trainer"]
     view = View()
-    view.observe("research/trainer", _admitted_object("research", "trainer", "research", 4))
-    view.observe("research/done", _admitted_object("research", "done", "research", 2, finished=True))
+    view.observe("research/trainer", kept_workload(_admitted_object("research", "trainer", "research", 4)))
+    view.observe("research/done", kept_workload(_admitted_object("research", "done", "research", 2, finished=True)))
 
     finished = finished_workloads(view)
     assert (finished.cluster_queues, finished.local_queues) == ({"research": 1}, {("research", "q"): 1})

@@ -163,3 +163,24 @@ def test_the_kept_essence_of_a_pod_reads_the_same_to_admission_at_a_fraction_of_
     assert kept["metadata"]["annotations"] == {pods.GROUP_TOTAL_COUNT_ANNOTATION: "2"}
     assert kept["status"] == {"phase": "Running"}
     assert "volumes" not in kept["spec"] and pods.is_gated(kept) and pods.has_finalizer(kept)
+
+
+def test_a_groups_excess_pods_are_its_newest_members_the_ungated_and_guarded_kept_first() -> None:
+    """Kueue's ``cleanupExcessPods``: beyond the total count, the members created last go; pods with the
+    finalizer and pods already ungated are kept before the rest; a Failed pod is no member."""
+    older, newer, newest = pod("c"), pod("a"), pod("b")
+    for member, created in ((older, "T10"), (newer, "T11"), (newest, "T12")):
+        member["metadata"]["creationTimestamp"] = created
+    assert pods.excess_pods([newest, older, newer], 2) == [newest]
+    assert pods.excess_pods([newest, older, newer], 3) == []
+    ungated = pod("d")
+    ungated["metadata"]["creationTimestamp"] = "T99"
+    ungated["spec"]["schedulingGates"] = []
+    assert pods.excess_pods([older, ungated, newer], 2) == [newer]
+    unguarded = pod("e")
+    unguarded["metadata"]["creationTimestamp"] = "T00"
+    unguarded["metadata"]["finalizers"] = []
+    assert pods.excess_pods([unguarded, older, newer], 2) == [unguarded]
+    failed = pod("f", phase="Failed")
+    assert pods.excess_pods([failed, older, newer], 2) == []
+    assert pods.members([failed, older]) == [older]
