@@ -156,54 +156,36 @@ def priority_class(priority: int) -> str:
     return f"p{priority}"
 
 
+def _queue_objects(queue: str, cohort_name: str, quota: ResourceQuota) -> list[Manifest]:
+    """A scenario queue's namespace, ClusterQueue (reclaiming from anyone, preempting lower priorities in the
+    queue) and LocalQueue."""
+    return [
+        namespace(namespace_of(queue)),
+        cluster_queue(
+            f"cq-{queue}",
+            cohort_name=cohort_name,
+            flavor="rf",
+            quotas=(quota,),
+            namespace_selector={},
+            reclaim_within_cohort="Any",
+            within_cluster_queue="LowerPriority",
+        ),
+        local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"),
+    ]
+
+
 def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
     objects: list[Manifest] = [resource_flavor("rf")]
     for priority in sorted({w.priority for w in _workloads(scenario)}):
         objects.append(workload_priority_class(priority_class(priority), priority, "agreement scenario"))
     for queue in QUEUES:
-        objects.append(namespace(namespace_of(queue)))
-        objects.append(
-            cluster_queue(
-                f"cq-{queue}",
-                cohort_name=COHORT,
-                flavor="rf",
-                quotas=(ResourceQuota("cpu", 10, borrowing_limit=10),),
-                namespace_selector={},
-                reclaim_within_cohort="Any",
-                within_cluster_queue="LowerPriority",
-            )
-        )
-        objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
+        objects += _queue_objects(queue, COHORT, ResourceQuota("cpu", 10, borrowing_limit=10))
     for name, (parent, owned) in NESTED_COHORTS.items():
         objects.append(cohort(name, parent=parent, flavor="rf", quotas=(ResourceQuota("cpu", owned),) if owned else ()))
     for queue, (parent, nominal) in NESTED_QUEUES.items():
-        objects.append(namespace(namespace_of(queue)))
-        objects.append(
-            cluster_queue(
-                f"cq-{queue}",
-                cohort_name=parent,
-                flavor="rf",
-                quotas=(ResourceQuota("cpu", nominal),),
-                namespace_selector={},
-                reclaim_within_cohort="Any",
-                within_cluster_queue="LowerPriority",
-            )
-        )
-        objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
+        objects += _queue_objects(queue, parent, ResourceQuota("cpu", nominal))
     for queue in KINDS_QUEUES:
-        objects.append(namespace(namespace_of(queue)))
-        objects.append(
-            cluster_queue(
-                f"cq-{queue}",
-                cohort_name=KINDS_COHORT,
-                flavor="rf",
-                quotas=(ResourceQuota("cpu", 10, borrowing_limit=10),),
-                namespace_selector={},
-                reclaim_within_cohort="Any",
-                within_cluster_queue="LowerPriority",
-            )
-        )
-        objects.append(local_queue(QueueTarget(namespace_of(queue), LOCAL_QUEUE), f"cq-{queue}"))
+        objects += _queue_objects(queue, KINDS_COHORT, ResourceQuota("cpu", 10, borrowing_limit=10))
     return objects
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.side_by_side.errors import MeasureError
+from kuota.webhook.jobs.adapter import PRIORITY_CLASS_LABEL, QUEUE_LABEL
+from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
 
 WORKLOAD = "Workload"
 JOBSET = "JobSet"
@@ -20,10 +22,6 @@ RAYJOB = "RayJob"
 POD_GROUP = "PodGroup"
 # Kueue's integrations for the kinds (its Configuration's names), enabled on both controllers.
 FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
-GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 _RAY_VERSION = "2.41.0"
 
