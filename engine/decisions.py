@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.preemption import PreemptionReason
@@ -28,30 +29,93 @@ class EvictionReason(StrEnum):
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
 
 
-@dataclass(frozen=True)
 class Admission:
-    """Admit ``workload`` to ``cluster_queue`` with these flavors; the victims listed were evicted for it."""
+    """Admit ``workload`` to ``cluster_queue`` with these flavors; the victims listed were evicted for it.
 
-    workload: str
-    cluster_queue: str
-    pod_sets: tuple[PodSetAssignment, ...]
-    borrowing: bool
-    at: float
-    preempted: tuple[str, ...] = ()
+    Here and in ``Eviction``, a plain class with written-out methods (equal and hashed by value, as a frozen
+    dataclass): compiled, a dataclass's generated ``__init__`` runs as interpreted bytecode, and the engine
+    makes one of these per decision."""
+
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
+        self,
+        workload: str,
+        cluster_queue: str,
+        pod_sets: tuple[PodSetAssignment, ...],
+        borrowing: bool,
+        at: float,
+        preempted: tuple[str, ...] = (),
+    ) -> None:
+        self.workload: Final = workload
+        self.cluster_queue: Final = cluster_queue
+        self.pod_sets: Final = pod_sets
+        self.borrowing: Final = borrowing
+        self.at: Final = at
+        self.preempted: Final = preempted
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.workload, self.cluster_queue, self.pod_sets, self.borrowing, self.at, self.preempted)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Admission) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Admission(workload={self.workload!r}, cluster_queue={self.cluster_queue!r}, "
+            f"pod_sets={self.pod_sets!r}, borrowing={self.borrowing!r}, at={self.at!r}, "
+            f"preempted={self.preempted!r})"
+        )
 
 
-@dataclass(frozen=True)
 class Eviction:
     """Evict an admitted ``workload``; it requeues (at ``requeue_at`` after a backoff) unless deactivated."""
 
-    workload: str
-    cluster_queue: str
-    reason: EvictionReason
-    at: float
-    preempted_by: str | None = None
-    preemption_reason: PreemptionReason | None = None
-    requeue_at: float | None = None
-    deactivated: bool = False
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
+        self,
+        workload: str,
+        cluster_queue: str,
+        reason: EvictionReason,
+        at: float,
+        preempted_by: str | None = None,
+        preemption_reason: PreemptionReason | None = None,
+        requeue_at: float | None = None,
+        deactivated: bool = False,
+    ) -> None:
+        self.workload: Final = workload
+        self.cluster_queue: Final = cluster_queue
+        self.reason: Final = reason
+        self.at: Final = at
+        self.preempted_by: Final = preempted_by
+        self.preemption_reason: Final = preemption_reason
+        self.requeue_at: Final = requeue_at
+        self.deactivated: Final = deactivated
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.workload,
+            self.cluster_queue,
+            self.reason,
+            self.at,
+            self.preempted_by,
+            self.preemption_reason,
+            self.requeue_at,
+            self.deactivated,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Eviction) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Eviction(workload={self.workload!r}, cluster_queue={self.cluster_queue!r}, reason={self.reason!r}, "
+            f"at={self.at!r}, preempted_by={self.preempted_by!r}, preemption_reason={self.preemption_reason!r}, "
+            f"requeue_at={self.requeue_at!r}, deactivated={self.deactivated!r})"
+        )
 
 
 Decision = Admission | Eviction

@@ -15,14 +15,15 @@ TryNextFlavor``, and past one that borrows under ``whenCanBorrow: TryNextFlavor`
 Among the flavors seen, the better mode wins (fit, reclaim, preempt, nobody to preempt), then the lower
 borrowing level; ties go to the earlier flavor. Pod sets are assigned in order, each seeing the usage the
 earlier ones take.
+
+Partial admission (``reduce_counts``) probes smaller counts as Kueue's order-based ``PodSetReducer`` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
@@ -53,6 +54,8 @@ class Possibility(IntEnum):
     RECLAIM = 3  # victims found, all in other queues
 
 
+_Admissible = TypeVar("_Admissible")
+
 # Kueue's finer modes inside a flavor walk: NO_FIT, then the possibilities, then FIT.
 _FIT_RANK = 4
 
@@ -61,14 +64,34 @@ _FIT_RANK = 4
 PreemptionProbe = Callable[[FlavorResource, int], tuple[Possibility, int]]
 
 
-@dataclass(frozen=True)
 class PodSetAssignment:
-    """The flavor chosen for each resource of one pod set, and the pod count admitted."""
+    """The flavor chosen for each resource of one pod set, and the pod count admitted. Equal when all four
+    are. (Here and below, plain classes with written-out methods, not dataclasses: compiled, a dataclass's
+    generated ``__init__`` runs as interpreted bytecode, and these are built at every attempt.)"""
 
-    name: str
-    flavors: Mapping[str, str]
-    count: int
-    usage: Mapping[str, int]  # resource -> total for all pods
+    def __init__(self, name: str, flavors: Mapping[str, str], count: int, usage: Mapping[str, int]) -> None:
+        self.name: Final = name
+        self.flavors: Final = flavors
+        self.count: Final = count
+        self.usage: Final = usage  # resource -> total for all pods
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PodSetAssignment):
+            return NotImplemented
+        return (self.name, self.flavors, self.count, self.usage) == (
+            other.name,
+            other.flavors,
+            other.count,
+            other.usage,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and its mappings are not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"PodSetAssignment(name={self.name!r}, flavors={self.flavors!r}, count={self.count!r}, "
+            f"usage={self.usage!r})"
+        )
 
 
 class Shortfall(NamedTuple):
@@ -100,24 +123,41 @@ class Shortfall(NamedTuple):
 Reason = str | Shortfall
 
 
-@dataclass(frozen=True)
 class Assignment:
     """The outcome for a whole workload: admitted only when ``mode`` is FIT (or PREEMPT with victims)."""
 
-    pod_sets: tuple[PodSetAssignment, ...]
-    mode: Mode
-    borrowing: bool
-    usage: Mapping[FlavorResource, int]
-    reasons: tuple[Reason, ...] = ()
-    # Resources whose request exceeds what is available now: what preemption has to free.
-    short: frozenset[FlavorResource] = field(default_factory=frozenset)
-    # True when no amount of waiting or preemption can admit it as configured.
-    never_fits: bool = False
-    # Every flavor and resource it was short of, with the amount it needs there: until one of these is
-    # available, waiting cannot admit it.
-    short_needs: Mapping[FlavorResource, int] = field(default_factory=dict)
-    # Whether the flavor walk asked a PreemptionProbe: then admissions anywhere may change the choice.
-    probed: bool = False
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
+        self,
+        pod_sets: tuple[PodSetAssignment, ...],
+        mode: Mode,
+        borrowing: bool,
+        usage: Mapping[FlavorResource, int],
+        reasons: tuple[Reason, ...] = (),
+        short: frozenset[FlavorResource] = frozenset(),
+        never_fits: bool = False,
+        short_needs: Mapping[FlavorResource, int] | None = None,
+        probed: bool = False,
+    ) -> None:
+        self.pod_sets: Final = pod_sets
+        self.mode: Final = mode
+        self.borrowing: Final = borrowing
+        self.usage: Final = usage
+        self.reasons: Final = reasons
+        # Resources whose request exceeds what is available now: what preemption has to free.
+        self.short: Final = short
+        # True when no amount of waiting or preemption can admit it as configured.
+        self.never_fits: Final = never_fits
+        # Every flavor and resource it was short of, with the amount it needs there: until one of these is
+        # available, waiting cannot admit it.
+        self.short_needs: Final[Mapping[FlavorResource, int]] = {} if short_needs is None else short_needs
+        # Whether the flavor walk asked a PreemptionProbe: then admissions anywhere may change the choice.
+        self.probed: Final = probed
+
+    def __repr__(self) -> str:
+        return (
+            f"Assignment(pod_sets={self.pod_sets!r}, mode={self.mode!r}, borrowing={self.borrowing!r}, "
+            f"usage={self.usage!r}, short={set(self.short)!r})"
+        )
 
 
 def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -234,8 +274,9 @@ class FlavorAssigner:
                 single = self._single[names]
             else:
                 single = self._single[names] = self._single_flavor(names)
-            if single is not None:
-                return self._assign_single(pod_sets[0], counts[0], names, *single)
+            if single is not None:  # spelt out: a starred call would go through the generic Python call path
+                only_flavor, covered = single
+                return self._assign_single(pod_sets[0], counts[0], names, only_flavor, covered)
         taken: dict[FlavorResource, int] = {}
         results: list[PodSetAssignment] = []
         reasons: list[Reason] = []
@@ -467,3 +508,70 @@ class FlavorAssigner:
             elif mode is Mode.FIT:
                 mode = Mode.PREEMPT
         return mode, (level if mode is Mode.FIT else short_level), short, never
+
+
+def reduce_counts(
+    pod_sets: Sequence[PodSet], admissible: Callable[[tuple[int, ...]], _Admissible | None]
+) -> _Admissible | None:
+    """What ``admissible`` gives for the counts Kueue's order-based reducer settles on (None: no cut toward
+    minCount is admissible), probing the counts it probes in its order (``podset_reducer.go``, main).
+
+    A budget of pods to give up is binary searched (Go's ``sort.Search``) from 0 to the sum of the pod sets'
+    slack, the smallest admissible one winning; a budget is spent from the last pod set backward, each down
+    to its minCount before the one before it gives up any. If that left two or more pod sets cut, each cut one
+    is grown back in order, first to its full count, else to the largest count a binary search finds, later
+    pod sets seeing what the earlier ones took. ``admissible`` need not be monotone: the probes are Kueue's.
+    """
+    full = [pod_set.count for pod_set in pod_sets]
+    slack = [p.count - (p.count if p.min_count is None else p.min_count) for p in pod_sets]
+    total = sum(slack)
+    if total == 0:
+        return None
+
+    def cut(budget: int) -> list[int]:
+        counts = list(full)
+        for index in range(len(full) - 1, -1, -1):
+            given = min(slack[index], budget)
+            counts[index] -= given
+            budget -= given
+        return counts
+
+    best: _Admissible | None = None
+    counts = full
+    low, high = 0, total + 1
+    while low < high:
+        middle = (low + high) // 2
+        trial = cut(middle)
+        outcome = admissible(tuple(trial))
+        if outcome is None:
+            low = middle + 1
+        else:
+            best, counts, high = outcome, trial, middle
+    if low > total:
+        return None
+    if sum(1 for have, wanted in zip(counts, full, strict=True) if have < wanted) < 2:
+        return best
+    trial = list(counts)
+    for index, wanted in enumerate(full):
+        if counts[index] == wanted:
+            continue
+        trial[index] = wanted
+        outcome = admissible(tuple(trial))
+        if outcome is not None:
+            counts[index], best = wanted, outcome
+            continue
+        # The largest count that still fits, strictly between the cut and the full count.
+        grown, grown_best = counts[index], best
+        first = counts[index] + 1
+        low, high = 0, wanted - first
+        while low < high:
+            middle = (low + high) // 2
+            trial[index] = first + middle
+            outcome = admissible(tuple(trial))
+            if outcome is None:
+                high = middle
+            else:
+                grown, grown_best, low = trial[index], outcome, middle + 1
+        counts[index] = trial[index] = grown
+        best = grown_best
+    return best

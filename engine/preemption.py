@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from kuota.engine.flavor_assignment import Assignment
 from kuota.engine.model import (
@@ -45,28 +45,46 @@ class PreemptionReason(StrEnum):
     IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
 
 
-@dataclass(frozen=True)
 class AdmittedWorkload:
-    workload: Workload
-    cluster_queue: str
-    assignment: Assignment
-    admitted_at: float
-    # Orders admissions made at the same instant: a later decision counts as more recently admitted.
-    sequence: int = 0
+    """A running workload as preemption sees it. (Plain classes, as ``Assignment``: built at C speed.)"""
+
+    def __init__(
+        self, workload: Workload, cluster_queue: str, assignment: Assignment, admitted_at: float, sequence: int = 0
+    ) -> None:
+        self.workload: Final = workload
+        self.cluster_queue: Final = cluster_queue
+        self.assignment: Final = assignment
+        self.admitted_at: Final = admitted_at
+        # Orders admissions made at the same instant: a later decision counts as more recently admitted.
+        self.sequence: Final = sequence
 
     def uses_any(self, frs: Iterable[FlavorResource]) -> bool:
         return any(fr in self.assignment.usage for fr in frs)
 
+    def __repr__(self) -> str:
+        return f"AdmittedWorkload({self.workload.key!r} in {self.cluster_queue!r} at {self.admitted_at!r})"
 
-@dataclass(frozen=True)
+
 class Target:
-    victim: AdmittedWorkload
-    reason: PreemptionReason
-    # In a nested cohort tree, for a victim in another ClusterQueue: the cohort (the lowest common one with the
-    # preemptor) below which its queue and every cohort on the way must stay over their quota for it to remain
-    # a victim as others go; and whether it may go only if the preemptor ends up not borrowing.
-    boundary: QuotaNode | None = None
-    only_without_borrowing: bool = False
+    """A victim, and why it may go."""
+
+    def __init__(
+        self,
+        victim: AdmittedWorkload,
+        reason: PreemptionReason,
+        boundary: QuotaNode | None = None,
+        only_without_borrowing: bool = False,
+    ) -> None:
+        self.victim: Final = victim
+        self.reason: Final = reason
+        # In a nested cohort tree, for a victim in another ClusterQueue: the cohort (the lowest common one with
+        # the preemptor) below which its queue and every cohort on the way must stay over their quota for it
+        # to remain a victim as others go; and whether it may go only if the preemptor ends up not borrowing.
+        self.boundary: Final = boundary
+        self.only_without_borrowing: Final = only_without_borrowing
+
+    def __repr__(self) -> str:
+        return f"Target({self.victim!r}, {self.reason.value})"
 
 
 def victim_order(target: Target, preemptor_queue: str) -> tuple[bool, int, float, int, str]:

@@ -19,6 +19,7 @@ import bisect
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from kuota.engine.decisions import WorkloadState
 from kuota.engine.flavor_assignment import FlavorAssigner, Reason
@@ -34,12 +35,12 @@ COMPACT_FLOOR = 64
 FitOptions = tuple[tuple[tuple[tuple[FlavorResource, int], ...], ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
 class WhyNot:
     """Why an attempt failed, as parts. Most are replaced by the next attempt before anyone reads them, so
-    the text is joined only when a status asks."""
+    the text is joined only when a status asks. (A plain class, as ``Help``: one is built per failed attempt.)"""
 
-    parts: tuple[Reason, ...]
+    def __init__(self, parts: tuple[Reason, ...]) -> None:
+        self.parts: Final = parts
 
     def __str__(self) -> str:
         return "; ".join(dict.fromkeys(str(part) for part in self.parts)) or "does not fit"
@@ -108,24 +109,34 @@ class Record:
         return (*self._shape, instant if self.preempted_at == instant else None)
 
 
-@dataclass(frozen=True, slots=True)
 class Help:
-    """Which admissions could make a set-aside head admissible (freed quota always could)."""
+    """Which admissions could make a set-aside head admissible (freed quota always could). A plain class with
+    a written-out ``__init__``: compiled, it is built at C speed, where a dataclass's generated ``__init__``
+    runs as interpreted bytecode, and one is built at every failed attempt."""
 
-    # an admission in its own queue: a new candidate for in-queue preemption
-    own_queue: bool
-    # an admission elsewhere in the tree: a new borrower to reclaim from, or a fair-share change
-    other_queues: bool
-    # Freed quota helps only once one of these amounts is available; None: any freed quota may help.
-    needs: Mapping[FlavorResource, int] | None = None
-    # Once the queue's own usage is down to one of these, it fits its nominal quota and may reclaim.
-    reclaim_limits: Mapping[FlavorResource, int] = field(default_factory=dict)
-    # Any admission in the tree: the flavor walk stopped at a flavor needing preemption, and more usage could
-    # make that flavor not fit at all, so that the walk goes on to a later flavor, which may fit.
-    any_admission: bool = False
-    # Freed quota helps (needs is None) only when freed in its own queue: its borrowingLimit keeps it from
-    # fitting even with all it may preempt there gone, and nothing elsewhere changes that.
-    own_frees_only: bool = False
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
+        self,
+        own_queue: bool,
+        other_queues: bool,
+        needs: Mapping[FlavorResource, int] | None = None,
+        reclaim_limits: Mapping[FlavorResource, int] | None = None,
+        any_admission: bool = False,
+        own_frees_only: bool = False,
+    ) -> None:
+        # an admission in its own queue: a new candidate for in-queue preemption
+        self.own_queue: Final = own_queue
+        # an admission elsewhere in the tree: a new borrower to reclaim from, or a fair-share change
+        self.other_queues: Final = other_queues
+        # Freed quota helps only once one of these amounts is available; None: any freed quota may help.
+        self.needs: Final = needs
+        # Once the queue's own usage is down to one of these, it fits its nominal quota and may reclaim.
+        self.reclaim_limits: Final[Mapping[FlavorResource, int]] = {} if reclaim_limits is None else reclaim_limits
+        # Any admission in the tree: the flavor walk stopped at a flavor needing preemption, and more usage
+        # could make that flavor not fit at all, so that the walk goes on to a later flavor, which may fit.
+        self.any_admission: Final = any_admission
+        # Freed quota helps (needs is None) only when freed in its own queue: its borrowingLimit keeps it from
+        # fitting even with all it may preempt there gone, and nothing elsewhere changes that.
+        self.own_frees_only: Final = own_frees_only
 
 
 class Group:

@@ -11,8 +11,9 @@ The rule the batching keeps exact: in each cohort tree, repeatedly admit the bes
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
 head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
 prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
-does. Victims of a preemption free their quota at once and are requeued at once. Each cohort tree is
-scheduled independently and only when something in it changed.
+does, a queue's candidate being its first workload in order not tried since the last admission. Victims of
+a preemption free their quota at once and are requeued at once. Each cohort tree is scheduled independently
+and only when something in it changed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from kuota.engine.decisions import Admission, Decision, Eviction, EvictionReason, WorkloadState
 from kuota.engine.fair_share import path_shares, weighted_share
-from kuota.engine.flavor_assignment import Assignment, Mode, Possibility, PreemptionProbe
+from kuota.engine.flavor_assignment import Assignment, Mode, Possibility, PreemptionProbe, reduce_counts
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
     ClusterQueue,
@@ -101,21 +102,29 @@ class Scheduler:
         tree = self.manager.trees[root]
         fair = self.manager.configuration.fair_sharing is not None
         queues = [self.manager.queues[name] for name in tree.queues] if fair else []
+        step = _FairStep()
+        # The best sleeper, as of its group's nap: a failed attempt changes no usage, so it stays the best
+        # while its group sleeps on; an admission or a wake asks again.
+        sleeper: tuple[SortKey, Group] | None = None
+        sleeper_naps: int | None = None
         while True:
             if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
-                while tree.sleeping and (sleeper := self.manager.best_sleeper(tree)) is not None:
-                    self.manager.wake_sleeper(tree, sleeper[1])
+                while tree.sleeping and (woken := self.manager.best_sleeper(tree)) is not None:
+                    self.manager.wake_sleeper(tree, woken[1])
             best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
             if fair:
-                best = self._fair_best(tree, queues, now)
+                best = self._fair_best(tree, queues, now, step)
             else:
                 found = self._best_head(tree)
                 if found is not None:
                     best = ((0, found[2].sort_key), *found)
             if tree.sleeping and not fair:
-                sleeper = self.manager.best_sleeper(tree)
+                if sleeper_naps is None or (sleeper is not None and sleeper[1].naps != sleeper_naps):
+                    sleeper = self.manager.best_sleeper(tree)
+                    sleeper_naps = -1 if sleeper is None else sleeper[1].naps
                 if sleeper is not None and (best is None or sleeper[0] < best[0][1]):
                     self.manager.wake_sleeper(tree, sleeper[1])
+                    sleeper_naps = None
                     continue
             if best is None:
                 return True
@@ -124,9 +133,15 @@ class Scheduler:
             _, queue, group, head = best
             help_from = self._attempt(queue, head, now, decisions)
             if help_from is None:
+                sleeper_naps = None
                 budget[0] -= 1
+                if fair:
+                    step = _FairStep()
                 continue
             self.manager.set_aside(tree, queue, group, head, help_from)
+            if fair:
+                step.passed.add(head.workload.key)
+                step.ordered.clear()  # set aside, the group may have taken in a younger one's members
 
     def _best_head(self, tree: Tree) -> tuple[Queue, Group, Record] | None:
         heads = tree.heads
@@ -144,27 +159,73 @@ class Scheduler:
         return None
 
     def _fair_best(
-        self, tree: Tree, queues: list[Queue], now: float
+        self, tree: Tree, queues: list[Queue], now: float, step: _FairStep
     ) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
-        """The head Kueue's fair-sharing tournament picks: every queue's head enters with its shares along its
-        path; each cohort keeps the child (with the head it nominates) of lowest share, then best order."""
+        """The head Kueue's fair-sharing tournament picks: every queue's first workload in order enters with its
+        shares along its path; each cohort keeps the child (with the head it nominates) of lowest share, then
+        best order. A queue's first may be in a group set aside in this step: it would fail again, so when it
+        wins it is passed over and its queue enters with its next one, as when each is tried in turn."""
+        parked: dict[str, list[Group]] = {}
+        for group in tree.parked.values():
+            if group.parked:
+                parked.setdefault(group.queue.model.name, []).append(group)
+        nodes = self.manager.tree.cluster_queues
         entries: dict[QuotaNode, _FairEntry] = {}
         for queue in queues:
             if queue.blocked is not None or queue.assigner is None or queue.stopped:
                 continue
-            peeked = queue.peek(self.manager.records)
-            if peeked is None:
-                continue
-            group, head = peeked
-            node = self.manager.tree.cluster_queues[queue.model.name]
-            assignment = queue.assigner.assign(
-                head.workload.pod_sets, tuple(p.count for p in head.workload.pod_sets), self._probe(queue, head, now)
-            )
-            entries[node] = _FairEntry(path_shares(self.manager.tree, node, assignment.usage), queue, group, head)
-        best = _tournament(tree.root, entries)
+            entry = self._fair_entry(queue, parked.get(queue.model.name, []), now, step)
+            if entry is not None:
+                entries[nodes[queue.model.name]] = entry
+        nominees: dict[QuotaNode, _FairEntry] = {}
+        while (best := _tournament(tree.root, entries, nominees)) is not None and best.set_aside:
+            name = best.queue.model.name
+            node = nodes[name]
+            # Its group's next members win in turn until one sorts after what could beat it, or after its
+            # queue's next workload of another shape: they are passed over at once.
+            rivals = _tied_rivals(best, node, nominees)
+            peeked = best.queue.peek(self.manager.records)
+            if peeked is not None:
+                rivals.append(peeked[1].sort_key)
+            for group in parked.get(name, []):
+                if group is not best.group and (member := step.first(group, self.manager.records)) is not None:
+                    rivals.append(member.sort_key)
+            step.pass_over(best.group, self.manager.records, min(rivals, default=None))
+            entry = self._fair_entry(best.queue, parked.get(name, []), now, step)
+            if entry is None:
+                del entries[node]
+            else:
+                entries[node] = entry
         if best is None:
             return None
         return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
+
+    def _fair_entry(self, queue: Queue, parked: list[Group], now: float, step: _FairStep) -> _FairEntry | None:
+        """``queue``'s first workload in order not passed over in ``step``, with its shares along its path."""
+        records = self.manager.records
+        peeked = queue.peek(records)
+        waiting: tuple[Group, Record] | None = None
+        for group in parked:
+            member = step.first(group, records)
+            if member is not None and (waiting is None or member.sort_key < waiting[1].sort_key):
+                waiting = (group, member)
+        if waiting is not None and (peeked is None or waiting[1].sort_key < peeked[1].sort_key):
+            group, member = waiting
+            shares = step.shares.get(id(group))
+            if shares is None:  # one shape, one share: computed once a step
+                shares = step.shares[id(group)] = self._shares(queue, member, now)
+            return _FairEntry(shares, queue, group, member, True)
+        if peeked is None:
+            return None
+        group, head = peeked
+        return _FairEntry(self._shares(queue, head, now), queue, group, head, False)
+
+    def _shares(self, queue: Queue, record: Record, now: float) -> list[int]:
+        """The shares along its path of ``queue`` (and its cohorts) with ``record`` admitted in full."""
+        assert queue.assigner is not None
+        pod_sets = record.workload.pod_sets
+        assignment = queue.assigner.assign(pod_sets, tuple(p.count for p in pod_sets), self._probe(queue, record, now))
+        return path_shares(self.manager.tree, self.manager.tree.cluster_queues[queue.model.name], assignment.usage)
 
     def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> Help | None:
         """Admit ``record`` if it can be now (None); otherwise say what could change that."""
@@ -220,9 +281,10 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             help_from = Help(True, True, None, {}, True)
-        if assignment.probed or self._nested(queue):
+        if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
-            # any admission or free anywhere in the tree.
+            # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
+            # the room left for the later ones.
             help_from = Help(True, True, None, {}, True)
         elif assignment.mode is Mode.PREEMPT and queue.fragile:
             help_from = Help(
@@ -385,25 +447,19 @@ class Scheduler:
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
-        """The largest admission that can be made now with pod sets cut toward their minCount, as Kueue's
-        reducer searches (binary search): one that fits, or one that fits once victims the policy allows are
-        preempted (a workload preempted at this instant may not preempt)."""
+        """The admission Kueue's reducer settles on with pod sets cut toward their minCount
+        (``reduce_counts``): one that fits, or one that fits once victims the policy allows are preempted (a
+        workload preempted at this instant may not preempt)."""
         assert queue.assigner is not None
         if not record.partial:
             return None
         assigner = queue.assigner
         pod_sets = record.workload.pod_sets
-        spans = [pod_set.count - (pod_set.min_count or pod_set.count) for pod_set in pod_sets]
-        steps = max(spans)
         free_to_preempt = record.preempted_at != now
-
-        def counts(step: int) -> tuple[int, ...]:
-            return tuple(p.count - (span * step + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True))
-
         probe = self._probe(queue, record, now)
 
-        def admissible(step: int) -> tuple[Assignment, list[Target]] | None:
-            attempt = assigner.assign(pod_sets, counts(step), probe)
+        def admissible(counts: tuple[int, ...]) -> tuple[Assignment, list[Target]] | None:
+            attempt = assigner.assign(pod_sets, counts, probe)
             if attempt.mode is Mode.FIT:
                 return attempt, []
             if (
@@ -416,18 +472,7 @@ class Scheduler:
                     return attempt, victims
             return None
 
-        # Not monotone in general (a smaller count may change flavors, borrowing or the policy that applies), but
-        # Kueue's reducer makes the same binary search, so for one pod set the same probes give the same answer.
-        low, high = 1, steps
-        found: tuple[Assignment, list[Target]] | None = None
-        while low <= high:
-            middle = (low + high) // 2
-            outcome = admissible(middle)
-            if outcome is not None:
-                found, high = outcome, middle - 1
-            else:
-                low = middle + 1
-        return found
+        return reduce_counts(pod_sets, admissible)
 
     def _preempt_and_admit(
         self,
@@ -554,27 +599,93 @@ class Scheduler:
 
 @dataclass(slots=True)
 class _FairEntry:
-    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue."""
+    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue;
+    ``set_aside``: a member of a group set aside in this step, which would fail again."""
 
     shares: list[int]
     queue: Queue
     group: Group
     head: Record
+    set_aside: bool
 
 
-def _tournament(node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry]) -> _FairEntry | None:
-    """The entry ``node`` nominates: its own head for a ClusterQueue; for a cohort, the nominee of the child
-    with the lowest share (the child's, head counted in), ties to the best-ordered head, as in Kueue."""
+class _FairStep:
+    """What a fair-sharing step (the attempts up to an admission, which changes every share) has passed over."""
+
+    __slots__ = ("ordered", "passed", "shares")
+
+    def __init__(self) -> None:
+        self.passed: set[str] = set()  # workloads tried, or passed over, in this step
+        self.shares: dict[int, list[int]] = {}  # per set-aside group: its members' shares
+        self.ordered: dict[int, list[tuple[SortKey, str]]] = {}  # per set-aside group: members, last first
+
+    def pass_over(self, group: Group, records: Mapping[str, Record], bound: SortKey | None) -> None:
+        """Pass over ``group``'s first member not passed yet, and those after it that sort before ``bound``."""
+        member = self.first(group, records)
+        while member is not None:
+            self.passed.add(member.workload.key)
+            member = self.first(group, records)
+            if member is not None and bound is not None and not member.sort_key < bound:
+                return
+
+    def first(self, group: Group, records: Mapping[str, Record]) -> Record | None:
+        """``group``'s first pending member in order not passed over yet."""
+        head = group.head(records)
+        if head is None or head.workload.key not in self.passed:
+            return head
+        ordered = self.ordered.get(id(group))
+        if ordered is None:
+            ordered = self.ordered[id(group)] = sorted(group.members, reverse=True)
+        while ordered:
+            key = ordered[-1][1]
+            record = records.get(key)
+            if (
+                record is not None
+                and record.group is group
+                and record.state is WorkloadState.PENDING
+                and key not in self.passed
+            ):
+                return record
+            ordered.pop()
+        return None
+
+
+def _tournament(
+    node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry], nominees: dict[QuotaNode, _FairEntry]
+) -> _FairEntry | None:
+    """The entry ``node`` nominates (also kept in ``nominees``): its own head for a ClusterQueue; for a cohort,
+    the nominee of the child with the lowest share (the child's, head counted in), ties to the best-ordered
+    head, as in Kueue."""
     if node.is_cluster_queue:
-        return entries.get(node)
-    best: _FairEntry | None = None
-    best_rank: tuple[int, SortKey] | None = None
-    for child in node.children:
-        found = _tournament(child, entries)
-        if found is None:
-            continue
-        # The child's place in the head's path: the cohort's own path is its tail.
-        rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
-        if best_rank is None or rank < best_rank:
-            best, best_rank = found, rank
+        best = entries.get(node)
+    else:
+        best = None
+        best_rank: tuple[int, SortKey] | None = None
+        for child in node.children:
+            found = _tournament(child, entries, nominees)
+            if found is None:
+                continue
+            # The child's place in the head's path: the cohort's own path is its tail.
+            rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = found, rank
+    if best is None:
+        nominees.pop(node, None)
+    else:
+        nominees[node] = best
     return best
+
+
+def _tied_rivals(winner: _FairEntry, node: QuotaNode, nominees: Mapping[QuotaNode, _FairEntry]) -> list[SortKey]:
+    """The sort keys of the nominees ``winner`` (from the ClusterQueue ``node``) beat only by being older, tying
+    with it in share where they meet: a workload of its shape sorting after one of them loses to it there."""
+    keys: list[SortKey] = []
+    upward = node.upward
+    for level in range(1, len(upward)):
+        cohort, path = upward[level], upward[level - 1]
+        share = winner.shares[level - 1]
+        for child in cohort.children:
+            rival = nominees.get(child) if child is not path else None
+            if rival is not None and rival.shares[len(rival.shares) - len(cohort.upward) - 1] == share:
+                keys.append(rival.head.sort_key)
+    return keys

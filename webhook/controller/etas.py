@@ -64,20 +64,29 @@ _WRITES_PER_ROUND = 20
 
 @dataclass(frozen=True, slots=True)
 class _Admission:
-    """A running Workload's admission as its status shows it, read once per resourceVersion."""
+    """A running Workload's admission as its status shows it."""
 
-    version: str
     pod_sets: tuple[PodSetAssignment, ...]
     at: float
 
 
-def _admission(version: str, obj: Mapping[str, Any]) -> _Admission | None:
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What the replay reads of one version of a Workload: its ``kuota.dev/expected-runtime`` annotation (the
+    text and the runtime it declares) and its admission."""
+
+    version: int
+    annotation: tuple[str, Runtime | None] | None
+    admission: _Admission | None
+
+
+def _admission(obj: Mapping[str, Any]) -> _Admission | None:
     try:
         pod_sets = status.admitted_pod_sets(obj)
     except InvalidObjectError:
         return None
     at = status.quota_reserved_at(obj)
-    return None if pod_sets is None or at is None else _Admission(version, pod_sets, at)
+    return None if pod_sets is None or at is None else _Admission(pod_sets, at)
 
 
 class EtaBook:
@@ -95,8 +104,7 @@ class EtaBook:
         self.recomputations = 0
         self._etas: dict[str, Eta] = {}
         self._heads: dict[str, Eta] = {}
-        self._admissions: dict[str, _Admission] = {}
-        self._declared: dict[str, tuple[str, Runtime | None]] = {}  # each annotation as last read
+        self._reads: dict[str, _Read] = {}  # per Workload, what the last snapshot read of it
         self._queue_of: dict[str, str] = {}  # each pending Workload's ClusterQueue, as of the last snapshot
         self._recorded: set[str] = set()  # uids of finished Workloads already in the history
         self._dirty_queues: set[str] = set()
@@ -165,22 +173,27 @@ class EtaBook:
 
     def snapshot(self, now: float) -> tuple[list[ApiObject], list[Running], list[Pending]]:
         """What the forward replay starts from (the Workloads as the engine holds them, shared, not copied);
-        records newly finished Workloads into the history first."""
+        records newly finished Workloads into the history first. A Workload's kept copy is decoded only when
+        its resourceVersion moved since the last snapshot: what the replay reads of it is cached per version."""
         state = self._state
         engine = state.engine
         self._record_finished({name: wpc.value for name, wpc in engine.priority_classes.items()})
         running: list[Running] = []
         pending: list[Pending] = []
-        admissions: dict[str, _Admission] = {}
-        declared: dict[str, tuple[str, Runtime | None]] = {}
+        reads: dict[str, _Read] = {}
         queue_of: dict[str, str] = {}
         for key, engine_status in engine.statuses_without_reasons():
             workload = state.parsed.get(key)
-            obj = state.workloads.get(key)
-            if workload is None or obj is None:
+            version = state.workloads.version(key)
+            if workload is None or version is None:
                 continue
-            metadata = obj["metadata"]
-            annotation = self._annotated(key, metadata, declared)
+            read = self._reads.get(key)
+            if read is None or read.version != version:
+                read = self._read(key, version)
+                if read is None:
+                    continue
+            reads[key] = read
+            annotation = None if read.annotation is None else read.annotation[1]
             if engine_status.state is WorkloadState.PENDING:
                 pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
                 if engine_status.cluster_queue is not None:
@@ -188,41 +201,41 @@ class EtaBook:
                 continue
             if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
                 continue
-            version = str(metadata.get("resourceVersion") or "")
-            admission = self._admissions.get(key)
-            if admission is None or admission.version != version:
-                admission = _admission(version, obj)
+            admission = read.admission
             if admission is None:
                 continue  # its admission is being written: not in the view yet
-            admissions[key] = admission
             remaining = self._runtime(workload, annotation, now - admission.at)
             running.append(Running(workload, engine_status.cluster_queue, admission.pod_sets, admission.at, remaining))
-        self._admissions, self._declared, self._queue_of = admissions, declared, queue_of
+        self._reads, self._queue_of = reads, queue_of
         return _configuration_objects(engine), running, pending
 
-    def _annotated(
-        self, key: str, metadata: Mapping[str, Any], seen: dict[str, tuple[str, Runtime | None]]
-    ) -> Runtime | None:
-        """The runtime the ``kuota.dev/expected-runtime`` annotation declares, read once per text; one that is
-        no duration is told once in the log and left to the history."""
+    def _read(self, key: str, version: int) -> _Read | None:
+        """What the replay reads of a Workload's kept copy at ``version``: its declared runtime and admission."""
+        obj = self._state.workloads.get(key)
+        if obj is None:
+            return None
+        return _Read(version, self._annotation(key, obj["metadata"]), _admission(obj))
+
+    def _annotation(self, key: str, metadata: Mapping[str, Any]) -> tuple[str, Runtime | None] | None:
+        """The ``kuota.dev/expected-runtime`` annotation's text and the runtime it declares, parsed once per
+        text; one that is no duration is told once in the log and left to the history."""
         text = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
         if text is None:
             return None
-        known = self._declared.get(key)
-        if known is None or known[0] != text:
-            try:
-                known = (str(text), annotated_runtime(str(text)))
-            except DurationError:
-                known = (str(text), None)
-                log.warning(
-                    "Workload %s: annotation %s=%r is not a duration (write e.g. 90m or 1h30m); its runtime is "
-                    "taken from the queue's history",
-                    key,
-                    EXPECTED_RUNTIME_ANNOTATION,
-                    text,
-                )
-        seen[key] = known
-        return known[1]
+        previous = self._reads.get(key)
+        if previous is not None and previous.annotation is not None and previous.annotation[0] == str(text):
+            return previous.annotation
+        try:
+            return (str(text), annotated_runtime(str(text)))
+        except DurationError:
+            log.warning(
+                "Workload %s: annotation %s=%r is not a duration (write e.g. 90m or 1h30m); its runtime is taken "
+                "from the queue's history",
+                key,
+                EXPECTED_RUNTIME_ANNOTATION,
+                text,
+            )
+            return (str(text), None)
 
     def _runtime(self, workload: Workload, annotation: Runtime | None, elapsed: float) -> Runtime | None:
         """The expected runtime left after ``elapsed`` seconds of running, from the best source there is."""

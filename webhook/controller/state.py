@@ -178,6 +178,11 @@ class View:
         found = self._objects.get(key)
         return None if found is None else found.load()
 
+    def version(self, key: str) -> int | None:
+        """The kept copy's resourceVersion, without decoding it (None: none kept)."""
+        found = self._objects.get(key)
+        return None if found is None else found.version
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._objects)
 

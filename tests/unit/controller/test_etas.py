@@ -146,6 +146,35 @@ def test_runtimes_come_from_max_execution_before_the_annotation_before_the_histo
     assert book.phrase("research/waiting") == "expected to start within a minute, from 3 similar jobs"
 
 
+def test_a_snapshot_reads_a_workload_again_only_once_its_resource_version_moves(monkeypatch: Any) -> None:
+    running = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "2h"}, reserved_at=START)
+    book, _ = _book(running, _workload("waiting", 4))
+    decoded: list[str] = []
+    view = book._state.workloads
+    load = view.get
+
+    def counting_get(key: str) -> dict[str, Any] | None:
+        decoded.append(key)
+        return load(key)
+
+    monkeypatch.setattr(view, "get", counting_get)
+    asyncio.run(book.recompute())
+    assert sorted(decoded) == ["research/running", "research/waiting"]
+    decoded.clear()
+    asyncio.run(book.recompute())
+    assert decoded == []  # nothing moved: nothing decoded, the same ETA
+    eta = book.eta_of("research/waiting")
+    assert eta is not None and eta.at == START + 7200.0
+
+    longer = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "3h"}, reserved_at=START)
+    longer["metadata"]["resourceVersion"] = "6"
+    view.observe("research/running", kept_workload(longer))
+    asyncio.run(book.recompute())
+    assert decoded == ["research/running"]
+    eta = book.eta_of("research/waiting")
+    assert eta is not None and eta.at == START + 3 * 3600.0  # the new annotation, read from the new version
+
+
 def test_the_runtime_history_survives_a_restart_through_the_localqueue_annotation() -> None:
     done = _workload("done", 8, reserved_at=START - 1800.0, finished_at=START - 600.0)
     book, api = _book(done, _workload("waiting", 8, annotations={}))

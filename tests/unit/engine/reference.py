@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from kuota.engine.engine import Admission, Decision, Eviction, EvictionReason
 from kuota.engine.fair_share import path_shares, weighted_share
-from kuota.engine.flavor_assignment import Assignment, FlavorAssigner, Mode, Possibility, PreemptionProbe
+from kuota.engine.flavor_assignment import (
+    Assignment,
+    FlavorAssigner,
+    Mode,
+    Possibility,
+    PreemptionProbe,
+    reduce_counts,
+)
 from kuota.engine.model import ClusterQueue, Cohort, Configuration, QueueingStrategy, ResourceFlavor, Workload
 from kuota.engine.preemption import (
     AdmittedWorkload,
@@ -250,24 +257,14 @@ class ReferenceScheduler:
         victims_for: Callable[[Assignment], list[Target]],
         probe: PreemptionProbe | None,
     ) -> tuple[Assignment, list[Target]] | None:
-        """Kueue's reducer: binary search for the smallest cut toward minCount that fits, or fits once victims
-        are preempted (victims_for gives none to a workload preempted at this instant)."""
-        pod_sets = workload.pod_sets
-        if all(p.min_count is None for p in pod_sets):
+        """Kueue's reducer over counts cut toward minCount: each probe fits, or fits once victims are preempted
+        (victims_for gives none to a workload preempted at this instant)."""
+        if all(p.min_count is None for p in workload.pod_sets):
             return None
-        spans = [p.count - (p.min_count or p.count) for p in pod_sets]
-        steps = max(spans)
-        low, high = 1, steps
-        found: tuple[Assignment, list[Target]] | None = None
-        while low <= high:
-            middle = (low + high) // 2
-            counts = tuple(
-                p.count - (span * middle + steps - 1) // steps for p, span in zip(pod_sets, spans, strict=True)
-            )
-            attempt = assigner.assign(pod_sets, counts, probe)
+
+        def admissible(counts: tuple[int, ...]) -> tuple[Assignment, list[Target]] | None:
+            attempt = assigner.assign(workload.pod_sets, counts, probe)
             victims = [] if attempt.mode is Mode.FIT else victims_for(attempt)
-            if attempt.mode is Mode.FIT or victims:
-                found, high = (attempt, victims), middle - 1
-            else:
-                low = middle + 1
-        return found
+            return (attempt, victims) if attempt.mode is Mode.FIT or victims else None
+
+        return reduce_counts(workload.pod_sets, admissible)

@@ -7,6 +7,9 @@
 - nothing is admitted twice;
 - a preemption never evicts what the preemptor's policy protects;
 - no preemption cycles: at no instant does a victim preempt its own preemptor back.
+
+Besides the general streams: fair sharing where set-aside groups hold several workloads of one shape and
+ties in share are broken by age.
 """
 
 from __future__ import annotations
@@ -184,14 +187,18 @@ class _Checker:
 
     def apply(self, decisions: list[Decision]) -> None:
         preempted: set[tuple[str, str]] = set()
-        wanted = {d.workload: _taken(d) for d in decisions if isinstance(d, Admission)}
-        for d in decisions:
+        for index, d in enumerate(decisions):
             if isinstance(d, Eviction):
                 assert d.workload in self.running, f"{d.workload} evicted but not running"
                 queue, usage, victim = self.running[d.workload]
                 if d.preempted_by is not None:
+                    # A workload may be admitted, preempted and admitted again at one instant: a victim's
+                    # preemptor is the preemptor's next admission.
+                    admission = next(
+                        a for a in decisions[index:] if isinstance(a, Admission) and a.workload == d.preempted_by
+                    )
                     self._check_policy(
-                        d.preempted_by, d.workload, queue, usage, victim, preemptor_usage=wanted[d.preempted_by]
+                        d.preempted_by, d.workload, queue, usage, victim, preemptor_usage=_taken(admission)
                     )
                     assert (d.workload, d.preempted_by) not in preempted, "preemption cycle"
                     preempted.add((d.preempted_by, d.workload))
@@ -199,7 +206,7 @@ class _Checker:
                 continue
             assert isinstance(d, Admission)
             assert d.workload not in self.running, f"{d.workload} admitted twice"
-            taken = wanted[d.workload]
+            taken = _taken(d)
             self.tree.add_usage(d.cluster_queue, taken, 1)
             self.running[d.workload] = (d.cluster_queue, taken, self.workloads[d.workload])
             for name, node in self.tree.cluster_queues.items():
@@ -251,16 +258,19 @@ def _run(
     for step, op in enumerate(ops):
         now = float(step)
         if op[0] == "submit":
-            _, index, gpus, pods, min_count, priority, same_time, *cpu = op
+            _, index, gpus, pods, min_count, priority, same_time, *extra = op
             name = f"q{index}"
             requests = {"nvidia.com/gpu": gpus}
-            if cpu and cpu[0]:
-                requests["cpu"] = cpu[0] * 1000
+            if extra and extra[0]:
+                requests["cpu"] = extra[0] * 1000
+            pod_sets = [PodSet("main", pods, requests, min_count)]
+            if len(extra) > 1:  # a second pod set of the same shape: (count, minCount)
+                pod_sets.append(PodSet("second", extra[1][0], requests, extra[1][1]))
             workload = Workload(
                 name,
                 f"w{submitted}",
                 "q",
-                (PodSet("main", pods, requests, min_count),),
+                tuple(pod_sets),
                 created=0.0 if same_time else now,
                 uid=f"{submitted:04d}",
                 priority=priority,
@@ -417,5 +427,77 @@ def nested_scenarios(
 @given(nested_scenarios())
 def test_batched_equals_sequential_in_nested_cohorts_with_quota_at_cohort_levels(
     scenario: tuple[list[dict[str, Any]], bool, list[Any], list[dict[str, Any]]],
+) -> None:
+    _run(*scenario)
+
+
+@st.composite
+def fair_ties(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple[Any, ...]]]:
+    """Fair sharing in one cohort, two shapes and small quotas: set-aside groups hold several workloads of one
+    shape, and queues tie in share (the tie goes to the older workload)."""
+    queues = [
+        cluster_queue(
+            f"q{i}",
+            {"f1": [quota("nvidia.com/gpu", draw(st.integers(0, 2)))]},
+            cohort="c0",
+            preemption={"reclaimWithinCohort": draw(st.sampled_from(["Never", "Any"]))},
+        )
+        for i in range(2)
+    ]
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(4, 24))):
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "submit", "finish", "tick"]))
+        if kind == "submit":
+            ops.append(("submit", draw(st.integers(0, 1)), draw(st.integers(1, 2)), 1, None, 0, False))
+        elif kind == "finish":
+            ops.append(("finish", draw(st.integers(0, 50))))
+        else:
+            ops.append(("tick",))
+    return queues, True, ops
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fair_ties())
+def test_batched_equals_sequential_when_fair_sharing_breaks_ties_in_set_aside_groups(
+    scenario: tuple[list[dict[str, Any]], bool, list[Any]],
+) -> None:
+    _run(*scenario)
+
+
+@st.composite
+def two_pod_set_scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple[Any, ...]]]:
+    """Workloads of two pod sets, either or both cut toward a minCount: the reducer probes each pod set's
+    count in Kueue's order, and whatever it settles on must keep every invariant."""
+    count = draw(st.integers(2, 4))
+    queues = [draw(queue_specs(i)) for i in range(count)]
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(4, 28))):
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "finish", "tick"]))
+        if kind == "submit":
+            pods, second = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+            ops.append(
+                (
+                    "submit",
+                    draw(st.integers(0, count - 1)),
+                    draw(st.integers(1, 2)),
+                    pods,
+                    draw(st.none() | st.integers(1, pods)),
+                    draw(st.integers(0, 3)),
+                    draw(st.booleans()),
+                    0,
+                    (second, draw(st.none() | st.integers(1, second))),
+                )
+            )
+        elif kind == "finish":
+            ops.append(("finish", draw(st.integers(0, 50))))
+        else:
+            ops.append(("tick",))
+    return queues, draw(st.booleans()), ops
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(two_pod_set_scenarios())
+def test_batched_equals_sequential_and_invariants_hold_with_two_pod_sets_cut_toward_min_count(
+    scenario: tuple[list[dict[str, Any]], bool, list[Any]],
 ) -> None:
     _run(*scenario)
