@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from kuota.engine.engine import Admission, Eviction, QuotaEngine
 from kuota.engine.model import ApiObject, ClusterQueue, Configuration
@@ -34,40 +35,65 @@ class Outcome(StrEnum):
     INADMISSIBLE = "Inadmissible"
 
 
-@dataclass(frozen=True, slots=True)
 class AdmissionRecord:
-    at: float
-    flavors: dict[str, dict[str, str]]
-    borrowing: bool
-    gpus: int
-    waited: float
+    """One admission of a workload. This and the two below are plain classes with written-out ``__init__``s,
+    not dataclasses: compiled, a dataclass's generated ``__init__`` runs as interpreted bytecode, and a
+    replay of a million workloads builds millions of these."""
+
+    def __init__(
+        self, at: float, flavors: dict[str, dict[str, str]], borrowing: bool, gpus: int, waited: float
+    ) -> None:
+        self.at: Final = at
+        self.flavors: Final = flavors
+        self.borrowing: Final = borrowing
+        self.gpus: Final = gpus
+        self.waited: Final = waited
+
+    def __repr__(self) -> str:
+        return f"AdmissionRecord(at={self.at!r}, flavors={self.flavors!r}, gpus={self.gpus!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class EvictionRecord:
-    at: float
-    reason: str
-    preempted_by: str | None
-    preemption_reason: str | None
+    def __init__(self, at: float, reason: str, preempted_by: str | None, preemption_reason: str | None) -> None:
+        self.at: Final = at
+        self.reason: Final = reason
+        self.preempted_by: Final = preempted_by
+        self.preemption_reason: Final = preemption_reason
+
+    def __repr__(self) -> str:
+        return f"EvictionRecord(at={self.at!r}, reason={self.reason!r}, preempted_by={self.preempted_by!r})"
 
 
-@dataclass(slots=True)
 class WorkloadHistory:
     """What happened to one workload during the replay."""
 
-    name: str
-    namespace: str
-    submit_at: float
-    duration: float
-    remaining: float
-    cluster_queue: str | None = None
-    outcome: Outcome = Outcome.PENDING
-    reason: str | None = None
-    admissions: list[AdmissionRecord] = field(default_factory=list)
-    evictions: list[EvictionRecord] = field(default_factory=list)
-    finished_at: float | None = None
-    epoch: int = 0
-    waiting_since: float = 0.0
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        submit_at: float,
+        duration: float,
+        remaining: float,
+        *,
+        cluster_queue: str | None = None,
+        waiting_since: float = 0.0,
+    ) -> None:
+        self.name: Final = name
+        self.namespace: Final = namespace
+        self.submit_at: Final = submit_at
+        self.duration: Final = duration
+        self.remaining = remaining
+        self.cluster_queue = cluster_queue
+        self.outcome = Outcome.PENDING
+        self.reason: str | None = None
+        self.admissions: list[AdmissionRecord] = []
+        self.evictions: list[EvictionRecord] = []
+        self.finished_at: float | None = None
+        self.epoch = 0
+        self.waiting_since = waiting_since
+
+    def __repr__(self) -> str:
+        return f"WorkloadHistory({self.key!r}, outcome={self.outcome.value}, admissions={len(self.admissions)})"
 
     @property
     def key(self) -> str:

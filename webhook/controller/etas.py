@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,7 @@ DEFAULT_INTERVAL_SECONDS = 5.0
 # decided from. One already shown is rewritten only when its ETA moved by a tenth of the wait, or a minute.
 _ANNOTATE_AFTER_SECONDS = 60.0
 _WRITES_PER_ROUND = 20
+_SWITCH_INTERVAL_WHILE_REPLAYING = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,15 @@ class EtaBook:
     async def _replay(
         self, objects: list[ApiObject], running: list[Running], pending: list[Pending], now: float
     ) -> None:
-        etas = await asyncio.to_thread(forecast, objects, running, pending, now)
+        # A thread waiting for the GIL asks for it only after the switch interval (5 ms by default), and the
+        # event loop waits so at every wake-up while the replay holds it: a decision would take several such
+        # waits. While the replay runs, the loop gets the GIL back within a tenth of that.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(_SWITCH_INTERVAL_WHILE_REPLAYING)
+        try:
+            etas = await asyncio.to_thread(forecast, objects, running, pending, now)
+        finally:
+            sys.setswitchinterval(interval)
         self.recomputations += 1
         heads: dict[str, Eta] = {}
         for key, eta in etas.items():
