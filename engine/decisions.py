@@ -32,9 +32,8 @@ class EvictionReason(StrEnum):
 class Admission:
     """Admit ``workload`` to ``cluster_queue`` with these flavors; the victims listed were evicted for it.
 
-    Here and in ``Eviction``, a plain class with written-out methods (equal and hashed by value, as a frozen
-    dataclass): compiled, a dataclass's generated ``__init__`` runs as interpreted bytecode, and the engine
-    makes one of these per decision."""
+    Here and in ``Eviction``, a plain class equal and hashed by value, as a frozen dataclass would be (built
+    once per decision: see ``setup.py``)."""
 
     def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
         self,

@@ -66,8 +66,7 @@ PreemptionProbe = Callable[[FlavorResource, int], tuple[Possibility, int]]
 
 class PodSetAssignment:
     """The flavor chosen for each resource of one pod set, and the pod count admitted. Equal when all four
-    are. (Here and below, plain classes with written-out methods, not dataclasses: compiled, a dataclass's
-    generated ``__init__`` runs as interpreted bytecode, and these are built at every attempt.)"""
+    are. (Plain classes here, built at every attempt: see ``setup.py``.)"""
 
     def __init__(self, name: str, flavors: Mapping[str, str], count: int, usage: Mapping[str, int]) -> None:
         self.name: Final = name

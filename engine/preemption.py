@@ -46,7 +46,7 @@ class PreemptionReason(StrEnum):
 
 
 class AdmittedWorkload:
-    """A running workload as preemption sees it. (Plain classes, as ``Assignment``: built at C speed.)"""
+    """A running workload as preemption sees it. (Plain classes here: see ``setup.py``.)"""
 
     def __init__(
         self, workload: Workload, cluster_queue: str, assignment: Assignment, admitted_at: float, sequence: int = 0

@@ -37,7 +37,7 @@ FitOptions = tuple[tuple[tuple[tuple[FlavorResource, int], ...], ...], ...]
 
 class WhyNot:
     """Why an attempt failed, as parts. Most are replaced by the next attempt before anyone reads them, so
-    the text is joined only when a status asks. (A plain class, as ``Help``: one is built per failed attempt.)"""
+    the text is joined only when a status asks. (A plain class, built per failed attempt: see ``setup.py``.)"""
 
     def __init__(self, parts: tuple[Reason, ...]) -> None:
         self.parts: Final = parts
@@ -110,9 +110,8 @@ class Record:
 
 
 class Help:
-    """Which admissions could make a set-aside head admissible (freed quota always could). A plain class with
-    a written-out ``__init__``: compiled, it is built at C speed, where a dataclass's generated ``__init__``
-    runs as interpreted bytecode, and one is built at every failed attempt."""
+    """Which admissions could make a set-aside head admissible (freed quota always could). (A plain class,
+    built per failed attempt: see ``setup.py``.)"""
 
     def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
         self,

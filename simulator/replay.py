@@ -36,9 +36,8 @@ class Outcome(StrEnum):
 
 
 class AdmissionRecord:
-    """One admission of a workload. This and the two below are plain classes with written-out ``__init__``s,
-    not dataclasses: compiled, a dataclass's generated ``__init__`` runs as interpreted bytecode, and a
-    replay of a million workloads builds millions of these."""
+    """One admission of a workload. (This and the two below are plain classes, built per replayed decision:
+    see ``setup.py``.)"""
 
     def __init__(
         self, at: float, flavors: dict[str, dict[str, str]], borrowing: bool, gpus: int, waited: float
