@@ -15,7 +15,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -23,62 +22,23 @@ from aiohttp import web
 from kuota.http_serving import Handler
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
+from kuota.webhook.access_reviews import DEFAULT_CACHE_TIMES, AccessReviews, CacheTimes, ExpiringAnswers, User
 
 log = logging.getLogger(__name__)
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-_MOST_REMEMBERED = 1024  # answers kept per cache: enough for every scraper, bounded against random tokens
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    uid: str
-    groups: tuple[str, ...]
-    extra: tuple[tuple[str, tuple[str, ...]], ...]
-
-
-@dataclass(frozen=True)
-class CacheTimes:
-    authenticated: float = 60.0
-    allowed: float = 300.0
-    denied: float = 30.0
-
-
-class ExpiringAnswers:
-    """Answers until they expire, at most ``_MOST_REMEMBERED`` of them (the oldest are forgotten first)."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._answers: dict[Any, tuple[float, Any]] = {}
-
-    def get(self, key: Any) -> tuple[bool, Any]:
-        found = self._answers.get(key)
-        if found is None or found[0] <= self._clock():
-            self._answers.pop(key, None)
-            return False, None
-        return True, found[1]
-
-    def put(self, key: Any, value: Any, ttl: float) -> None:
-        now = self._clock()
-        if len(self._answers) >= _MOST_REMEMBERED:
-            self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
-            while len(self._answers) >= _MOST_REMEMBERED:
-                del self._answers[next(iter(self._answers))]
-        self._answers[key] = (now + ttl, value)
 
 
 class MetricsAccess:
     """An aiohttp middleware letting through only requests whose token may ``get`` the path asked for."""
 
     def __init__(
-        self, api: KubeApi, times: CacheTimes = CacheTimes(), clock: Callable[[], float] = time.monotonic
+        self, api: KubeApi, times: CacheTimes = DEFAULT_CACHE_TIMES, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._api = api
         self._times = times
         self._users = ExpiringAnswers(clock)
-        self._decisions = ExpiringAnswers(clock)
+        self._reviews = AccessReviews(api, times, clock)
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -91,7 +51,7 @@ class MetricsAccess:
             if user is None:
                 return _refusal(401, "Unauthorized: the API server did not accept the bearer token")
             verb = request.method.lower()
-            if not await self._authorize(user, verb, request.path):
+            if not await self._reviews.allows(user, "nonResourceAttributes", {"path": request.path, "verb": verb}):
                 return _refusal(403, f"Forbidden: user {user.name!r} may not {verb} {request.path}")
         except KubeApiError as error:
             log.warning("could not check a /metrics caller with the API server: %s", error)
@@ -108,24 +68,6 @@ class MetricsAccess:
         user = _user(answer.get("user") or {}) if answer.get("authenticated") else None
         self._users.put(key, user, self._times.authenticated)
         return user
-
-    async def _authorize(self, user: User, verb: str, path: str) -> bool:
-        key = (user, verb, path)
-        known, allowed = self._decisions.get(key)
-        if known:
-            return bool(allowed)
-        spec: dict[str, Any] = {
-            "user": user.name,
-            "uid": user.uid,
-            "groups": list(user.groups),
-            "extra": {name: list(values) for name, values in user.extra},
-            "nonResourceAttributes": {"path": path, "verb": verb},
-        }
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-        answer = (await self._api.request("POST", SUBJECT_ACCESS_REVIEWS, body=review)).object().get("status") or {}
-        allowed = bool(answer.get("allowed"))
-        self._decisions.put(key, allowed, self._times.allowed if allowed else self._times.denied)
-        return allowed
 
 
 def _user(info: dict[str, Any]) -> User:

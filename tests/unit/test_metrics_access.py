@@ -14,7 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from kuota.kube.client import ApiResponse, KubeApi
 from kuota.kube.errors import ApiUnreachableError
-from kuota.webhook.metrics_access import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, CacheTimes, MetricsAccess
+from kuota.webhook.access_reviews import SUBJECT_ACCESS_REVIEWS, CacheTimes
+from kuota.webhook.metrics_access import TOKEN_REVIEWS, MetricsAccess
 
 READER = {"username": "system:serviceaccount:monitoring:prometheus", "uid": "u-1", "groups": ["system:authenticated"]}
 

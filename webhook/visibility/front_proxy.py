@@ -34,7 +34,7 @@ from multidict import CIMultiDictProxy
 
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
-from kuota.webhook.metrics_access import User
+from kuota.webhook.access_reviews import User
 from kuota.webhook.visibility.errors import FrontProxyConfigError, Unauthenticated
 
 log = logging.getLogger(__name__)

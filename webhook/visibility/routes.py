@@ -28,7 +28,7 @@ from kuota.engine.engine import QuotaEngine
 from kuota.http_serving import Handler
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
-from kuota.webhook.metrics_access import SUBJECT_ACCESS_REVIEWS, CacheTimes, ExpiringAnswers, User
+from kuota.webhook.access_reviews import DEFAULT_CACHE_TIMES, AccessReviews, CacheTimes
 from kuota.webhook.visibility.errors import BadQueryError, Unauthenticated
 from kuota.webhook.visibility.front_proxy import FrontProxy, authenticate
 from kuota.webhook.visibility.pending import (
@@ -47,7 +47,6 @@ from kuota.webhook.visibility.pending import (
 log = logging.getLogger(__name__)
 
 PREFIX = f"/apis/{GROUP}"
-DEFAULT_CACHE_TIMES = CacheTimes()
 # The field kuota adds to each PendingWorkload: when the engine expects to admit it (see docs/architecture.md).
 ADMISSION_ESTIMATE = "admissionEstimate"
 _SUMMARY_KIND = "PendingWorkloadsSummary"
@@ -120,10 +119,8 @@ class VisibilityAccess:
         times: CacheTimes = DEFAULT_CACHE_TIMES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._api = api
         self._front_proxy = front_proxy
-        self._times = times
-        self._decisions = ExpiringAnswers(clock)
+        self._reviews = AccessReviews(api, times, clock)
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -139,7 +136,7 @@ class VisibilityAccess:
         if attributes is None:
             return await handler(request)
         try:
-            allowed = await self._authorize(user, attributes)
+            allowed = await self._reviews.allows(user, "resourceAttributes", attributes)
         except KubeApiError as error:
             log.warning("could not check a visibility caller with the API server: %s", error)
             return status(503, "ServiceUnavailable", "the API server could not be asked what the caller may see; retry")
@@ -151,24 +148,6 @@ class VisibilityAccess:
             )
             return status(403, "Forbidden", message, {"name": attributes["name"], "group": GROUP})
         return await handler(request)
-
-    async def _authorize(self, user: User, attributes: Mapping[str, str]) -> bool:
-        key = (user, tuple(sorted(attributes.items())))
-        known, allowed = self._decisions.get(key)
-        if known:
-            return bool(allowed)
-        spec: dict[str, Any] = {
-            "user": user.name,
-            "uid": user.uid,
-            "groups": list(user.groups),
-            "extra": {name: list(values) for name, values in user.extra},
-            "resourceAttributes": dict(attributes),
-        }
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
-        answer = (await self._api.request("POST", SUBJECT_ACCESS_REVIEWS, body=review)).object().get("status") or {}
-        allowed = bool(answer.get("allowed"))
-        self._decisions.put(key, allowed, self._times.allowed if allowed else self._times.denied)
-        return allowed
 
 
 def _resource_attributes(request: web.Request) -> dict[str, str] | None:

@@ -22,8 +22,8 @@ from kuota.certs.serving_context import ReloadableServerContext
 from kuota.http_serving import serve
 from kuota.kube.client import ApiResponse, KubeApi
 from kuota.kube.errors import ApiUnreachableError
+from kuota.webhook.access_reviews import SUBJECT_ACCESS_REVIEWS
 from kuota.webhook.admission.server import AdmissionRoutes, build_app
-from kuota.webhook.metrics_access import SUBJECT_ACCESS_REVIEWS
 from kuota.webhook.visibility.errors import FrontProxyConfigError, Unauthenticated
 from kuota.webhook.visibility.front_proxy import FrontProxy, authenticate, parse_request_header_config
 from kuota.webhook.visibility.routes import VisibilityAccess, VisibleState, add_visibility_routes
