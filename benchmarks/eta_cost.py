@@ -170,12 +170,12 @@ def main() -> None:
     rows = []
     for round_name in ("first (reads every admission)", "steady (nothing changed)"):
         started = time.process_time()
-        objects, running, pending = book.snapshot(NOW)
+        taken = book.snapshot(NOW)
         snapshot = time.process_time() - started
         started = time.process_time()
-        etas = forecast(objects, running, pending, NOW)
+        etas = forecast(taken.objects, taken.running, taken.pending, NOW, recent=taken.recent)
         replay = time.process_time() - started
-        rows.append((round_name, snapshot, replay, len(etas), len(pending), len(running)))
+        rows.append((round_name, snapshot, replay, len(etas), len(taken.pending), len(taken.running)))
     stall, ticks = asyncio.run(_loop_during_replay(book))  # the controller's own path, worker thread included
     gc.collect()
     print(

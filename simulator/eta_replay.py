@@ -13,6 +13,7 @@ Beside each ETA, the naive baseline: the workload's position in its LocalQueue t
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from kuota.engine.decisions import EvictionReason
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
-from kuota.simulator.forecast import Eta, Pending, Running, forecast
+from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
 from kuota.simulator.runtimes import Runtime, RuntimeHistory, declared_runtime, gpus_of
@@ -46,6 +47,17 @@ class Prediction:
     def actual_wait(self) -> float | None:
         return None if self.actual_start is None else self.actual_start - self.submit_at
 
+    @property
+    def error(self) -> float | None:
+        """How far the ETA was off the admission, in seconds: an ETA beyond the horizon said "not before
+        then", so it was off only by how much sooner the admission came. None without both."""
+        predicted, actual = self.predicted_wait, self.actual_wait
+        if predicted is None or actual is None:
+            return None
+        if self.eta is not None and self.eta.beyond_horizon:
+            return max(0.0, predicted - actual)
+        return abs(predicted - actual)
+
 
 @dataclass(slots=True)
 class _Span:
@@ -69,6 +81,7 @@ def predictions(
     ends = sorted(((h.finished_at, h.key) for h in histories.values() if h.finished_at is not None), key=lambda e: e[0])
     gone = sorted(((at, key) for key, at in _deactivations(histories)), key=lambda e: e[0])
     history = RuntimeHistory()
+    recent: deque[SimulatedWorkload] = deque()
     running: dict[str, _Span] = {}
     pending: dict[str, Workload] = {}
     next_span = next_end = next_gone = 0
@@ -96,6 +109,9 @@ def predictions(
             next_gone += 1
         workload = arrival.workload
         pending[workload.key] = workload
+        recent.append(arrival)
+        while recent[0].submit_at <= now - ARRIVAL_WINDOW_SECONDS:
+            recent.popleft()
         if index % every:
             continue
         queue = _queue(workload)
@@ -107,6 +123,7 @@ def predictions(
             (Pending(other, _runtime(other, history)) for other in pending.values()),
             now,
             wanted=(workload.key,),
+            recent=(Pending(seen.workload, _arriving(seen.workload, history)) for seen in recent),
         )
         own = histories[workload.key]
         yield Prediction(
@@ -125,6 +142,10 @@ def _queue(workload: Workload) -> str:
 
 def _runtime(workload: Workload, history: RuntimeHistory) -> Runtime | None:
     return declared_runtime(workload, None) or history.expected(_queue(workload), gpus_of(workload))
+
+
+def _arriving(workload: Workload, history: RuntimeHistory) -> Runtime | None:
+    return declared_runtime(workload, None) or history.arriving(_queue(workload), gpus_of(workload))
 
 
 def _running(workload: Workload, span: _Span, now: float, history: RuntimeHistory) -> Running:
@@ -178,18 +199,19 @@ def within(error: float, actual: float) -> bool:
 
 
 def accuracy(made: Iterable[Prediction]) -> dict[str, Any]:
-    """Median and p90 absolute error (seconds) and the share ``within``, of the ETAs and of the naive
-    baseline, over the predictions both made for workloads the replay admitted."""
+    """Median and p90 error (seconds, ``Prediction.error``) and the share ``within``, of the ETAs and of the
+    naive baseline, over the predictions both made for workloads the replay admitted."""
+    made_list = list(made)
     rows = [
-        (p.eta.at - p.submit_at, p.baseline_wait, p.actual_start - p.submit_at)
-        for p in made
-        if p.eta is not None and p.baseline_wait is not None and p.actual_start is not None
+        (p.error, abs(p.baseline_wait - p.actual_wait), p.actual_wait)
+        for p in made_list
+        if p.error is not None and p.baseline_wait is not None and p.actual_wait is not None
     ]
 
     def figures(column: int) -> dict[str, float | None]:
         if not rows:
             return {"medianErrorSeconds": None, "p90ErrorSeconds": None, "withinShare": None}
-        errors = [abs(row[column] - row[2]) for row in rows]
+        errors = [row[column] for row in rows]
         hits = sum(within(error, row[2]) for error, row in zip(errors, rows, strict=True))
         return {
             "medianErrorSeconds": percentile(errors, 0.5),
@@ -197,7 +219,8 @@ def accuracy(made: Iterable[Prediction]) -> dict[str, Any]:
             "withinShare": round(hits / len(rows), 4),
         }
 
-    return {"compared": len(rows), "eta": figures(0), "baseline": figures(1)}
+    beyond = sum(1 for p in made_list if p.eta is not None and p.eta.beyond_horizon)
+    return {"compared": len(rows), "beyondHorizon": beyond, "eta": figures(0), "baseline": figures(1)}
 
 
 def with_etas(document: dict[str, Any], made: Iterable[Prediction]) -> dict[str, Any]:
@@ -214,7 +237,8 @@ def _eta_entry(prediction: Prediction) -> dict[str, Any]:
     eta = prediction.eta
     return {
         "predictedAt": prediction.submit_at,
-        "predictedStartAt": None if eta is None else eta.at,
+        "predictedStartAt": None if eta is None or eta.beyond_horizon else eta.at,
+        "beyondHorizon": eta is not None and eta.beyond_horizon,
         "runtimeSources": {} if eta is None else dict(eta.runtime_sources),
         "similarJobs": 0 if eta is None else eta.similar_jobs,
         "baselineWaitSeconds": prediction.baseline_wait,
@@ -223,7 +247,10 @@ def _eta_entry(prediction: Prediction) -> dict[str, Any]:
 
 def eta_summary(figures: dict[str, Any], predicted: int) -> str:
     """The summary's lines on the ETAs: how far off, beside the naive baseline."""
-    lines = [f"\nAdmission ETAs: {predicted} predicted at submission, {figures['compared']} compared with the replay"]
+    beyond = f", {figures['beyondHorizon']} of them beyond the 30-day horizon" if figures["beyondHorizon"] else ""
+    lines = [
+        f"\nAdmission ETAs: {predicted} predicted at submission, {figures['compared']} compared with the replay{beyond}"
+    ]
     for label, key in (("kuota ETA", "eta"), ("naive baseline", "baseline")):
         row = figures[key]
         if row["medianErrorSeconds"] is None:

@@ -4,11 +4,17 @@ A fresh engine gets the same configuration objects, the running workloads (resto
 restarting controller restores them) and the pending ones; then, as in ``replay``, each running workload
 finishes at its expected end and the engine admits what its freed quota allows, until every pending
 workload has been admitted (or ``horizon`` seconds have passed). The instant a pending workload is admitted
-there is its ETA. The engine is deterministic, so with right runtimes and no new arrivals this is what
-happens. A workload whose runtime is unknown never finishes here: ETAs behind it are not given.
+there is its ETA. A workload whose runtime is unknown never finishes here: ETAs behind it are not given.
+
+New work keeps arriving while the queue drains: the workloads submitted in the last ``window`` seconds
+(``recent``) are expected again every ``window`` seconds, each as its own copy submitted at its original
+time plus one, two, ... windows. Without them a workload that fits only once its queue runs dry (a large job
+under BestEffortFIFO, which smaller later ones overtake) would be promised the first lull of a replay in
+which nothing else arrives. One still waiting at the horizon gets an ETA marked ``beyond_horizon``: not
+expected within ``horizon`` seconds.
 
 ``replay`` starts from an empty engine and cannot be seeded with running workloads, hence this loop of its
-own: the same order at each instant (finishes, then the engine's decisions), no arrivals.
+own: the same order at each instant (submissions, then finishes, then the engine's decisions).
 
 Each ETA says where the runtimes it rests on came from: how many of the workloads of its cohort tree that
 finished before it in the replay had each source, and how many finished jobs the histories behind them hold.
@@ -19,7 +25,7 @@ from __future__ import annotations
 import datetime
 import heapq
 import itertools
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +36,9 @@ from kuota.engine.model import ApiObject, ClusterQueue, Cohort, Configuration, L
 from kuota.simulator.runtimes import Runtime, RuntimeSource
 
 DEFAULT_HORIZON_SECONDS = 30 * 24 * 3600.0
+ARRIVAL_WINDOW_SECONDS = 24 * 3600.0
+# Joins a repeated workload's name and its repetition: no Kubernetes name holds it, so no key can collide.
+_REPEAT_MARK = "~"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +61,14 @@ class Pending:
 @dataclass(frozen=True, slots=True)
 class Eta:
     """A predicted admission: ``at`` (on the caller's clock), computed at ``computed_at``, and where the
-    runtimes of the workloads that finish before it came from."""
+    runtimes of the workloads that finish before it came from. ``beyond_horizon``: still waiting at the
+    replay's horizon, ``at``; the admission is expected no earlier than that."""
 
     at: float
     computed_at: float
     runtime_sources: tuple[tuple[str, int], ...]
     similar_jobs: int
+    beyond_horizon: bool = False
 
     @property
     def seconds(self) -> float:
@@ -88,10 +99,14 @@ def forecast(
     *,
     horizon: float = DEFAULT_HORIZON_SECONDS,
     wanted: Collection[str] | None = None,
+    recent: Iterable[Pending] = (),
+    window: float = ARRIVAL_WINDOW_SECONDS,
 ) -> dict[str, Eta]:
-    """The ETA of every pending workload admitted within ``horizon`` seconds of ``now`` (with ``wanted``,
-    the replay stops once those are admitted). Running workloads the engine cannot restore (their queue is
-    gone) are left out, as the controller leaves them out.
+    """The ETA of every pending workload (with ``wanted``, the replay stops once those are admitted): when
+    the replay admits it, or ``beyond_horizon`` when it is still waiting ``horizon`` seconds after ``now``
+    while every runtime it waits on is known. ``recent``: the workloads submitted (``created``) within
+    ``window`` seconds before ``now``, whatever became of them, expected again every ``window``. Running
+    workloads the engine cannot restore (their queue is gone) are left out, as the controller leaves them out.
 
     Each cohort tree (and each ClusterQueue outside any cohort) is replayed on an engine of its own: they
     share no quota, so the decisions are the same, and an engine's cost per decision grows with the queues it
@@ -104,6 +119,11 @@ def forecast(
         part = parts.of_cluster_queue(entry.cluster_queue)
         if part is not None:
             groups.setdefault(part, ([], []))[0].append(entry)
+    repeated: dict[str, list[Pending]] = {}
+    for item in recent:
+        part = parts.of_workload(item.workload)
+        if part is not None and now - window < item.workload.created <= now:
+            repeated.setdefault(part, []).append(item)
     wanted_parts: set[str] = set()
     for item in pending:
         part = parts.of_workload(item.workload)
@@ -114,8 +134,11 @@ def forecast(
     etas: dict[str, Eta] = {}
     for part, (part_running, part_pending) in groups.items():
         if part_pending and (wanted is None or part in wanted_parts):
+            arrivals = _Arrivals(repeated.get(part, []), window)
             etas.update(
-                _forecast_part(parts.objects(part), part_running, part_pending, now, horizon=horizon, wanted=wanted)
+                _forecast_part(
+                    parts.objects(part), part_running, part_pending, arrivals, now, horizon=horizon, wanted=wanted
+                )
             )
     return etas
 
@@ -124,6 +147,7 @@ def _forecast_part(
     listed: list[ApiObject],
     running: list[Running],
     pending: list[Pending],
+    arrivals: _Arrivals,
     now: float,
     *,
     horizon: float,
@@ -135,6 +159,9 @@ def _forecast_part(
     flights: dict[str, _InFlight] = {}
     finishes: list[tuple[float, int, str, int]] = []
     order = itertools.count()
+    # Admitted workloads whose runtime is unknown: they never finish here, so what still waits at the horizon
+    # may be waiting on them, and gets no ETA.
+    endless: set[str] = set()
     for entry in running:
         try:
             engine.restore_admitted(entry.workload, entry.cluster_queue, entry.pod_sets, entry.admitted_at)
@@ -142,7 +169,9 @@ def _forecast_part(
             continue
         remaining = None if entry.remaining is None else entry.remaining.seconds
         flights[entry.workload.key] = _InFlight(entry.remaining, remaining, now)  # remaining counts from now
-        if remaining is not None:
+        if remaining is None:
+            endless.add(entry.workload.key)
+        else:
             heapq.heappush(finishes, (now + remaining, next(order), entry.workload.key, 0))
     waiting: set[str] = set()
     for item in pending:
@@ -158,6 +187,9 @@ def _forecast_part(
     at = now
     targets = waiting if wanted is None else waiting & set(wanted)
     while targets:
+        for item in arrivals.due(at):
+            engine.submit(item.workload)
+            flights[item.workload.key] = _InFlight(item.runtime, None if item.runtime is None else item.runtime.seconds)
         for decision in engine.schedule(at):
             flight = flights.get(decision.workload)
             if flight is None:
@@ -169,15 +201,25 @@ def _forecast_part(
                     waiting.discard(decision.workload)
                     targets.discard(decision.workload)
                     etas[decision.workload] = Eta(at, now, tuple(sorted(sources.items())), similar)
-                if flight.remaining is not None:
+                if flight.remaining is None:
+                    endless.add(decision.workload)
+                else:
                     heapq.heappush(finishes, (at + flight.remaining, next(order), decision.workload, flight.epoch))
-            elif isinstance(decision, Eviction) and flight.remaining is not None:
-                flight.remaining = max(0.0, flight.remaining - (at - flight.admitted_at))
+            elif isinstance(decision, Eviction):
+                endless.discard(decision.workload)
+                if flight.remaining is not None:
+                    flight.remaining = max(0.0, flight.remaining - (at - flight.admitted_at))
         following = finishes[0][0] if finishes else None
-        wakeup = engine.next_wakeup()
-        if wakeup is not None and wakeup > at and (following is None or wakeup < following):
-            following = wakeup
-        if following is None or following > end:
+        for candidate in (engine.next_wakeup(), arrivals.next_at()):
+            if candidate is not None and candidate > at and (following is None or candidate < following):
+                following = candidate
+        if following is None:
+            break  # nothing more happens: what waits, waits on a runtime nobody knows
+        if following > end:
+            if not endless:
+                sources_then = tuple(sorted(sources.items()))
+                for key in targets:
+                    etas[key] = Eta(end, now, sources_then, similar, beyond_horizon=True)
             break
         at = max(at, following)
         while finishes and finishes[0][0] <= at:
@@ -193,6 +235,49 @@ def _forecast_part(
                     bases.add(runtime.basis)
                     similar += runtime.samples
     return etas
+
+
+class _Arrivals:
+    """The recent submissions expected again: each ``window`` seconds after it was submitted, and every
+    ``window`` after that, as a copy of its own (``name~1``, ``name~2``...), in time order."""
+
+    def __init__(self, recent: list[Pending], window: float) -> None:
+        self._recent = sorted(recent, key=lambda item: (item.workload.created, item.workload.key))
+        self._window = window
+        self._round = 1
+        self._index = 0
+
+    def next_at(self) -> float | None:
+        if not self._recent:
+            return None
+        return self._recent[self._index].workload.created + self._round * self._window
+
+    def due(self, at: float) -> Iterator[Pending]:
+        """The copies submitted by ``at`` and not yet handed out."""
+        while self._recent:
+            item = self._recent[self._index]
+            submitted = item.workload.created + self._round * self._window
+            if submitted > at:
+                return
+            yield Pending(_repeat(item.workload, self._round, submitted), item.runtime)
+            self._index += 1
+            if self._index == len(self._recent):
+                self._index = 0
+                self._round += 1
+
+
+def _repeat(workload: Workload, round_: int, submitted: float) -> Workload:
+    return Workload(
+        workload.namespace,
+        f"{workload.name}{_REPEAT_MARK}{round_}",
+        workload.queue_name,
+        workload.pod_sets,
+        created=submitted,
+        uid=f"{workload.uid}{_REPEAT_MARK}{round_}" if workload.uid else "",
+        priority=workload.priority,
+        priority_class=workload.priority_class,
+        max_execution_seconds=workload.max_execution_seconds,
+    )
 
 
 class _Partition:

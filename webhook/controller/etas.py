@@ -35,7 +35,7 @@ from kuota.engine.errors import InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.errors import HistoryFormatError
-from kuota.simulator.forecast import Eta, Pending, Running, forecast
+from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.runtimes import (
     EXPECTED_RUNTIME_ANNOTATION,
     Runtime,
@@ -62,6 +62,17 @@ DEFAULT_INTERVAL_SECONDS = 5.0
 _ANNOTATE_AFTER_SECONDS = 60.0
 _WRITES_PER_ROUND = 20
 _SWITCH_INTERVAL_WHILE_REPLAYING = 0.0005
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a forward replay starts from: the configuration objects, the running and pending Workloads, and
+    those submitted within the arrival window (whatever became of them), expected again."""
+
+    objects: list[ApiObject]
+    running: list[Running]
+    pending: list[Pending]
+    recent: list[Pending]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +116,13 @@ class EtaBook:
         self.history = RuntimeHistory()
         self.recomputations = 0
         self._etas: dict[str, Eta] = {}
+        self._beyond: dict[str, Eta] = {}  # not expected within the replay's horizon
         self._heads: dict[str, Eta] = {}
         self._reads: dict[str, _Read] = {}  # per Workload, what the last snapshot read of it
         self._queue_of: dict[str, str] = {}  # each pending Workload's ClusterQueue, as of the last snapshot
         self._recorded: set[str] = set()  # uids of finished Workloads already in the history
+        # Finished Workloads submitted within the arrival window, by uid: parsed, with their declared runtime.
+        self._recent_finished: dict[str, tuple[Workload, Runtime | None]] = {}
         self._dirty_queues: set[str] = set()
         self._shown: dict[str, float] = {}  # the ETA each Workload's annotation shows
         self._running: asyncio.Task[None] | None = None
@@ -124,7 +138,7 @@ class EtaBook:
         return self._heads
 
     def phrase(self, key: str) -> str | None:
-        eta = self._etas.get(key)
+        eta = self._etas.get(key) or self._beyond.get(key)
         return None if eta is None else phrase(eta, self._state.clock())
 
     def load_history(self, local_queues: Iterable[Mapping[str, Any]]) -> None:
@@ -157,39 +171,50 @@ class EtaBook:
         if self._running is not None and not self._running.done():
             return
         now = self._state.clock()
-        objects, running, pending = self.snapshot(now)
-        self._running = asyncio.ensure_future(self._replay(objects, running, pending, now))
+        snapshot = self.snapshot(now)
+        self._running = asyncio.ensure_future(self._replay(snapshot, now))
         await self._running
 
-    async def _replay(
-        self, objects: list[ApiObject], running: list[Running], pending: list[Pending], now: float
-    ) -> None:
+    async def _replay(self, snapshot: Snapshot, now: float) -> None:
         # A thread waiting for the GIL asks for it only after the switch interval (5 ms by default), and the
         # event loop waits so at every wake-up while the replay holds it: a decision would take several such
         # waits. While the replay runs, the loop gets the GIL back within a tenth of that.
         interval = sys.getswitchinterval()
         sys.setswitchinterval(_SWITCH_INTERVAL_WHILE_REPLAYING)
         try:
-            etas = await asyncio.to_thread(forecast, objects, running, pending, now)
+            etas = await asyncio.to_thread(
+                forecast, snapshot.objects, snapshot.running, snapshot.pending, now, recent=snapshot.recent
+            )
         finally:
             sys.setswitchinterval(interval)
         self.recomputations += 1
+        within: dict[str, Eta] = {}
+        beyond: dict[str, Eta] = {}
         heads: dict[str, Eta] = {}
         for key, eta in etas.items():
+            if eta.beyond_horizon:
+                beyond[key] = eta
+                continue
+            within[key] = eta
             queue = self._queue_of.get(key)
             if queue is not None and (queue not in heads or eta.at < heads[queue].at):
                 heads[queue] = eta
-        self._etas, self._heads = etas, heads
+        self._etas, self._beyond, self._heads = within, beyond, heads
 
-    def snapshot(self, now: float) -> tuple[list[ApiObject], list[Running], list[Pending]]:
+    def snapshot(self, now: float) -> Snapshot:
         """What the forward replay starts from (the Workloads as the engine holds them, shared, not copied);
         records newly finished Workloads into the history first. A Workload's kept copy is decoded only when
         its resourceVersion moved since the last snapshot: what the replay reads of it is cached per version."""
         state = self._state
         engine = state.engine
-        self._record_finished({name: wpc.value for name, wpc in engine.priority_classes.items()})
+        window_start = now - ARRIVAL_WINDOW_SECONDS
+        self._record_finished({name: wpc.value for name, wpc in engine.priority_classes.items()}, window_start)
         running: list[Running] = []
         pending: list[Pending] = []
+        recent = [
+            Pending(workload, self._arriving(workload, annotation))
+            for workload, annotation in self._recent_finished.values()
+        ]
         reads: dict[str, _Read] = {}
         queue_of: dict[str, str] = {}
         for key, engine_status in engine.statuses_without_reasons():
@@ -206,18 +231,22 @@ class EtaBook:
             annotation = None if read.annotation is None else read.annotation[1]
             if engine_status.state is WorkloadState.PENDING:
                 pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
+                if workload.created > window_start:
+                    recent.append(Pending(workload, self._arriving(workload, annotation)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
             if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
                 continue
+            if workload.created > window_start:
+                recent.append(Pending(workload, self._arriving(workload, annotation)))
             admission = read.admission
             if admission is None:
                 continue  # its admission is being written: not in the view yet
             remaining = self._runtime(workload, annotation, now - admission.at)
             running.append(Running(workload, engine_status.cluster_queue, admission.pod_sets, admission.at, remaining))
         self._reads, self._queue_of = reads, queue_of
-        return _configuration_objects(engine), running, pending
+        return Snapshot(_configuration_objects(engine), running, pending, recent)
 
     def _read(self, key: str, version: int) -> _Read | None:
         """What the replay reads of a Workload's kept copy at ``version``: its declared runtime and admission."""
@@ -254,8 +283,13 @@ class EtaBook:
             return Runtime(max(0.0, declared.seconds - elapsed), declared.source)
         return self.history.expected(_queue(workload), gpus_of(workload), elapsed)
 
-    def _record_finished(self, priorities: Mapping[str, int]) -> None:
-        """Every Workload that finished after running, once: its runtime joins its queue's history."""
+    def _arriving(self, workload: Workload, annotation: Runtime | None) -> Runtime | None:
+        """The runtime of a copy of this Workload expected to arrive: its declared one, else its shape's mean."""
+        return declared_runtime(workload, annotation) or self.history.arriving(_queue(workload), gpus_of(workload))
+
+    def _record_finished(self, priorities: Mapping[str, int], window_start: float) -> None:
+        """Every Workload that finished after running, once: its runtime joins its queue's history; one
+        submitted after ``window_start`` is kept, parsed, as a recent arrival until it is older."""
         live: set[str] = set()
         for obj in self._state.workloads.finished():
             uid = str(obj["metadata"].get("uid") or "")
@@ -263,17 +297,25 @@ class EtaBook:
             if uid in self._recorded:
                 continue
             self._recorded.add(uid)
-            runtime = _finished_runtime(obj)
-            if runtime is None:
-                continue
             try:
                 workload = parse_workload(obj, priorities)
             except InvalidObjectError:
+                continue
+            if workload.created > window_start:
+                annotation = self._annotation(workload.key, obj["metadata"])
+                self._recent_finished[uid] = (workload, None if annotation is None else annotation[1])
+            runtime = _finished_runtime(obj)
+            if runtime is None:
                 continue
             queue = _queue(workload)
             if self.history.record(queue, gpus_of(workload), *runtime):
                 self._dirty_queues.add(queue)
         self._recorded &= live
+        self._recent_finished = {
+            uid: entry
+            for uid, entry in self._recent_finished.items()
+            if uid in live and entry[0].created > window_start
+        }
 
     async def publish(self) -> None:
         """Persist the changed histories and refresh the ETA annotations, each bounded per round."""
@@ -330,9 +372,12 @@ class EtaBook:
 
 
 def phrase(eta: Eta, now: float) -> str:
-    """``expected to start in about 2 h, from 40 similar jobs``: the ETA as the pending message words it."""
+    """``expected to start in about 2 h, from 40 similar jobs``: the ETA as the pending message words it
+    (``not expected to start within 30 days, ...`` beyond the replay's horizon)."""
     wait = max(0.0, eta.at - now)
-    if wait < 60:
+    if eta.beyond_horizon:
+        when = f"not expected to start within {round((eta.at - eta.computed_at) / 86400)} days"
+    elif wait < 60:
         when = "expected to start within a minute"
     elif wait < 3600:
         minutes = round(wait / 60) if wait < 600 else 5 * round(wait / 300)

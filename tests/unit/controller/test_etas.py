@@ -229,6 +229,23 @@ def test_a_recomputation_never_starts_while_one_runs() -> None:
     asyncio.run(asyncio.wait_for(book.run(), 1.0))  # off: returns at once
 
 
+def test_the_last_day_of_submissions_is_expected_again_and_a_job_it_keeps_overtaking_is_told_so() -> None:
+    small = _workload("small", 1, annotations={"kuota.dev/expected-runtime": "30h"}, reserved_at=START)
+    done = _workload("done", 1, reserved_at=START, finished_at=START + 600.0)
+    old = _workload("old", 1, reserved_at=START - 2 * 86400.0, finished_at=START - 86400.0)
+    old["metadata"]["creationTimestamp"] = status.rfc3339(START - 2 * 86400.0)
+    book, _ = _book(small, done, old, _workload("big", 8))
+    # Submitted within the last 24 hours, whatever became of them: the running, the finished, the pending.
+    assert sorted(item.workload.name for item in book.snapshot(NOW).recent) == ["big", "done", "small"]
+    asyncio.run(book.recompute())
+    # A copy of "small" arrives every day and runs 30 h: one GPU is always taken, and "big" needs all 8.
+    assert book.eta_of("research/big") is None
+    assert book.phrase("research/big") == (
+        "not expected to start within 30 days, from 2 similar jobs and 29 declared runtimes"
+    )
+    assert book.head_etas() == {}
+
+
 def test_the_pending_message_words_the_wait_and_its_basis() -> None:
     def worded(seconds: float, sources: tuple[tuple[str, int], ...] = (), similar: int = 0) -> str:
         return phrase(Eta(NOW + seconds, NOW, sources, similar), NOW)
@@ -242,3 +259,5 @@ def test_the_pending_message_words_the_wait_and_its_basis() -> None:
     assert worded(5 * 86400, (("maxExecutionTimeSeconds", 4),)) == (
         "expected to start in about 5 days, from 4 declared runtimes"
     )
+    beyond = Eta(NOW + 30 * 86400, NOW, (("history", 9),), 32, beyond_horizon=True)
+    assert phrase(beyond, NOW + 600) == "not expected to start within 30 days, from 32 similar jobs"

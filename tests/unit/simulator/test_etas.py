@@ -67,6 +67,12 @@ def test_runtimes_come_from_max_execution_then_the_annotation_then_the_history()
     # Running for 45 s already: the median of the longer runs, less what is done; past them all, half again.
     assert history.expected("research/q", 2, elapsed=45.0).seconds == 5.0  # type: ignore[union-attr]
     assert history.expected("research/q", 2, elapsed=60.0).seconds == 30.0  # type: ignore[union-attr]
+    # One long run among short ones: a job that is there is still expected to run the median, but each job
+    # expected to arrive brings the mean, what a stream of them adds to the load.
+    history.record("research/q", 2, 400.0, 20.0)
+    assert history.expected("research/q", 2) == Runtime(45.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
+    assert history.arriving("research/q", 2) == Runtime(130.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
+    assert RuntimeHistory().arriving("research/q", 2) is None
     assert (shape_of(0), shape_of(1), shape_of(7), shape_of(8)) == ("gpus-0", "gpus-1", "gpus-4", "gpus-8")
 
 
@@ -127,6 +133,47 @@ def test_the_forward_replay_finishes_running_work_at_its_expected_end_and_admits
     assert list(forecast(objects, [running], [half, full, after], 1000.0, wanted=["research/half"])) == [
         "research/half"
     ]
+
+
+def _running_one_gpu(name: str, seconds: float | None) -> Running:
+    return Running(
+        workload("research", name, 1),
+        "research",
+        (PodSetAssignment("main", {"nvidia.com/gpu": "gpu"}, 1, {"nvidia.com/gpu": 1}),),
+        admitted_at=0.0,
+        remaining=None if seconds is None else Runtime(seconds, RuntimeSource.ANNOTATION),
+    )
+
+
+def test_recent_submissions_are_expected_again_and_overtake_a_job_that_does_not_fit() -> None:
+    objects = _objects(("research", 2))
+    running = [_running_one_gpu("a", 100.0)]
+    big = Pending(workload("research", "big", 2, at=-300.0), Runtime(10.0, RuntimeSource.ANNOTATION))
+    hour = Runtime(100.0, RuntimeSource.ANNOTATION)
+    # Nothing new arriving, "big" starts when "a" ends.
+    assert forecast(objects, running, [big], 0.0, wanted=["research/big"])["research/big"].at == 100.0
+    # A one-GPU job submitted 150 s ago comes again 50 s from now (the window is 200 s), takes the GPU "a"
+    # leaves free, as BestEffortFIFO lets it, and "big" starts when that copy ends.
+    once = [Pending(workload("research", "small", 1, at=-150.0), hour)]
+    etas = forecast(objects, running, [big], 0.0, wanted=["research/big"], recent=once, window=200.0)
+    assert etas["research/big"].at == 150.0 and not etas["research/big"].beyond_horizon
+    # Two of them, 50 s apart, each running 160 s: one GPU is busy for ever, and "big" is not expected within
+    # the horizon.
+    longer = Runtime(160.0, RuntimeSource.ANNOTATION)
+    twice = [
+        Pending(workload("research", name, 1, at=at), longer) for name, at in (("small", -150.0), ("other", -100.0))
+    ]
+    etas = forecast(objects, running, [big], 0.0, recent=twice, window=200.0, horizon=1000.0)
+    assert etas["research/big"].beyond_horizon and etas["research/big"].at == 1000.0
+    # Submissions older than the window, or after now, are not expected again.
+    stale = [
+        Pending(workload("research", "old", 1, at=-250.0), hour),
+        Pending(workload("research", "x", 1, at=5.0), hour),
+    ]
+    assert forecast(objects, running, [big], 0.0, recent=stale, window=200.0)["research/big"].at == 100.0
+    # An admitted job of unknown runtime may be what "big" waits on at the horizon: no ETA at all then.
+    endless = [*running, _running_one_gpu("endless", None)]
+    assert "research/big" not in forecast(objects, endless, [big], 0.0, recent=twice, window=200.0, horizon=1000.0)
 
 
 def test_a_recomputation_for_thousands_pending_over_hundreds_of_queues_is_bounded() -> None:

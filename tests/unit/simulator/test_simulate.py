@@ -334,6 +334,7 @@ def test_etas_come_from_declared_runtimes_and_the_streams_history(
         "runtimeSources": {"maxExecutionTimeSeconds": 1, "history": 1},
         "similarJobs": 1,
         "baselineWaitSeconds": 100.0,
+        "beyondHorizon": False,
     }
     actual = {entry["name"]: entry["admissions"][0]["at"] for entry in document["workloads"]}
     assert actual["learnt"] == 100.0 + 300.0 + 100.0  # "declared" ran 300 s of its 400
