@@ -8,7 +8,10 @@ compiler or no Python headers) kuota installs as pure Python and says so; ``KUOT
 In these modules, a record built on the hot path (per attempt, per decision, per replayed workload) is a plain
 class with a written-out ``__init__``, not a dataclass: mypyc compiles a dataclass's class, but the ``__init__``
 the decorator generates runs as interpreted bytecode (a frozen one through ``object.__setattr__``), which cost
-Philly's replay an eighth of its time. ``Final`` attributes keep them read-only to mypy.
+Philly's replay an eighth of its time. ``Final`` attributes keep them read-only to mypy. Likewise, a hot
+function takes a ``dict``, not a ``Mapping``, where every caller has one: compiled, a dict's ``get`` and
+``items`` are direct calls, a Mapping's a method looked up by name; and keys are tuples of any length where
+mypyc would unbox a fixed-length one (``quota_tree.FlavorResource``).
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ class QuotaEngine:
         usage: dict[FlavorResource, int] = {}
         for pod_set in pod_sets:
             for resource, amount in pod_set.usage.items():
-                fr = (pod_set.flavors[resource], resource)
+                fr: FlavorResource = (pod_set.flavors[resource], resource)
                 usage[fr] = usage.get(fr, 0) + amount
         node = manager.tree.cluster_queues.get(cluster_queue)
         borrowing = node is not None and any(

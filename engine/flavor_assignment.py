@@ -130,7 +130,7 @@ class Assignment:
         pod_sets: tuple[PodSetAssignment, ...],
         mode: Mode,
         borrowing: bool,
-        usage: Mapping[FlavorResource, int],
+        usage: dict[FlavorResource, int],
         reasons: tuple[Reason, ...] = (),
         short: frozenset[FlavorResource] = frozenset(),
         never_fits: bool = False,
@@ -316,7 +316,7 @@ class FlavorAssigner:
                     short |= group_short
                 for resource, amount in requested.items():
                     chosen[resource] = flavor
-                    fr = (flavor, resource)
+                    fr: FlavorResource = (flavor, resource)
                     taken[fr] = taken[fr] + amount if fr in taken else amount
             results.append(PodSetAssignment(pod_set.name, chosen, count, usage))
         node_usage = self.node.usage
@@ -367,7 +367,7 @@ class FlavorAssigner:
             result = PodSetAssignment(pod_set.name, {}, count, usage)
             return Assignment((result,), mode, False, {}, tuple(reasons), frozenset(), never, short_needs)
         result = PodSetAssignment(pod_set.name, dict.fromkeys(requested, flavor), count, usage)
-        taken = {(flavor, resource): amount for resource, amount in requested.items()}
+        taken: dict[FlavorResource, int] = {(flavor, resource): amount for resource, amount in requested.items()}
         if mode is Mode.FIT:  # a fitting flavor borrows exactly when its level is above 0
             return Assignment((result,), mode, level > 0, taken, (), frozenset(short), never, short_needs)
         # As the general walk: whether any resource, short or not, goes past nominal quota.
@@ -380,9 +380,9 @@ class FlavorAssigner:
         self,
         flavors: tuple[tuple[str, ResourceFlavor | None, bool], ...],
         pod_set: PodSet,
-        requested: Mapping[str, int],
+        requested: dict[str, int],
         *,
-        taken: Mapping[FlavorResource, int],
+        taken: dict[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
         probe: PreemptionProbe | None,
     ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool, bool]:
@@ -429,8 +429,8 @@ class FlavorAssigner:
     def _probed(
         self,
         flavor: str,
-        requested: Mapping[str, int],
-        taken: Mapping[FlavorResource, int],
+        requested: dict[str, int],
+        taken: dict[FlavorResource, int],
         short: set[FlavorResource],
         probe: PreemptionProbe,
     ) -> tuple[int, int]:
@@ -438,7 +438,7 @@ class FlavorAssigner:
         probe finds it (a resource that fits ranks above any that needs preemption)."""
         worst: tuple[int, int] | None = None
         for resource, amount in requested.items():
-            fr = (flavor, resource)
+            fr: FlavorResource = (flavor, resource)
             if fr in short:
                 possibility, after = probe(fr, amount + taken[fr] if fr in taken else amount)
                 if worst is None or (int(possibility), -after) < worst:
@@ -449,8 +449,8 @@ class FlavorAssigner:
     def _flavor_mode(
         self,
         flavor: str,
-        requested: Mapping[str, int],
-        taken: Mapping[FlavorResource, int],
+        requested: dict[str, int],
+        taken: dict[FlavorResource, int],
         reasons: list[Reason],
         short_needs: dict[FlavorResource, int],
     ) -> tuple[Mode, int, set[FlavorResource], bool]:
@@ -468,7 +468,7 @@ class FlavorAssigner:
         # queue right below the root borrows from it, at its height.
         flat = len(node.descent) == 1
         for resource, amount in requested.items():
-            fr = (flavor, resource)
+            fr: FlavorResource = (flavor, resource)
             need = amount + taken[fr] if fr in taken else amount
             nominal, total, root_usage, below_root, potential = limits.get(fr) or self._limits_of(fr)
             borrowing_level = 0

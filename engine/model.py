@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
+from typing import Final
 
 
 class QueueingStrategy(StrEnum):
@@ -223,25 +224,79 @@ class PodSet:
     node_affinity: tuple[tuple[Requirement, ...], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
 class Workload:
-    """A unit of admission. ``created`` is seconds on the caller's clock; ``priority`` is already resolved."""
+    """A unit of admission. ``created`` is seconds on the caller's clock; ``priority`` is already resolved.
 
-    namespace: str
-    name: str
-    queue_name: str
-    pod_sets: tuple[PodSet, ...]
-    created: float = 0.0
-    uid: str = ""
-    priority: int = 0
-    priority_class: str | None = None
-    active: bool = True
-    max_execution_seconds: int | None = None
-    # "namespace/name", the engine's handle for it: asked for at every step, so built once.
-    key: str = field(init=False, repr=False, compare=False)
+    A plain class equal and hashed by value (``key`` aside), as the frozen dataclass it replaced: one is built
+    per submitted workload, a million in a long replay (see ``setup.py``)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+    __slots__ = (
+        "active",
+        "created",
+        "key",
+        "max_execution_seconds",
+        "name",
+        "namespace",
+        "pod_sets",
+        "priority",
+        "priority_class",
+        "queue_name",
+        "uid",
+    )
+
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
+        self,
+        namespace: str,
+        name: str,
+        queue_name: str,
+        pod_sets: tuple[PodSet, ...],
+        created: float = 0.0,
+        uid: str = "",
+        priority: int = 0,
+        priority_class: str | None = None,
+        active: bool = True,
+        max_execution_seconds: int | None = None,
+    ) -> None:
+        self.namespace: Final = namespace
+        self.name: Final = name
+        self.queue_name: Final = queue_name
+        self.pod_sets: Final = pod_sets
+        self.created: Final = created
+        self.uid: Final = uid
+        self.priority: Final = priority
+        self.priority_class: Final = priority_class
+        self.active: Final = active
+        self.max_execution_seconds: Final = max_execution_seconds
+        # "namespace/name", the engine's handle for it: asked for at every step, so built once.
+        self.key: Final = f"{namespace}/{name}"
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.namespace,
+            self.name,
+            self.queue_name,
+            self.pod_sets,
+            self.created,
+            self.uid,
+            self.priority,
+            self.priority_class,
+            self.active,
+            self.max_execution_seconds,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Workload) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Workload(namespace={self.namespace!r}, name={self.name!r}, queue_name={self.queue_name!r}, "
+            f"pod_sets={self.pod_sets!r}, created={self.created!r}, uid={self.uid!r}, priority={self.priority!r}, "
+            f"priority_class={self.priority_class!r}, active={self.active!r}, "
+            f"max_execution_seconds={self.max_execution_seconds!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

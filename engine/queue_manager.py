@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from kuota.engine.decisions import EvictionReason, WorkloadState, WorkloadStatus
 from kuota.engine.flavor_assignment import FlavorAssigner
@@ -460,8 +460,9 @@ class QueueManager:
         group.prepared = prepared
         return prepared
 
-    def _may_succeed(self, group: Group, head: Record, available: Callable[[QuotaNode, FlavorResource], int]) -> bool:
-        """Whether an attempt of ``head`` could succeed with ``available`` quota: every resource group has a
+    def _may_succeed(self, group: Group, head: Record, *, ceiling: bool) -> bool:
+        """Whether an attempt of ``head`` could succeed with the quota available to its queue now (with
+        ``ceiling``, however much the rest of the tree freed: ``QuotaTree.ceiling``): every resource group has a
         flavor with all its requests available (it may fit), or a request that kept it from preempting is
         available, or (in a queue that may preempt) all it waited for in some flavor is available."""
         options, blocking = self.prepare(group, head)
@@ -470,7 +471,7 @@ class QueueManager:
         for flavors in options:
             for option in flavors:
                 for fr, amount in option:
-                    if amount > available(node, fr):
+                    if amount > self._room(node, fr, ceiling=ceiling):
                         break
                 else:
                     break  # this flavor may fit
@@ -479,7 +480,7 @@ class QueueManager:
         else:
             return True
         for fr, need in blocking.items():
-            if need <= available(node, fr):
+            if need <= self._room(node, fr, ceiling=ceiling):
                 return True
         if not may_preempt(queue.model, self.configuration.fair_sharing is not None):
             return False
@@ -493,9 +494,16 @@ class QueueManager:
         subtree = node.subtree
         waited: dict[str, bool] = {}
         for fr, need in needs.items():
-            reachable = need <= available(node, fr) or (reclaims and usage.get(fr, 0) + need <= subtree.get(fr, 0))
+            reachable = need <= self._room(node, fr, ceiling=ceiling) or (
+                reclaims and usage.get(fr, 0) + need <= subtree.get(fr, 0)
+            )
             waited[fr[0]] = waited.get(fr[0], True) and reachable
         return any(waited.values())
+
+    def _room(self, node: QuotaNode, fr: FlavorResource, *, ceiling: bool) -> int:
+        """``QuotaTree.available`` or, with ``ceiling``, ``QuotaTree.ceiling``: chosen here, not passed in as a
+        bound method, so that the compiled call is a direct one (it runs for every sleeping group at a free)."""
+        return self.tree.ceiling(node, fr) if ceiling else self.tree.available(node, fr)
 
     @staticmethod
     def _fit_options(queue: Queue, pod_set: PodSet) -> FitOptions:
@@ -560,11 +568,11 @@ class QueueManager:
     def wake_sleeper(self, tree: Tree, group: Group) -> None:
         """Wake a sleeping group if what it needs is available to its queue; else it waits for the next free."""
         head = group.head(self.records)
-        if head is not None and self._may_succeed(group, head, self.tree.available):
+        if head is not None and self._may_succeed(group, head, ceiling=False):
             self._unpark(group)
             return
         group.naps += 1
-        if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+        if head is not None and not self._may_succeed(group, head, ceiling=True):
             # Until its own queue frees quota its usage only grows, so no free elsewhere can let it succeed.
             queue = group.queue
             held = queue.held_by_own_usage
@@ -614,8 +622,9 @@ class QueueManager:
     def wake_on_free(self, queue: Queue, freed: Mapping[FlavorResource, int]) -> None:
         """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""
         tree = self.trees[queue.root]
-        for group in (*tree.any_free.values(), *queue.capped.values()):
-            self._unpark(group)
+        if tree.any_free or queue.capped:  # seldom: skip building the tuple
+            for group in (*tree.any_free.values(), *queue.capped.values()):
+                self._unpark(group)
         if queue.held_by_own_usage:
             # Those that would still be held (even with nothing else in use) stay so without a detour.
             held = []
@@ -623,7 +632,7 @@ class QueueManager:
                 if naps != group.naps:
                     continue
                 head = group.head(self.records)
-                if head is not None and not self._may_succeed(group, head, self.tree.ceiling):
+                if head is not None and not self._may_succeed(group, head, ceiling=True):
                     held.append((naps, group))
                 else:
                     tree.cooling.append((naps, group))
@@ -633,15 +642,16 @@ class QueueManager:
                 if naps == group.naps:
                     self._sleep(tree, group)
             tree.cooling.clear()
-        node = self.tree.cluster_queues[queue.model.name]
-        for fr in freed:
-            limited = queue.reclaim_waiting.get(fr)
-            if limited:
-                usage = node.usage.get(fr, 0)
-                while limited and -limited[0][0] >= usage:
-                    _, _, epoch, group = heapq.heappop(limited)
-                    if epoch == group.epoch:
-                        self._unpark(group)
+        if queue.reclaim_waiting:
+            node = self.tree.cluster_queues[queue.model.name]
+            for fr in freed:
+                limited = queue.reclaim_waiting.get(fr)
+                if limited:
+                    usage = node.usage.get(fr, 0)
+                    while limited and -limited[0][0] >= usage:
+                        _, _, epoch, group = heapq.heappop(limited)
+                        if epoch == group.epoch:
+                            self._unpark(group)
         self.dirty.add(queue.root)
 
     def wake_preemptors(self, queue: Queue, admitted: AdmittedWorkload) -> None:

@@ -172,7 +172,7 @@ class Group:
         self.naps = 0
         self.prepared: tuple[FitOptions, dict[FlavorResource, int]] | None = None  # see QueueManager.prepare
 
-    def head(self, records: Mapping[str, Record]) -> Record | None:
+    def head(self, records: dict[str, Record]) -> Record | None:
         while self.members:
             record = records.get(self.members[0][1])
             if record is not None and record.group is self and record.state is WorkloadState.PENDING:
@@ -234,7 +234,7 @@ class Queue:
         self.offers += 1
         heapq.heappush(self.heads, (head.sort_key, self.offers, self))
 
-    def peek(self, records: Mapping[str, Record]) -> tuple[Group, Record] | None:
+    def peek(self, records: dict[str, Record]) -> tuple[Group, Record] | None:
         while self.heap:
             _, version, _, group = self.heap[0]
             if version == group.version and not group.parked:

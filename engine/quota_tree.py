@@ -17,7 +17,10 @@ from fractions import Fraction
 
 from kuota.engine.model import ClusterQueue, Cohort, ResourceGroup, ResourceQuota
 
-FlavorResource = tuple[str, str]
+# (flavor, resource). Spelt as a tuple of any length, not tuple[str, str]: mypyc keeps a fixed-length tuple
+# unboxed, as a C struct, and so builds a new tuple object every time one is used as a dict key, which is at
+# every quota lookup; a tuple of any length stays the one object it was built as.
+FlavorResource = tuple[str, ...]
 
 
 class QuotaNode:
@@ -184,7 +187,7 @@ class QuotaTree:
             for fr, amount in child.subtree.items():
                 node.subtree[fr] = node.subtree.get(fr, 0) + amount - child.guaranteed(fr)
 
-    def add_usage(self, cluster_queue: str, usage: Mapping[FlavorResource, int], sign: int) -> None:
+    def add_usage(self, cluster_queue: str, usage: dict[FlavorResource, int], sign: int) -> None:
         """Add (sign 1) or remove (sign -1) a workload's usage, propagating the lent-out part upward."""
         upward = self.cluster_queues[cluster_queue].upward
         for fr, amount in usage.items():
@@ -196,9 +199,11 @@ class QuotaTree:
                 before = node_usage.get(fr, 0)
                 after = before + delta
                 node_usage[fr] = after
-                floor = node.floors.get(fr)
-                if floor is not None:
-                    delta = max(0, after - floor) - max(0, before - floor)
+                floors = node.floors
+                if floors:  # most nodes lend all they have: no lookup then (it is one per node and resource)
+                    floor = floors.get(fr)
+                    if floor is not None:
+                        delta = max(0, after - floor) - max(0, before - floor)
 
     def available(self, node: QuotaNode, fr: FlavorResource) -> int:
         """What ``node`` could use of ``fr`` now, on top of its current usage: what its parent has available,
@@ -207,7 +212,7 @@ class QuotaTree:
         result = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
         for below in node.descent:
             usage = below.usage.get(fr, 0)
-            floor = below.floors.get(fr, 0)
+            floor = below.floors.get(fr, 0) if below.floors else 0  # empty unless it has a lendingLimit
             cap = below.borrow_caps.get(fr)
             if cap is not None:
                 result = min(result, cap - (usage - floor if usage > floor else 0))
@@ -222,7 +227,7 @@ class QuotaTree:
         parent = node.parent
         if parent is None:
             return node.subtree.get(fr, 0) - usage
-        floor = node.floors.get(fr, 0)
+        floor = node.floors.get(fr, 0) if node.floors else 0
         # What the parent can give never exceeds what it could hold with nothing else in use.
         from_parent = self.potential_available(parent, fr)
         cap = node.borrow_caps.get(fr)

@@ -619,7 +619,7 @@ class _FairStep:
         self.shares: dict[int, list[int]] = {}  # per set-aside group: its members' shares
         self.ordered: dict[int, list[tuple[SortKey, str]]] = {}  # per set-aside group: members, last first
 
-    def pass_over(self, group: Group, records: Mapping[str, Record], bound: SortKey | None) -> None:
+    def pass_over(self, group: Group, records: dict[str, Record], bound: SortKey | None) -> None:
         """Pass over ``group``'s first member not passed yet, and those after it that sort before ``bound``."""
         member = self.first(group, records)
         while member is not None:
@@ -628,7 +628,7 @@ class _FairStep:
             if member is not None and bound is not None and not member.sort_key < bound:
                 return
 
-    def first(self, group: Group, records: Mapping[str, Record]) -> Record | None:
+    def first(self, group: Group, records: dict[str, Record]) -> Record | None:
         """``group``'s first pending member in order not passed over yet."""
         head = group.head(records)
         if head is None or head.workload.key not in self.passed:

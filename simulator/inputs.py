@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kuota.engine.decoding import parse_object, parse_required_node_affinity
 from kuota.engine.errors import InvalidObjectError, QuantityError
@@ -56,16 +56,34 @@ _REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets
 _PodSetKey = tuple[str, int, int | None, tuple[tuple[str, str], ...]]
 
 
-@dataclass(frozen=True, slots=True)
 class SimulatedWorkload:
-    """A workload of the replay: what the engine sees, and when it arrives and how long it works."""
+    """A workload of the replay: what the engine sees, and when it arrives and how long it works. (A plain class
+    equal by value, as the frozen dataclass it replaced, built per input line: see ``setup.py``.)"""
 
-    workload: Workload
-    submit_at: float
-    duration: float
-    # Why Kueue would create no Workload for its Job (its WorkloadPriorityClass does not exist): then it never
-    # reaches the engine and ends Inadmissible with this reason.
-    not_created: str | None = None
+    __slots__ = ("duration", "not_created", "submit_at", "workload")
+
+    def __init__(self, workload: Workload, submit_at: float, duration: float, not_created: str | None = None) -> None:
+        self.workload: Final = workload
+        self.submit_at: Final = submit_at
+        self.duration: Final = duration
+        # Why Kueue would create no Workload for its Job (its WorkloadPriorityClass does not exist): then it never
+        # reaches the engine and ends Inadmissible with this reason.
+        self.not_created: Final = not_created
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.workload, self.submit_at, self.duration, self.not_created)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, SimulatedWorkload) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"SimulatedWorkload(workload={self.workload!r}, submit_at={self.submit_at!r}, "
+            f"duration={self.duration!r}, not_created={self.not_created!r})"
+        )
 
 
 def seed_directory() -> Path:

@@ -123,7 +123,7 @@ class ReplayResult:
     notable: list[str] = field(default_factory=list)
 
 
-_YOUNG_COLLECTION_EVERY = 20_000
+_YOUNG_COLLECTION_EVERY = 100_000
 
 
 def replay(
@@ -137,8 +137,10 @@ def replay(
     number of seconds from 0 to ``MAX_SECONDS`` (NaN would never stop the clock and infinity never end it)."""
     check_until(until)
     # A replay allocates a few objects per decision, nearly all short-lived and none in cycles, while the
-    # queued workloads keep the heap large: with the default 700-allocation trigger, collections take about a
-    # sixth of a long replay. Collecting 30 times less often costs little memory; the caller's setting returns.
+    # queued and running workloads keep the heap large, and a young collection walks every object made since the
+    # last one that is still alive (most of that heap): with the default 700-allocation trigger, collections
+    # take about a sixth of a long replay, at 20,000 a fifteenth, at 100,000 a fiftieth (more costs more: fewer
+    # collections, each slower). The memory it costs is small; the caller's setting returns.
     thresholds = gc.get_threshold()
     gc.set_threshold(_YOUNG_COLLECTION_EVERY, *thresholds[1:])
     try:

@@ -290,7 +290,7 @@ def test_a_replay_collects_garbage_less_often_and_gives_the_callers_setting_back
     try:
         replay(objects, watching())
         assert gc.get_threshold() == caller
-        assert {threshold[0] for threshold in seen} == {20_000}
+        assert {threshold[0] for threshold in seen} == {100_000}
         late = [arrivals[1], arrivals[0]]  # out of submission order: the replay fails
         with pytest.raises(WorkloadFileError, match="give arrivals in submission order"):
             replay(objects, late)
