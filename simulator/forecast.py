@@ -105,7 +105,8 @@ def forecast(
     """The ETA of every pending workload (with ``wanted``, the replay stops once those are admitted): when
     the replay admits it, or ``beyond_horizon`` when it is still waiting ``horizon`` seconds after ``now``
     while every runtime it waits on is known. ``recent``: the workloads submitted (``created``) within
-    ``window`` seconds before ``now``, whatever became of them, expected again every ``window``. Running
+    ``window`` seconds before ``now``, whatever became of them, expected again every ``window`` (one whose
+    runtime is unknown is not: a copy that never finishes would hold its quota to the horizon). Running
     workloads the engine cannot restore (their queue is gone) are left out, as the controller leaves them out.
 
     Each cohort tree (and each ClusterQueue outside any cohort) is replayed on an engine of its own: they
@@ -122,7 +123,7 @@ def forecast(
     repeated: dict[str, list[Pending]] = {}
     for item in recent:
         part = parts.of_workload(item.workload)
-        if part is not None and now - window < item.workload.created <= now:
+        if part is not None and item.runtime is not None and now - window < item.workload.created <= now:
             repeated.setdefault(part, []).append(item)
     wanted_parts: set[str] = set()
     for item in pending:

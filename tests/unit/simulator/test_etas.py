@@ -165,10 +165,11 @@ def test_recent_submissions_are_expected_again_and_overtake_a_job_that_does_not_
     ]
     etas = forecast(objects, running, [big], 0.0, recent=twice, window=200.0, horizon=1000.0)
     assert etas["research/big"].beyond_horizon and etas["research/big"].at == 1000.0
-    # Submissions older than the window, or after now, are not expected again.
+    # Submissions older than the window, or after now, or of unknown runtime, are not expected again.
     stale = [
         Pending(workload("research", "old", 1, at=-250.0), hour),
         Pending(workload("research", "x", 1, at=5.0), hour),
+        Pending(workload("research", "unknown", 1, at=-150.0), None),
     ]
     assert forecast(objects, running, [big], 0.0, recent=stale, window=200.0)["research/big"].at == 100.0
     # An admitted job of unknown runtime may be what "big" waits on at the horizon: no ETA at all then.
