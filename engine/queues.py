@@ -27,7 +27,9 @@ from kuota.engine.model import ClusterQueue, StopPolicy, WhenCanPreempt, Workloa
 from kuota.engine.preemption import AdmittedByPriority, AdmittedWorkload
 from kuota.engine.quota_tree import FlavorResource, QuotaNode
 
-SortKey = tuple[int, float, str, str]
+# (-priority, created, uid, key): a tuple of any length for the reason FlavorResource is one (quota_tree): every
+# heap push and comparison would otherwise box a new tuple, and its float and int, from the unboxed struct.
+SortKey = tuple[int | float | str, ...]
 # Heaps whose outdated entries leave only from the top are swept when they pass twice their live size
 # (at least this many entries), so sweeping costs O(1) a push over the run.
 COMPACT_FLOOR = 64
