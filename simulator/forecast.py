@@ -120,11 +120,7 @@ def forecast(
         part = parts.of_cluster_queue(entry.cluster_queue)
         if part is not None:
             groups.setdefault(part, ([], []))[0].append(entry)
-    repeated: dict[str, list[Pending]] = {}
-    for item in recent:
-        part = parts.of_workload(item.workload)
-        if part is not None and item.runtime is not None and now - window < item.workload.created <= now:
-            repeated.setdefault(part, []).append(item)
+    repeated = _Recent(recent, parts, now, window)
     wanted_parts: set[str] = set()
     for item in pending:
         part = parts.of_workload(item.workload)
@@ -135,7 +131,7 @@ def forecast(
     etas: dict[str, Eta] = {}
     for part, (part_running, part_pending) in groups.items():
         if part_pending and (wanted is None or part in wanted_parts):
-            arrivals = _Arrivals(repeated.get(part, []), window)
+            arrivals = _Arrivals(repeated, part, window)
             etas.update(
                 _forecast_part(
                     parts.objects(part), part_running, part_pending, arrivals, now, horizon=horizon, wanted=wanted
@@ -238,23 +234,58 @@ def _forecast_part(
     return etas
 
 
+class _Recent:
+    """The recent submissions that will come again (known runtime, within the window), split by part only when
+    a part's replay first reaches the earliest copy's arrival: most replays end before any copy arrives."""
+
+    def __init__(self, recent: Iterable[Pending], parts: _Partition, now: float, window: float) -> None:
+        self._items = [
+            item for item in recent if item.runtime is not None and now - window < item.workload.created <= now
+        ]
+        self._parts = parts
+        self._by_part: dict[str, list[Pending]] | None = None
+        self.first_copy_at = min((item.workload.created for item in self._items), default=None)
+        if self.first_copy_at is not None:
+            self.first_copy_at += window
+
+    def of_part(self, part: str) -> list[Pending]:
+        if self._by_part is None:
+            self._by_part = {}
+            for item in self._items:
+                owner = self._parts.of_workload(item.workload)
+                if owner is not None:
+                    self._by_part.setdefault(owner, []).append(item)
+        return self._by_part.get(part, [])
+
+
 class _Arrivals:
-    """The recent submissions expected again: each ``window`` seconds after it was submitted, and every
+    """One part's recent submissions expected again: each ``window`` seconds after it was submitted, and every
     ``window`` after that, as a copy of its own (``name~1``, ``name~2``...), in time order."""
 
-    def __init__(self, recent: list[Pending], window: float) -> None:
-        self._recent = sorted(recent, key=lambda item: (item.workload.created, item.workload.key))
+    def __init__(self, recent: _Recent, part: str, window: float) -> None:
+        self._source = recent
+        self._part = part
+        self._recent: list[Pending] | None = None  # the part's, in submission order, once a copy may be due
         self._window = window
         self._round = 1
         self._index = 0
 
     def next_at(self) -> float | None:
+        """When the next copy arrives; before the part's submissions are read, the earliest any part's can."""
+        if self._recent is None:
+            return self._source.first_copy_at
         if not self._recent:
             return None
         return self._recent[self._index].workload.created + self._round * self._window
 
     def due(self, at: float) -> Iterator[Pending]:
         """The copies submitted by ``at`` and not yet handed out."""
+        if self._recent is None:
+            first = self._source.first_copy_at
+            if first is None or at < first:
+                return
+            own = self._source.of_part(self._part)
+            self._recent = sorted(own, key=lambda item: (item.workload.created, item.workload.key))
         while self._recent:
             item = self._recent[self._index]
             submitted = item.workload.created + self._round * self._window
