@@ -24,7 +24,14 @@ from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
-from kuota.simulator.runtimes import Runtime, RuntimeHistory, declared_runtime, gpus_of
+from kuota.simulator.runtimes import (
+    Runtime,
+    RuntimeHistory,
+    arriving_runtime,
+    declared_runtime,
+    gpus_of,
+    local_queue_of,
+)
 from kuota.simulator.summary import duration, percentile
 
 
@@ -92,7 +99,7 @@ def predictions(
             finished_at, key = ends[next_end]
             next_end += 1
             done = workloads[key]
-            history.record(_queue(done), gpus_of(done), histories[key].duration, finished_at)
+            history.record(local_queue_of(done), gpus_of(done), histories[key].duration, finished_at)
             running.pop(key, None)
             pending.pop(key, None)
         while next_span < len(spans) and spans[next_span].start < now:
@@ -114,8 +121,8 @@ def predictions(
             recent.popleft()
         if index % every:
             continue
-        queue = _queue(workload)
-        ahead = sum(1 for other in pending.values() if other.key != workload.key and _queue(other) == queue)
+        queue = local_queue_of(workload)
+        ahead = sum(1 for other in pending.values() if other.key != workload.key and local_queue_of(other) == queue)
         mean = history.mean(queue)
         etas = forecast(
             objects,
@@ -123,7 +130,7 @@ def predictions(
             (Pending(other, _runtime(other, history)) for other in pending.values()),
             now,
             wanted=(workload.key,),
-            recent=(Pending(seen.workload, _arriving(seen.workload, history)) for seen in recent),
+            recent=(Pending(seen.workload, arriving_runtime(seen.workload, None, history)) for seen in recent),
         )
         own = histories[workload.key]
         yield Prediction(
@@ -136,16 +143,8 @@ def predictions(
         )
 
 
-def _queue(workload: Workload) -> str:
-    return f"{workload.namespace}/{workload.queue_name}"
-
-
 def _runtime(workload: Workload, history: RuntimeHistory) -> Runtime | None:
-    return declared_runtime(workload, None) or history.expected(_queue(workload), gpus_of(workload))
-
-
-def _arriving(workload: Workload, history: RuntimeHistory) -> Runtime | None:
-    return declared_runtime(workload, None) or history.arriving(_queue(workload), gpus_of(workload))
+    return declared_runtime(workload, None) or history.expected(local_queue_of(workload), gpus_of(workload))
 
 
 def _running(workload: Workload, span: _Span, now: float, history: RuntimeHistory) -> Running:
@@ -154,7 +153,7 @@ def _running(workload: Workload, span: _Span, now: float, history: RuntimeHistor
     if declared is not None:
         remaining: Runtime | None = Runtime(max(0.0, declared.seconds - elapsed), declared.source)
     else:
-        remaining = history.expected(_queue(workload), gpus_of(workload), elapsed)
+        remaining = history.expected(local_queue_of(workload), gpus_of(workload), elapsed)
     return Running(workload, span.cluster_queue, _assignments(workload, span.flavors), span.start, remaining)
 
 

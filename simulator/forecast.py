@@ -90,6 +90,11 @@ class _InFlight:
     admitted_at: float = 0.0
     epoch: int = 0
 
+    @classmethod
+    def waiting(cls, runtime: Runtime | None) -> _InFlight:
+        """A pending workload's: all of its runtime (if known) still to run."""
+        return cls(runtime, None if runtime is None else runtime.seconds)
+
 
 def forecast(
     objects: Iterable[ApiObject],
@@ -175,7 +180,7 @@ def _forecast_part(
         engine.submit(item.workload)
         key = item.workload.key
         waiting.add(key)
-        flights[key] = _InFlight(item.runtime, None if item.runtime is None else item.runtime.seconds)
+        flights[key] = _InFlight.waiting(item.runtime)
     etas: dict[str, Eta] = {}
     sources: dict[str, int] = {}
     bases: set[str] = set()
@@ -186,7 +191,7 @@ def _forecast_part(
     while targets:
         for item in arrivals.due(at):
             engine.submit(item.workload)
-            flights[item.workload.key] = _InFlight(item.runtime, None if item.runtime is None else item.runtime.seconds)
+            flights[item.workload.key] = _InFlight.waiting(item.runtime)
         for decision in engine.schedule(at):
             flight = flights.get(decision.workload)
             if flight is None:

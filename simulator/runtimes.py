@@ -75,6 +75,16 @@ def declared_runtime(workload: Workload, annotated: Runtime | None) -> Runtime |
     return annotated
 
 
+def local_queue_of(workload: Workload) -> str:
+    """``namespace/name`` of the workload's LocalQueue: what the history keeps its rings under."""
+    return f"{workload.namespace}/{workload.queue_name}"
+
+
+def arriving_runtime(workload: Workload, annotated: Runtime | None, history: RuntimeHistory) -> Runtime | None:
+    """The runtime of a copy of this workload expected to arrive: its declared one, else its shape's mean."""
+    return declared_runtime(workload, annotated) or history.arriving(local_queue_of(workload), gpus_of(workload))
+
+
 class RuntimeHistory:
     """Per LocalQueue (``namespace/name``) and shape, the last ``RING_SIZE`` runtimes of finished workloads,
     each with when it finished (so that a finished Workload seen again, after a restart, is not counted twice)."""

@@ -42,8 +42,10 @@ from kuota.simulator.runtimes import (
     RuntimeHistory,
     RuntimeSource,
     annotated_runtime,
+    arriving_runtime,
     declared_runtime,
     gpus_of,
+    local_queue_of,
 )
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import LOCAL_QUEUES, WORKLOADS, ApiWriter
@@ -212,7 +214,7 @@ class EtaBook:
         running: list[Running] = []
         pending: list[Pending] = []
         recent = [
-            Pending(workload, self._arriving(workload, annotation))
+            Pending(workload, arriving_runtime(workload, annotation, self.history))
             for workload, annotation in self._recent_finished.values()
         ]
         reads: dict[str, _Read] = {}
@@ -232,14 +234,14 @@ class EtaBook:
             if engine_status.state is WorkloadState.PENDING:
                 pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
                 if workload.created > window_start:
-                    recent.append(Pending(workload, self._arriving(workload, annotation)))
+                    recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
             if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
                 continue
             if workload.created > window_start:
-                recent.append(Pending(workload, self._arriving(workload, annotation)))
+                recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
             admission = read.admission
             if admission is None:
                 continue  # its admission is being written: not in the view yet
@@ -281,11 +283,7 @@ class EtaBook:
         declared = declared_runtime(workload, annotation)
         if declared is not None:
             return Runtime(max(0.0, declared.seconds - elapsed), declared.source)
-        return self.history.expected(_queue(workload), gpus_of(workload), elapsed)
-
-    def _arriving(self, workload: Workload, annotation: Runtime | None) -> Runtime | None:
-        """The runtime of a copy of this Workload expected to arrive: its declared one, else its shape's mean."""
-        return declared_runtime(workload, annotation) or self.history.arriving(_queue(workload), gpus_of(workload))
+        return self.history.expected(local_queue_of(workload), gpus_of(workload), elapsed)
 
     def _record_finished(self, priorities: Mapping[str, int], window_start: float) -> None:
         """Every Workload that finished after running, once: its runtime joins its queue's history; one
@@ -307,7 +305,7 @@ class EtaBook:
             runtime = _finished_runtime(obj)
             if runtime is None:
                 continue
-            queue = _queue(workload)
+            queue = local_queue_of(workload)
             if self.history.record(queue, gpus_of(workload), *runtime):
                 self._dirty_queues.add(queue)
         self._recorded &= live
@@ -393,10 +391,6 @@ def phrase(eta: Eta, now: float) -> str:
     if declared:
         basis.append(f"{declared} declared runtime{'s' if declared != 1 else ''}")
     return f"{when}, from {' and '.join(basis)}" if basis else when
-
-
-def _queue(workload: Workload) -> str:
-    return f"{workload.namespace}/{workload.queue_name}"
 
 
 def _finished_runtime(obj: Mapping[str, Any]) -> tuple[float, float] | None:
