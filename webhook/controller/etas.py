@@ -231,17 +231,15 @@ class EtaBook:
                     continue
             reads[key] = read
             annotation = None if read.annotation is None else read.annotation[1]
+            if workload.created > window_start:  # a submission, whatever became of it, as simulate counts them
+                recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
             if engine_status.state is WorkloadState.PENDING:
                 pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
-                if workload.created > window_start:
-                    recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
             if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
                 continue
-            if workload.created > window_start:
-                recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
             admission = read.admission
             if admission is None:
                 continue  # its admission is being written: not in the view yet

@@ -234,9 +234,12 @@ def test_the_last_day_of_submissions_is_expected_again_and_a_job_it_keeps_overta
     done = _workload("done", 1, reserved_at=START, finished_at=START + 600.0)
     old = _workload("old", 1, reserved_at=START - 2 * 86400.0, finished_at=START - 86400.0)
     old["metadata"]["creationTimestamp"] = status.rfc3339(START - 2 * 86400.0)
-    book, _ = _book(small, done, old, _workload("big", 8))
-    # Submitted within the last 24 hours, whatever became of them: the running, the finished, the pending.
-    assert sorted(item.workload.name for item in book.snapshot(NOW).recent) == ["big", "done", "small"]
+    inactive = _workload("inactive", 1)
+    inactive["spec"]["active"] = False
+    book, _ = _book(small, done, old, _workload("big", 8), inactive)
+    # Submitted within the last 24 hours, whatever became of them: the running, the finished, the pending,
+    # the deactivated (as kuota simulate counts every submission of the stream).
+    assert sorted(item.workload.name for item in book.snapshot(NOW).recent) == ["big", "done", "inactive", "small"]
     asyncio.run(book.recompute())
     # A copy of "small" arrives every day and runs 30 h: one GPU is always taken, and "big" needs all 8.
     assert book.eta_of("research/big") is None
