@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import ensure_namespace, get_json
+from tests.integration.manager.conftest import ensure_namespace, get_json, remove_queue_objects
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, finish_job, workload_of
 from tests.manager_process import ManagerProcess
@@ -91,7 +91,8 @@ def test_a_pending_job_is_told_its_eta_and_the_history_behind_it_survives_a_rest
         assert "expected to start" in message
         assert _history(cluster) == history
     finally:
+        if manager.process is None or manager.process.poll() is not None:
+            manager.start()
+        remove_queue_objects(cluster, ["research"])
         manager.stop()
         manager.unregister()
-        cluster.kubectl("delete", "jobs", "--all", "-n", "research", "--wait=false")
-        cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")

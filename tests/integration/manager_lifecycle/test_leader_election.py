@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import ensure_namespace, get_json
+from tests.integration.manager.conftest import ensure_namespace, get_json, remove_queue_objects
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job
 from tests.manager_process import ManagerProcess
@@ -53,12 +53,10 @@ def replicas(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator[tup
         second.start()
         yield first, second
     finally:
+        remove_queue_objects(cluster, ["research"])  # while a replica still runs to release the finalizers
         for replica in pair:
             replica.stop()
         second.unregister()
-        cluster.kubectl("delete", "jobs", "--all", "-n", "research", "--wait=false")
-        cluster.kubectl("delete", "workloads", "--all", "-n", "research", "--wait=false")
-        cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")
 
 
 def test_only_the_leader_admits_and_a_graceful_stop_hands_over_well_inside_the_lease(

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import ensure_namespace
+from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, finish_job, workload_of
 from tests.manager_process import ManagerProcess
@@ -45,7 +45,6 @@ def test_a_finished_workload_is_deleted_after_the_retention_and_not_before(
         )
         assert cluster.kubectl("get", "job", "short-lived", "-n", "research", check=False).returncode == 0
     finally:
+        remove_queue_objects(cluster, ["research"])
         manager.stop()
         manager.unregister()
-        cluster.kubectl("delete", "jobs", "--all", "-n", "research", "--wait=false")
-        cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")
