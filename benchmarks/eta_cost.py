@@ -5,8 +5,8 @@ the manager's (its engine, and its view of every Workload as the API shows it): 
 8 GPUs, each full with 8 running 1-GPU Workloads, and ``--pending`` Workloads waiting across them, every one
 declaring its runtime (``kuota.dev/expected-runtime``, 10 to 80 min). Then the controller's own
 recomputation (:class:`kuota.webhook.controller.etas.EtaBook`): the snapshot on the event loop (the Workloads
-as the engine holds them; each running one's admission read from its status once per resourceVersion, so the
-first round reads all of them, later ones none) and the forward replay in its worker thread. Printed: CPU
+and admissions as the engine holds them; each annotated runtime parsed once, so the first round parses all of
+them, later ones none) and the forward replay in its worker thread. Printed: CPU
 seconds of each part (target: at most 1 s per recomputation, compiled engine), and the resident memory the
 ETAs' cache adds. The manager's own memory at 10,000 Workloads with ETAs on is
 ``benchmarks/manager_admission.py``'s.
@@ -168,7 +168,7 @@ def main() -> None:
     gc.collect()
     before = _rss_mib()
     rows = []
-    for round_name in ("first (reads every admission)", "steady (nothing changed)"):
+    for round_name in ("first (parses every annotation)", "steady (nothing changed)"):
         started = time.process_time()
         taken = book.snapshot(NOW)
         snapshot = time.process_time() - started

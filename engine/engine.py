@@ -40,6 +40,7 @@ from kuota.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
+from kuota.engine.preemption import AdmittedWorkload
 from kuota.engine.queue_manager import QueueManager, reason_of, workload_status
 from kuota.engine.queues import Record
 from kuota.engine.quota_tree import FlavorResource, QuotaTree
@@ -47,6 +48,7 @@ from kuota.engine.scheduler import Scheduler
 
 __all__ = [
     "Admission",
+    "AdmittedWorkload",
     "ClusterQueueStatus",
     "Decision",
     "Eviction",
@@ -204,6 +206,12 @@ class QuotaEngine:
         if record is None:
             raise UnknownObjectError("Workload", key)
         return workload_status(record, reason_of(record))
+
+    def admission(self, key: str) -> AdmittedWorkload | None:
+        """An admitted workload's ClusterQueue, flavors and admission time; None for any other state."""
+        self._refresh()
+        record = self._manager.records.get(key)
+        return record.admitted if record is not None and record.state is WorkloadState.ADMITTED else None
 
     def statuses_without_reasons(self) -> Iterator[tuple[str, WorkloadStatus]]:
         """Every workload's status with ``reason`` None: the reason's text is most of a status's cost, and

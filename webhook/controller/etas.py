@@ -1,8 +1,8 @@
 """Admission ETAs for pending Workloads: the engine replayed forward from the controller's state, in the
 background, at most every ``interval`` seconds (:mod:`kuota.simulator.forecast`).
 
-The replay runs in a worker thread on a snapshot (the parsed configuration objects and Workloads the engine
-holds, shared, and each running Workload's admission, read from its status once per resourceVersion), so the
+The replay runs in a worker thread on a snapshot (the parsed configuration objects, Workloads and admissions
+the engine holds, shared, and each Workload's annotated runtime, which its kept copy holds undecoded), so the
 event loop goes on deciding meanwhile; a recomputation never starts while the last one runs. Expected
 runtimes, in order (:mod:`kuota.simulator.runtimes`): the Workload's ``maximumExecutionTimeSeconds``, its
 ``kuota.dev/expected-runtime`` annotation, the history of finished Workloads of the same LocalQueue and shape.
@@ -32,7 +32,6 @@ from kuota.durations import DurationError
 from kuota.engine.decoding import parse_workload
 from kuota.engine.engine import QuotaEngine, WorkloadState
 from kuota.engine.errors import InvalidObjectError
-from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.errors import HistoryFormatError
 from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
@@ -77,33 +76,6 @@ class Snapshot:
     recent: list[Pending]
 
 
-@dataclass(frozen=True, slots=True)
-class _Admission:
-    """A running Workload's admission as its status shows it."""
-
-    pod_sets: tuple[PodSetAssignment, ...]
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """What the replay reads of one version of a Workload: its ``kuota.dev/expected-runtime`` annotation (the
-    text and the runtime it declares) and its admission."""
-
-    version: int
-    annotation: tuple[str, Runtime | None] | None
-    admission: _Admission | None
-
-
-def _admission(obj: Mapping[str, Any]) -> _Admission | None:
-    try:
-        pod_sets = status.admitted_pod_sets(obj)
-    except InvalidObjectError:
-        return None
-    at = status.quota_reserved_at(obj)
-    return None if pod_sets is None or at is None else _Admission(pod_sets, at)
-
-
 class EtaBook:
     def __init__(
         self,
@@ -120,7 +92,8 @@ class EtaBook:
         self._etas: dict[str, Eta] = {}
         self._beyond: dict[str, Eta] = {}  # not expected within the replay's horizon
         self._heads: dict[str, Eta] = {}
-        self._reads: dict[str, _Read] = {}  # per Workload, what the last snapshot read of it
+        # Per Workload, its kuota.dev/expected-runtime annotation's text and the runtime that text declares.
+        self._annotations: dict[str, tuple[str, Runtime | None]] = {}
         self._queue_of: dict[str, str] = {}  # each pending Workload's ClusterQueue, as of the last snapshot
         self._recorded: set[str] = set()  # uids of finished Workloads already in the history
         # Finished Workloads submitted within the arrival window, by uid: parsed, with their declared runtime.
@@ -204,9 +177,9 @@ class EtaBook:
         self._etas, self._beyond, self._heads = within, beyond, heads
 
     def snapshot(self, now: float) -> Snapshot:
-        """What the forward replay starts from (the Workloads as the engine holds them, shared, not copied);
-        records newly finished Workloads into the history first. A Workload's kept copy is decoded only when
-        its resourceVersion moved since the last snapshot: what the replay reads of it is cached per version."""
+        """What the forward replay starts from (the Workloads and admissions as the engine holds them, shared,
+        not copied); records newly finished Workloads into the history first. No Workload's kept copy is
+        decoded but a newly finished one's."""
         state = self._state
         engine = state.engine
         window_start = now - ARRIVAL_WINDOW_SECONDS
@@ -217,55 +190,43 @@ class EtaBook:
             Pending(workload, arriving_runtime(workload, annotation, self.history))
             for workload, annotation in self._recent_finished.values()
         ]
-        reads: dict[str, _Read] = {}
+        annotations: dict[str, tuple[str, Runtime | None]] = {}
         queue_of: dict[str, str] = {}
         for key, engine_status in engine.statuses_without_reasons():
             workload = state.parsed.get(key)
-            version = state.workloads.version(key)
-            if workload is None or version is None:
+            if workload is None:
                 continue
-            read = self._reads.get(key)
-            if read is None or read.version != version:
-                read = self._read(key, version)
-                if read is None:
-                    continue
-            reads[key] = read
-            annotation = None if read.annotation is None else read.annotation[1]
+            annotation = self._annotation(key, state.workloads.expected_runtime(key))
+            if annotation is not None:
+                annotations[key] = annotation
+            declared = None if annotation is None else annotation[1]
             if workload.created > window_start:  # a submission, whatever became of it, as simulate counts them
-                recent.append(Pending(workload, arriving_runtime(workload, annotation, self.history)))
+                recent.append(Pending(workload, arriving_runtime(workload, declared, self.history)))
             if engine_status.state is WorkloadState.PENDING:
-                pending.append(Pending(workload, self._runtime(workload, annotation, 0.0)))
+                pending.append(Pending(workload, self._runtime(workload, declared, 0.0)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
-            if engine_status.state is not WorkloadState.ADMITTED or engine_status.cluster_queue is None:
+            admitted = engine.admission(key)
+            if admitted is None:
                 continue
-            admission = read.admission
-            if admission is None:
-                continue  # its admission is being written: not in the view yet
-            remaining = self._runtime(workload, annotation, now - admission.at)
-            running.append(Running(workload, engine_status.cluster_queue, admission.pod_sets, admission.at, remaining))
-        self._reads, self._queue_of = reads, queue_of
+            remaining = self._runtime(workload, declared, now - admitted.admitted_at)
+            running.append(
+                Running(workload, admitted.cluster_queue, admitted.assignment.pod_sets, admitted.admitted_at, remaining)
+            )
+        self._annotations, self._queue_of = annotations, queue_of
         return Snapshot(_configuration_objects(engine), running, pending, recent)
 
-    def _read(self, key: str, version: int) -> _Read | None:
-        """What the replay reads of a Workload's kept copy at ``version``: its declared runtime and admission."""
-        obj = self._state.workloads.get(key)
-        if obj is None:
-            return None
-        return _Read(version, self._annotation(key, obj["metadata"]), _admission(obj))
-
-    def _annotation(self, key: str, metadata: Mapping[str, Any]) -> tuple[str, Runtime | None] | None:
-        """The ``kuota.dev/expected-runtime`` annotation's text and the runtime it declares, parsed once per
-        text; one that is no duration is told once in the log and left to the history."""
-        text = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
+    def _annotation(self, key: str, text: str | None) -> tuple[str, Runtime | None] | None:
+        """A ``kuota.dev/expected-runtime`` annotation's text and the runtime it declares, parsed once per
+        Workload and text; one that is no duration is told once in the log and left to the history."""
         if text is None:
             return None
-        previous = self._reads.get(key)
-        if previous is not None and previous.annotation is not None and previous.annotation[0] == str(text):
-            return previous.annotation
+        previous = self._annotations.get(key)
+        if previous is not None and previous[0] == text:
+            return previous
         try:
-            return (str(text), annotated_runtime(str(text)))
+            return (text, annotated_runtime(text))
         except DurationError:
             log.warning(
                 "Workload %s: annotation %s=%r is not a duration (write e.g. 90m or 1h30m); its runtime is taken "
@@ -274,7 +235,7 @@ class EtaBook:
                 EXPECTED_RUNTIME_ANNOTATION,
                 text,
             )
-            return (str(text), None)
+            return (text, None)
 
     def _runtime(self, workload: Workload, annotation: Runtime | None, elapsed: float) -> Runtime | None:
         """The expected runtime left after ``elapsed`` seconds of running, from the best source there is."""
@@ -298,7 +259,8 @@ class EtaBook:
             except InvalidObjectError:
                 continue
             if workload.created > window_start:
-                annotation = self._annotation(workload.key, obj["metadata"])
+                text = (obj["metadata"].get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
+                annotation = self._annotation(workload.key, None if text is None else str(text))
                 self._recent_finished[uid] = (workload, None if annotation is None else annotation[1])
             runtime = _finished_runtime(obj)
             if runtime is None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from kuota.engine.engine import QuotaEngine
 from kuota.engine.model import Configuration, Workload
+from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 
 _SHARED_STRING_LENGTH = 256
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -47,13 +48,15 @@ def _without_bookkeeping(obj: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class Kept:
     """The copy the controller keeps of a Workload or a job: its resourceVersion, whether it is a finished
-    Workload (what the periodic scans look for), and the object as compact JSON. Held as Python dicts, a queued
+    Workload (what the periodic scans look for), its ``kuota.dev/expected-runtime`` annotation (what every ETA
+    recomputation reads of every Workload), and the object as compact JSON. Held as Python dicts, a queued
     Workload costs about 3 KB (a dict or a list at every level); as JSON, a few hundred bytes, so ten thousand
     Workloads, their jobs and their pods fit the manager's memory. :meth:`load` decodes a fresh copy each time,
     which a caller may change without touching the cache."""
 
     version: int
     finished: bool
+    expected_runtime: str | None
     json: str
 
     def load(self) -> dict[str, Any]:
@@ -83,7 +86,14 @@ def _kept(obj: Mapping[str, Any]) -> Kept:
     finished = any(
         isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True" for c in conditions
     )
-    return Kept(_version(obj), finished, json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    expected_runtime = annotations.get(EXPECTED_RUNTIME_ANNOTATION)
+    return Kept(
+        _version(obj),
+        finished,
+        None if expected_runtime is None else str(expected_runtime),
+        json.dumps(obj, separators=(",", ":"), ensure_ascii=False),
+    )
 
 
 def _kept_pod_set(pod_set: Any) -> Any:
@@ -182,6 +192,11 @@ class View:
         """The kept copy's resourceVersion, without decoding it (None: none kept)."""
         found = self._objects.get(key)
         return None if found is None else found.version
+
+    def expected_runtime(self, key: str) -> str | None:
+        """The kept copy's ``kuota.dev/expected-runtime`` annotation, without decoding it (None: none)."""
+        found = self._objects.get(key)
+        return None if found is None else found.expected_runtime
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._objects)

@@ -13,6 +13,8 @@ from kuota.engine.decoding import parse_workload
 from kuota.engine.model import Configuration
 from kuota.kube.client import ApiResponse, KubeApi
 from kuota.simulator.forecast import Eta
+from kuota.simulator.runtimes import Runtime, annotated_runtime
+from kuota.webhook.controller import etas
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.etas import ETA_ANNOTATION, HISTORY_ANNOTATION, EtaBook, phrase
@@ -146,10 +148,13 @@ def test_runtimes_come_from_max_execution_before_the_annotation_before_the_histo
     assert book.phrase("research/waiting") == "expected to start within a minute, from 3 similar jobs"
 
 
-def test_a_snapshot_reads_a_workload_again_only_once_its_resource_version_moves(monkeypatch: Any) -> None:
+def test_a_snapshot_decodes_no_kept_copy_and_parses_an_annotation_again_only_once_it_changes(
+    monkeypatch: Any,
+) -> None:
     running = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "2h"}, reserved_at=START)
     book, _ = _book(running, _workload("waiting", 4))
     decoded: list[str] = []
+    parsed: list[str] = []
     view = book._state.workloads
     load = view.get
 
@@ -157,12 +162,16 @@ def test_a_snapshot_reads_a_workload_again_only_once_its_resource_version_moves(
         decoded.append(key)
         return load(key)
 
+    def counting_parse(text: str) -> Runtime:
+        parsed.append(text)
+        return annotated_runtime(text)
+
     monkeypatch.setattr(view, "get", counting_get)
+    monkeypatch.setattr(etas, "annotated_runtime", counting_parse)
     asyncio.run(book.recompute())
-    assert sorted(decoded) == ["research/running", "research/waiting"]
-    decoded.clear()
+    assert (decoded, parsed) == ([], ["2h"])
     asyncio.run(book.recompute())
-    assert decoded == []  # nothing moved: nothing decoded, the same ETA
+    assert (decoded, parsed) == ([], ["2h"])  # nothing moved: nothing parsed again, the same ETA
     eta = book.eta_of("research/waiting")
     assert eta is not None and eta.at == START + 7200.0
 
@@ -170,7 +179,7 @@ def test_a_snapshot_reads_a_workload_again_only_once_its_resource_version_moves(
     longer["metadata"]["resourceVersion"] = "6"
     view.observe("research/running", kept_workload(longer))
     asyncio.run(book.recompute())
-    assert decoded == ["research/running"]
+    assert (decoded, parsed) == ([], ["2h", "3h"])
     eta = book.eta_of("research/waiting")
     assert eta is not None and eta.at == START + 3 * 3600.0  # the new annotation, read from the new version
 
