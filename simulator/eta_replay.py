@@ -25,12 +25,11 @@ from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Runni
 from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
 from kuota.simulator.runtimes import (
-    Runtime,
     RuntimeHistory,
-    arriving_runtime,
-    declared_runtime,
     gpus_of,
     local_queue_of,
+    queued_runtime,
+    remaining_runtime,
 )
 from kuota.simulator.summary import duration, percentile
 
@@ -127,10 +126,10 @@ def predictions(
         etas = forecast(
             objects,
             (_running(workloads[key], span, now, history) for key, span in running.items()),
-            (Pending(other, _runtime(other, history)) for other in pending.values()),
+            (Pending(other, queued_runtime(other, None, history)) for other in pending.values()),
             now,
             wanted=(workload.key,),
-            recent=(Pending(seen.workload, arriving_runtime(seen.workload, None, history)) for seen in recent),
+            recent=(Pending(seen.workload, queued_runtime(seen.workload, None, history)) for seen in recent),
         )
         own = histories[workload.key]
         yield Prediction(
@@ -143,17 +142,8 @@ def predictions(
         )
 
 
-def _runtime(workload: Workload, history: RuntimeHistory) -> Runtime | None:
-    return declared_runtime(workload, None) or history.expected(local_queue_of(workload), gpus_of(workload))
-
-
 def _running(workload: Workload, span: _Span, now: float, history: RuntimeHistory) -> Running:
-    elapsed = now - span.start
-    declared = declared_runtime(workload, None)
-    if declared is not None:
-        remaining: Runtime | None = Runtime(max(0.0, declared.seconds - elapsed), declared.source)
-    else:
-        remaining = history.expected(local_queue_of(workload), gpus_of(workload), elapsed)
+    remaining = remaining_runtime(workload, None, history, now - span.start)
     return Running(workload, span.cluster_queue, _assignments(workload, span.flavors), span.start, remaining)
 
 

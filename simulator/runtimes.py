@@ -4,9 +4,9 @@
 2. the ``kuota.dev/expected-runtime`` annotation, a duration in the project's grammar (``90m``, ``1h30m``);
 3. the history of finished workloads of the same LocalQueue and shape (total GPUs, in powers of two), a ring
    of the last ``RING_SIZE`` runtimes per (LocalQueue, shape); a shape with fewer than ``MIN_SAMPLES``
-   finished jobs borrows the whole LocalQueue's history. A workload that is there (running or pending) is
-   expected to run the median of its ring, the best guess for one job; work expected to arrive, the mean,
-   what a stream of such jobs adds to the load (:meth:`RuntimeHistory.arriving`).
+   finished jobs borrows the whole LocalQueue's history. A running workload is expected to run the median of
+   its ring (of those longer than it has run), the best guess for one job; a workload yet to start, pending
+   or expected to arrive, the mean, what a queue of such jobs adds up to (:meth:`RuntimeHistory.queued`).
 
 Pure: the controller keeps a :class:`RuntimeHistory` and persists it (one annotation per LocalQueue, see
 ``to_json``/``load_json``); ``kuota simulate --etas`` keeps one from the stream's finished workloads.
@@ -80,9 +80,21 @@ def local_queue_of(workload: Workload) -> str:
     return f"{workload.namespace}/{workload.queue_name}"
 
 
-def arriving_runtime(workload: Workload, annotated: Runtime | None, history: RuntimeHistory) -> Runtime | None:
-    """The runtime of a copy of this workload expected to arrive: its declared one, else its shape's mean."""
-    return declared_runtime(workload, annotated) or history.arriving(local_queue_of(workload), gpus_of(workload))
+def remaining_runtime(
+    workload: Workload, annotated: Runtime | None, history: RuntimeHistory, elapsed: float
+) -> Runtime | None:
+    """The runtime this workload has left after running ``elapsed`` seconds: what it declares, less that, else
+    what its shape's history expects (:meth:`RuntimeHistory.remaining`)."""
+    declared = declared_runtime(workload, annotated)
+    if declared is not None:
+        return Runtime(max(0.0, declared.seconds - elapsed), declared.source)
+    return history.remaining(local_queue_of(workload), gpus_of(workload), elapsed)
+
+
+def queued_runtime(workload: Workload, annotated: Runtime | None, history: RuntimeHistory) -> Runtime | None:
+    """The runtime of this workload, yet to start (pending, or a copy expected to arrive): its declared one,
+    else its shape's mean (:meth:`RuntimeHistory.queued`)."""
+    return declared_runtime(workload, annotated) or history.queued(local_queue_of(workload), gpus_of(workload))
 
 
 class RuntimeHistory:
@@ -120,7 +132,7 @@ class RuntimeHistory:
             return [runtime for _, runtime in own], f"{queue} {shape}"
         return [runtime for ring in rings.values() for _, runtime in ring], f"{queue} *"
 
-    def expected(self, queue: str, gpus: int, elapsed: float = 0.0) -> Runtime | None:
+    def remaining(self, queue: str, gpus: int, elapsed: float) -> Runtime | None:
         """The expected remaining runtime of a workload that has run ``elapsed`` seconds: the median of the
         recorded runtimes longer than that, less ``elapsed``; one running past all of them is expected to
         run half as long again (an old job is likely to live a while yet). None with no history."""
@@ -131,10 +143,11 @@ class RuntimeHistory:
         remaining = statistics.median(longer) - elapsed if longer else elapsed / 2
         return Runtime(remaining, RuntimeSource.HISTORY, len(runtimes), basis)
 
-    def arriving(self, queue: str, gpus: int) -> Runtime | None:
-        """The runtime of each job of this shape expected to arrive: the mean of the recorded runtimes, not
-        the median, as the load a stream of them brings is their mean; where runtimes are heavy-tailed the
-        median is a fraction of it (Helios jobs of 9+ GPUs: 0.07 h against 5.9 h). None with no history."""
+    def queued(self, queue: str, gpus: int) -> Runtime | None:
+        """The runtime of each job of this shape yet to start (pending, or expected to arrive): the mean of the
+        recorded runtimes, not the median. The wait they make is the sum of their runtimes, and the sum of
+        many is near their mean times their count; where runtimes are heavy-tailed the median is a fraction of
+        it (Helios jobs of 9+ GPUs: 0.07 h against 5.9 h). None with no history."""
         runtimes, basis = self.runtimes(queue, gpus)
         if not runtimes:
             return None

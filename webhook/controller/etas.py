@@ -41,10 +41,10 @@ from kuota.simulator.runtimes import (
     RuntimeHistory,
     RuntimeSource,
     annotated_runtime,
-    arriving_runtime,
-    declared_runtime,
     gpus_of,
     local_queue_of,
+    queued_runtime,
+    remaining_runtime,
 )
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import LOCAL_QUEUES, WORKLOADS, ApiWriter
@@ -187,7 +187,7 @@ class EtaBook:
         running: list[Running] = []
         pending: list[Pending] = []
         recent = [
-            Pending(workload, arriving_runtime(workload, annotation, self.history))
+            Pending(workload, queued_runtime(workload, annotation, self.history))
             for workload, annotation in self._recent_finished.values()
         ]
         annotations: dict[str, tuple[str, Runtime | None]] = {}
@@ -201,16 +201,16 @@ class EtaBook:
                 annotations[key] = annotation
             declared = None if annotation is None else annotation[1]
             if workload.created > window_start:  # a submission, whatever became of it, as simulate counts them
-                recent.append(Pending(workload, arriving_runtime(workload, declared, self.history)))
+                recent.append(Pending(workload, queued_runtime(workload, declared, self.history)))
             if engine_status.state is WorkloadState.PENDING:
-                pending.append(Pending(workload, self._runtime(workload, declared, 0.0)))
+                pending.append(Pending(workload, queued_runtime(workload, declared, self.history)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
             admitted = engine.admission(key)
             if admitted is None:
                 continue
-            remaining = self._runtime(workload, declared, now - admitted.admitted_at)
+            remaining = remaining_runtime(workload, declared, self.history, now - admitted.admitted_at)
             running.append(
                 Running(workload, admitted.cluster_queue, admitted.assignment.pod_sets, admitted.admitted_at, remaining)
             )
@@ -236,13 +236,6 @@ class EtaBook:
                 text,
             )
             return (text, None)
-
-    def _runtime(self, workload: Workload, annotation: Runtime | None, elapsed: float) -> Runtime | None:
-        """The expected runtime left after ``elapsed`` seconds of running, from the best source there is."""
-        declared = declared_runtime(workload, annotation)
-        if declared is not None:
-            return Runtime(max(0.0, declared.seconds - elapsed), declared.source)
-        return self.history.expected(local_queue_of(workload), gpus_of(workload), elapsed)
 
     def _record_finished(self, priorities: Mapping[str, int], window_start: float) -> None:
         """Every Workload that finished after running, once: its runtime joins its queue's history; one

@@ -148,6 +148,20 @@ def test_runtimes_come_from_max_execution_before_the_annotation_before_the_histo
     assert book.phrase("research/waiting") == "expected to start within a minute, from 3 similar jobs"
 
 
+def test_a_running_workload_is_expected_to_run_the_median_and_one_yet_to_start_the_mean() -> None:
+    runtimes = (600.0, 600.0, 6000.0)  # median 600 s, mean 2400 s
+    finished = [
+        _workload(f"done-{index}", 8, reserved_at=START - 9000.0 - index, finished_at=START - 9000.0 - index + seconds)
+        for index, seconds in enumerate(runtimes)
+    ]
+    book, _ = _book(*finished, _workload("running", 8, reserved_at=NOW), _workload("ahead", 8), _workload("next", 8))
+    asyncio.run(book.recompute())
+    ahead, behind = book.eta_of("research/ahead"), book.eta_of("research/next")
+    assert ahead is not None and ahead.at == NOW + 600.0
+    assert behind is not None and behind.at == NOW + 600.0 + 2400.0
+    assert behind.similar_jobs == 3
+
+
 def test_a_snapshot_decodes_no_kept_copy_and_parses_an_annotation_again_only_once_it_changes(
     monkeypatch: Any,
 ) -> None:

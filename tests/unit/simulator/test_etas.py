@@ -26,6 +26,8 @@ from kuota.simulator.runtimes import (
     RuntimeSource,
     annotated_runtime,
     declared_runtime,
+    queued_runtime,
+    remaining_runtime,
     shape_of,
 )
 from tests.unit.engine.builders import flavor, gpu_queue, local_queue, workload
@@ -56,23 +58,28 @@ def test_runtimes_come_from_max_execution_then_the_annotation_then_the_history()
         annotated_runtime("soon")
 
     history = RuntimeHistory()
-    assert history.expected("research/q", 2) is None
+    assert history.remaining("research/q", 2, 0.0) is None
+    assert history.queued("research/q", 2) is None
     for finished_at, seconds in enumerate((100.0, 200.0)):
         history.record("research/q", 8, seconds, float(finished_at))
     # Two 8-GPU runs are too few for the 2-GPU shape's own ring: the whole queue's history stands in.
-    assert history.expected("research/q", 2) == Runtime(150.0, RuntimeSource.HISTORY, 2, "research/q *")
+    assert history.remaining("research/q", 2, 0.0) == Runtime(150.0, RuntimeSource.HISTORY, 2, "research/q *")
     for finished_at, seconds in enumerate((30.0, 40.0, 50.0), start=10):
         history.record("research/q", 3, seconds, float(finished_at))
-    assert history.expected("research/q", 2) == Runtime(40.0, RuntimeSource.HISTORY, 3, "research/q gpus-2")
+    assert history.remaining("research/q", 2, 0.0) == Runtime(40.0, RuntimeSource.HISTORY, 3, "research/q gpus-2")
     # Running for 45 s already: the median of the longer runs, less what is done; past them all, half again.
-    assert history.expected("research/q", 2, elapsed=45.0).seconds == 5.0  # type: ignore[union-attr]
-    assert history.expected("research/q", 2, elapsed=60.0).seconds == 30.0  # type: ignore[union-attr]
-    # One long run among short ones: a job that is there is still expected to run the median, but each job
-    # expected to arrive brings the mean, what a stream of them adds to the load.
+    assert history.remaining("research/q", 2, 45.0).seconds == 5.0  # type: ignore[union-attr]
+    assert history.remaining("research/q", 2, 60.0).seconds == 30.0  # type: ignore[union-attr]
+    # One long run among short ones: a job just started is still expected to run the median, but each job
+    # yet to start brings the mean, what a queue of them adds up to.
     history.record("research/q", 2, 400.0, 20.0)
-    assert history.expected("research/q", 2) == Runtime(45.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
-    assert history.arriving("research/q", 2) == Runtime(130.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
-    assert RuntimeHistory().arriving("research/q", 2) is None
+    assert history.remaining("research/q", 2, 0.0) == Runtime(45.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
+    assert history.queued("research/q", 2) == Runtime(130.0, RuntimeSource.HISTORY, 4, "research/q gpus-2")
+    plain = workload("research", "b", 2)
+    assert queued_runtime(plain, None, history) == history.queued("research/q", 2)
+    assert queued_runtime(plain, annotated, history) == annotated
+    assert remaining_runtime(plain, annotated, history, 600.0) == Runtime(4800.0, RuntimeSource.ANNOTATION)
+    assert remaining_runtime(plain, None, history, 45.0) == history.remaining("research/q", 2, 45.0)
     assert (shape_of(0), shape_of(1), shape_of(7), shape_of(8)) == ("gpus-0", "gpus-1", "gpus-4", "gpus-8")
 
 
@@ -85,7 +92,7 @@ def test_the_history_round_trips_through_its_annotation_and_stays_bounded() -> N
     restored = RuntimeHistory()
     restored.load_json("research/q", text)
     assert restored.to_json("research/q") == text
-    assert restored.expected("research/q", 1) == history.expected("research/q", 1)
+    assert restored.remaining("research/q", 1, 0.0) == history.remaining("research/q", 1, 0.0)
     # A finished Workload seen again after a restart is not counted twice.
     last = 3 * RING_SIZE - 1
     assert not restored.record("research/q", 1 << (last % (MAX_SHAPES + 3)), 60.0 + last, 1000.0 + last)
