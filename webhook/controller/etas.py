@@ -252,8 +252,7 @@ class EtaBook:
             except InvalidObjectError:
                 continue
             if workload.created > window_start:
-                text = (obj["metadata"].get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
-                annotation = self._annotation(workload.key, None if text is None else str(text))
+                annotation = self._annotation(workload.key, self._state.workloads.expected_runtime(workload.key))
                 self._recent_finished[uid] = (workload, None if annotation is None else annotation[1])
             runtime = _finished_runtime(obj)
             if runtime is None:

@@ -188,11 +188,6 @@ class View:
         found = self._objects.get(key)
         return None if found is None else found.load()
 
-    def version(self, key: str) -> int | None:
-        """The kept copy's resourceVersion, without decoding it (None: none kept)."""
-        found = self._objects.get(key)
-        return None if found is None else found.version
-
     def expected_runtime(self, key: str) -> str | None:
         """The kept copy's ``kuota.dev/expected-runtime`` annotation, without decoding it (None: none)."""
         found = self._objects.get(key)
