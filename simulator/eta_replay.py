@@ -21,7 +21,7 @@ from typing import Any
 from kuota.engine.decisions import EvictionReason
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
-from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
+from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, DEFAULT_HORIZON_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
 from kuota.simulator.runtimes import (
@@ -236,7 +236,11 @@ def _eta_entry(prediction: Prediction) -> dict[str, Any]:
 
 def eta_summary(figures: dict[str, Any], predicted: int) -> str:
     """The summary's lines on the ETAs: how far off, beside the naive baseline."""
-    beyond = f", {figures['beyondHorizon']} of them beyond the 30-day horizon" if figures["beyondHorizon"] else ""
+    beyond = (
+        f", {figures['beyondHorizon']} of them beyond the {duration(DEFAULT_HORIZON_SECONDS)} horizon"
+        if figures["beyondHorizon"]
+        else ""
+    )
     lines = [
         f"\nAdmission ETAs: {predicted} predicted at submission, {figures['compared']} compared with the replay{beyond}"
     ]
