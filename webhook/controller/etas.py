@@ -200,10 +200,12 @@ class EtaBook:
             if annotation is not None:
                 annotations[key] = annotation
             declared = None if annotation is None else annotation[1]
+            queued: Pending | None = None
             if workload.created > window_start:  # a submission, whatever became of it, as simulate counts them
-                recent.append(Pending(workload, queued_runtime(workload, declared, self.history)))
+                queued = Pending(workload, queued_runtime(workload, declared, self.history))
+                recent.append(queued)
             if engine_status.state is WorkloadState.PENDING:
-                pending.append(Pending(workload, queued_runtime(workload, declared, self.history)))
+                pending.append(queued or Pending(workload, queued_runtime(workload, declared, self.history)))
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue
