@@ -82,8 +82,16 @@ class ManagerProcess:
         if wait_ready:
             wait_until(self.ready, f"manager {self.identity} to be ready (log: {self.log_path})", timeout=60)
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ensure_started(self) -> None:
+        """Start it again if a test stopped or killed it (cleanup needs a manager to release finalizers)."""
+        if not self.running():
+            self.start()
+
     def ready(self) -> bool:
-        if self.process is None or self.process.poll() is not None:
+        if not self.running():
             raise AssertionError(f"manager {self.identity} exited; see {self.log_path}:\n{self.log_tail()}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as reply:

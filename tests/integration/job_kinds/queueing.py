@@ -102,8 +102,7 @@ def ensure_managed_namespace(cluster: Cluster) -> str:
 
 def clean_slate(cluster: Cluster, manager: ManagerProcess, namespace: str) -> None:
     """Every job of every kind and their Workloads gone (the manager releases the finalizers), then the queues."""
-    if manager.process is None or manager.process.poll() is not None:
-        manager.start()
+    manager.ensure_started()
     for kind in JOB_KINDS:
         cluster.kubectl("delete", kind, "--all", "-n", namespace, "--wait=false", check=False)
     wait_until(

@@ -89,8 +89,7 @@ def remove_queue_objects(cluster: Cluster, job_namespaces: Iterable[str]) -> Non
 def clean_queue_objects(cluster: Cluster, manager: ManagerProcess) -> Iterator[None]:
     """After each test, nothing of it is left."""
     yield
-    if manager.process is None or manager.process.poll() is not None:
-        manager.start()
+    manager.ensure_started()
     remove_queue_objects(cluster, (*GUIDE_NAMESPACES, *_extra_namespaces(cluster)))
 
 

@@ -148,8 +148,7 @@ async def test_killing_the_manager_at_random_never_overruns_quota_or_double_admi
         stop_monkey.set()
         await asyncio.to_thread(monkey.join, 30)
         watcher.cancel()
-    if manager.process is None or manager.process.poll() is not None:
-        manager.start()
+    manager.ensure_started()
     assert len(kills) >= 5, f"the manager was killed only {len(kills)} times"
     assert oracle.events > JOBS
     assert oracle.violations == []

@@ -91,8 +91,7 @@ def test_a_pending_job_is_told_its_eta_and_the_history_behind_it_survives_a_rest
         assert "expected to start" in message
         assert _history(cluster) == history
     finally:
-        if manager.process is None or manager.process.poll() is not None:
-            manager.start()
+        manager.ensure_started()
         remove_queue_objects(cluster, ["research"])
         manager.stop()
         manager.unregister()
