@@ -39,6 +39,18 @@ def test_the_named_frameworks_are_enabled_and_kueues_others_skipped_with_a_warni
 
 
 @pytest.mark.parametrize(
+    ("body", "warned"), [("waitForPodsReady:\n  timeout: 5m\n", True), ("fairSharing: {}\n", False)]
+)
+def test_a_wait_for_pods_ready_the_controller_does_not_enforce_is_said_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, body: str, warned: bool
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        configuration = load_configuration(_config(tmp_path, body), "kuota-system")[0]
+    assert (configuration.wait_for_pods_ready is not None) is warned
+    assert ("waitForPodsReady is not enforced by the controller" in caplog.text) is warned
+
+
+@pytest.mark.parametrize(
     ("frameworks", "message"),
     [
         ("[batch/jobs]", "names 'batch/jobs', which no integration has; kuota implements"),
