@@ -122,10 +122,7 @@ def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configura
             raise ManagerError(f"--config {path}: {error}") from error
         configuration = parse_configuration(document)
         integrations = read_integrations(document, f"--config {path}")
-        wait = document.get("waitForPodsReady") if isinstance(document, dict) else None
-        if configuration.wait_for_pods_ready is not None and not (
-            isinstance(wait, dict) and wait.get("enable") is False
-        ):
+        if configuration.wait_for_pods_ready is not None:
             # The engine requeues a PodsReady timeout a shell reports, but this one watches no pod readiness yet.
             log.warning(
                 "--config %s: waitForPodsReady is not enforced by the controller: it sets no PodsReady condition "

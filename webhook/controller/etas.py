@@ -205,7 +205,9 @@ class EtaBook:
                 queued = Pending(workload, queued_runtime(workload, declared, self.history))
                 recent.append(queued)
             if engine_status.state is WorkloadState.PENDING:
-                pending.append(queued or Pending(workload, queued_runtime(workload, declared, self.history)))
+                if queued is None:
+                    queued = Pending(workload, queued_runtime(workload, declared, self.history))
+                pending.append(queued)
                 if engine_status.cluster_queue is not None:
                     queue_of[key] = engine_status.cluster_queue
                 continue

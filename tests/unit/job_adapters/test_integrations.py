@@ -1,4 +1,5 @@
-"""integrations.frameworks, read as Kueue's Configuration names them, and the webhooks and RBAC rules it gives."""
+"""The manager's --config as Kueue's Configuration: integrations.frameworks, read as Kueue names them, the webhooks and
+RBAC rules they give, and what the controller does not enforce, said at start."""
 
 from __future__ import annotations
 

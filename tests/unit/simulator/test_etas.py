@@ -14,8 +14,8 @@ from kuota.engine.decoding import parse_object
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.errors import HistoryFormatError
-from kuota.simulator.eta_replay import Prediction, accuracy, eta_summary, predictions
-from kuota.simulator.forecast import DEFAULT_HORIZON_SECONDS, Eta, Pending, Running, forecast
+from kuota.simulator.eta_replay import accuracy, eta_summary, predictions
+from kuota.simulator.forecast import DEFAULT_HORIZON_SECONDS, Pending, Running, forecast
 from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import replay
 from kuota.simulator.runtimes import (
@@ -258,10 +258,15 @@ def test_each_cohort_tree_is_replayed_apart_with_the_same_decisions_and_its_own_
 
 
 def test_the_summary_names_the_horizon_the_forecast_ran_to() -> None:
-    horizon_end = 100.0 + DEFAULT_HORIZON_SECONDS
-    made = [
-        Prediction("research/late", 100.0, 8, Eta(horizon_end, 100.0, (), 0, beyond_horizon=True), 50.0, None),
-        Prediction("research/soon", 100.0, 8, Eta(160.0, 100.0, (), 0), 30.0, 190.0),
+    day = 86400.0
+    objects = _objects(("research", 4))
+    arrivals = [
+        SimulatedWorkload(workload("research", "first", 4), 0.0, 100.0),
+        SimulatedWorkload(workload("research", "long", 4, at=200.0, max_seconds=int(40 * day)), 200.0, 40 * day),
+        SimulatedWorkload(workload("research", "behind", 4, at=210.0), 210.0, 100.0),
     ]
+    made = list(predictions(objects, arrivals, replay(objects, arrivals, 35 * day)))
+    behind = made[-1].eta
+    assert behind is not None and behind.beyond_horizon and behind.at == 210.0 + DEFAULT_HORIZON_SECONDS
     summary = eta_summary(accuracy(made), len(made))
-    assert "2 predicted at submission, 1 compared with the replay, 1 of them beyond the 30.0d horizon" in summary
+    assert "3 predicted at submission, 1 compared with the replay, 1 of them beyond the 30.0d horizon" in summary
