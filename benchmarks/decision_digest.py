@@ -30,7 +30,7 @@ from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
 from kuota.simulator.traces import read_trace, trace_workloads
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-15k.csv"
+DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "philly-15k.csv"
 
 
 def _digest(name: str, documents: Iterable[Mapping[str, Any]], lines: Iterable[Mapping[str, Any]]) -> None:

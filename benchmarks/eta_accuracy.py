@@ -31,7 +31,7 @@ from kuota.simulator.runtimes import gpus_of
 from kuota.simulator.summary import percentile
 from kuota.simulator.traces import read_trace, trace_workloads
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
 DEFAULT_TRACES = (TRACES / "philly-15k.csv", TRACES / "helios-15k.csv")
 SIZE_CLASSES = (("1 GPU", 1, 1), ("2-4 GPUs", 2, 4), ("5-8 GPUs", 5, 8), ("9+ GPUs", 9, 1 << 30))
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from kuota.simulator.inputs import SimulatedWorkload
     from kuota.simulator.replay import ReplayResult
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly-15k.csv"
+DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "philly-15k.csv"
 TARGET_SECONDS = 2.0
 
 

@@ -56,9 +56,9 @@ def test_kuota_is_the_only_top_level_name(wheel: zipfile.ZipFile) -> None:
 def test_every_source_module_of_every_plane_is_in_the_wheel(wheel: zipfile.ZipFile) -> None:
     shipped = set(_record(wheel))
     sources = {
-        f"kuota/{path.relative_to(ROOT).as_posix()}"
+        path.relative_to(ROOT).as_posix()
         for plane in PLANES
-        for path in (ROOT / plane).rglob("*.py")
+        for path in (ROOT / "kuota" / plane).rglob("*.py")
         if "__pycache__" not in path.parts
     }
     sources |= {f"kuota/{path.name}" for path in (ROOT / "kuota").glob("*.py")}
@@ -66,8 +66,9 @@ def test_every_source_module_of_every_plane_is_in_the_wheel(wheel: zipfile.ZipFi
 
 
 def test_the_seed_example_ships_once_as_package_data(wheel: zipfile.ZipFile) -> None:
-    assert (ROOT / "simulator" / "seed").resolve() == (ROOT / "examples" / "seed").resolve()
-    example = {path.name for path in (ROOT / "examples" / "seed").iterdir() if path.suffix in (".yaml", ".jsonl")}
+    example = {
+        path.name for path in (ROOT / "kuota" / "simulator" / "seed").iterdir() if path.suffix in (".yaml", ".jsonl")
+    }
     shipped = {path.rpartition("/")[2] for path in _record(wheel) if path.startswith("kuota/simulator/seed/")}
     assert example and example <= shipped
 

@@ -1,4 +1,4 @@
-"""The real Helios Earth traces (../shared/traces/helios-earth, 16 teams, May 2020, one row a minute) as
+"""The real Helios Earth traces (tests/data/traces/helios-earth, 16 teams, May 2020, one row a minute) as
 the manager's and the exporter's series, for the report to read from a real Prometheus.
 
 Each team becomes a ClusterQueue and a namespace of its own name. Per minute row i (sampled at the end of
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tests.integration.report.openmetrics import OpenMetricsHistory
 
-TRACES = Path(__file__).resolve().parents[4] / "shared" / "traces" / "helios-earth"  # shared/ beside the checkout
+TRACES = Path(__file__).resolve().parents[2] / "data" / "traces" / "helios-earth"
 START = int(datetime(2020, 5, 1, tzinfo=UTC).timestamp())
 BUCKETS = (1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20480, 40960, float("inf"))
 GPU = "nvidia.com/gpu"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
-SEED = REPO / "examples" / "seed"
+SEED = REPO / "kuota" / "simulator" / "seed"
 GPU = "nvidia.com/gpu"
 TEAMS = ("research", "applied-ml", "inference")
 NOMINAL_GPUS = 8  # every seed ClusterQueue's nominal GPU quota

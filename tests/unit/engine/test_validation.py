@@ -32,7 +32,7 @@ from kuota.engine.model import (
 
 from .builders import cluster_queue, flavor, gpu_queue, quota
 
-SEED = Path(__file__).resolve().parents[3] / "examples" / "seed"
+SEED = Path(__file__).resolve().parents[3] / "kuota" / "simulator" / "seed"
 # The guide's manager configuration, verbatim.
 GUIDE_CONFIGURATION = """\
 apiVersion: config.kueue.x-k8s.io/v1beta2

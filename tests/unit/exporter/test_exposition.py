@@ -13,7 +13,7 @@ from kuota.exporter.exposition import ScrapeRenderer
 from kuota.exporter.readings import DeviceReading, DeviceSample, Gpu, GpuStatus
 from kuota.exporter.snapshot import Snapshot
 
-README = Path(__file__).parents[3] / "exporter" / "README.md"
+README = Path(__file__).parents[3] / "kuota" / "exporter" / "README.md"
 SHARED = Gpu(
     index=0, uuid="GPU-0", parent_uuid="GPU-0", minor=0, model="NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0"
 )

@@ -194,7 +194,7 @@ def test_a_dump_is_read_in_memory_bounded_by_the_history_not_by_the_file(tmp_pat
     assert _peak_reading(large) - _peak_reading(small) < 4 * 2**20
 
 
-SEED = Path(__file__).resolve().parents[3] / "examples" / "seed"
+SEED = Path(__file__).resolve().parents[3] / "kuota" / "simulator" / "seed"
 
 
 def test_queues_the_whatif_cannot_replay_fail_before_any_query(tmp_path: Path) -> None:

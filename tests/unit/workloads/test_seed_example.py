@@ -22,7 +22,7 @@ from kuota.simulator.lines import WorkloadLine
 from tests.paths import GUIDE
 from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
 
-SEED = Path(__file__).parents[3] / "examples" / "seed"
+SEED = Path(__file__).parents[3] / "kuota" / "simulator" / "seed"
 
 
 def config_objects() -> list[dict[str, Any]]:

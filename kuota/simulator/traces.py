@@ -1,4 +1,4 @@
-"""Philly and Helios job traces (``../shared/traces``) as ``kuota simulate`` workloads.
+"""Philly and Helios job traces (``tests/data/traces``) as ``kuota simulate`` workloads.
 
 Input: the CSV columns ``u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status``, one
 job a row, in submission order. How each row becomes a workload:
