@@ -34,8 +34,8 @@ from kuota.malloc_trim import release_free_pages
 from kuota.webhook import manager
 from kuota.webhook.admission.endpoints import kuota_rules
 from kuota.webhook.admission.server import AdmissionRoutes, AdmissionServer, build_app
-from tests.unit.admission.conftest import POLICY, job_request, make_app
-from tests.unit.admission.static_facts import StaticClusterFacts
+from tests.unit.webhook.admission.conftest import POLICY, job_request, make_app
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts
 from tests.waiting import async_wait_until
 
 MIB = 1024 * 1024

@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.cluster import GPU_RESOURCE, RUN_SECONDS_ANNOTATION, Cluster
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

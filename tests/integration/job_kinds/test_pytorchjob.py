@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.cluster.job_controllers import UpstreamController
 from tests.integration.job_kinds.manifests import pytorchjob
@@ -20,6 +22,8 @@ from tests.integration.job_kinds.queueing import (
     workload_of,
 )
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def _selector(name: str) -> str:

@@ -21,6 +21,8 @@ from tests.integration.job_kinds.manifests import jobset, pod_group, rayjob
 from tests.integration.job_kinds.queueing import create, get_json, workload_of
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
 
 

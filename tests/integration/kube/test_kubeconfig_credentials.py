@@ -26,6 +26,8 @@ from tests.connect_proxy import connect_proxy
 from tests.fakes.exec_plugin import FakePlugin, credential
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"

@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import AlreadyExistsError, BadRequestError, ConflictError, NotFoundError
 from kuota.kube.listing import list_all
+
+pytestmark = pytest.mark.integration
 
 
 def _secret(namespace: str, resource_version: str | None = None) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector
 from kuota.webhook.admission.reflected_cluster import WORKLOADS
@@ -22,6 +24,8 @@ from tests.integration.manager.guide_objects import VERBATIM, gpu_job, team_queu
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import async_wait_until
+
+pytestmark = pytest.mark.integration
 
 JOBS = 500
 SEED = 20261130

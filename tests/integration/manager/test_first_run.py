@@ -7,6 +7,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import apply, get_json, wait_for_event
 from tests.integration.manager.guide_objects import FLAVOR, RESEARCH_LOCAL_QUEUE, RESEARCH_QUEUE, gpu_job, guide
@@ -14,6 +16,8 @@ from tests.integration.manager.test_guide import admitted_workload, create_job, 
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def _apply_guide_queues(cluster: Cluster, *names: str) -> None:

@@ -7,12 +7,16 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from tests.cluster import RUN_SECONDS_ANNOTATION, Cluster
 from tests.integration.manager.conftest import apply, events_of, get_json, wait_for_event
 from tests.integration.manager.guide_objects import FINETUNE_JOB, VERBATIM, gpu_job, guide, team_queues
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 GPU = "nvidia.com/gpu"
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import get_json
 from tests.integration.manager.guide_objects import FINETUNE_JOB, VERBATIM
@@ -19,6 +21,8 @@ from tests.integration.manager.test_guide import admitted_workload
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def _local_queue(weight: str) -> dict[str, Any]:

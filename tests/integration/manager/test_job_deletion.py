@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, running_pods, workload_of
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_job_deleted_with_orphan_propagation_still_gives_its_quota_to_the_next_job(

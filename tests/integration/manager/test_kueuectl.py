@@ -18,6 +18,8 @@ from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def kueuectl_binary() -> Path:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import apply, get_json
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
@@ -12,6 +14,8 @@ from tests.integration.manager.test_guide import admitted_workload, create_job, 
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def _compose_errors(cluster: Cluster, job: str) -> list[dict[str, Any]]:

@@ -21,6 +21,8 @@ from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 FLAVOR_SELECTOR = {"gpu-type": "h100", "capacity-type": "on-demand"}
 

@@ -7,6 +7,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.cluster import Cluster
@@ -23,6 +24,8 @@ from tests.integration.manager.test_guide import admitted_workload, create_job
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 V1BETA1 = "kueue.x-k8s.io/v1beta1"
 

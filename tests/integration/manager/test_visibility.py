@@ -30,6 +30,8 @@ from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 GROUP = "visibility.kueue.x-k8s.io"
 SERVICE = visibility_service_name("kuota-webhook")
 CQ_PATH = f"/apis/{GROUP}/v1beta2/clusterqueues/research/pendingworkloads"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import ensure_namespace, get_json, remove_queue_objects
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
@@ -14,6 +16,8 @@ from tests.integration.manager.test_guide import admitted_workload, create_job, 
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 HISTORY = "kuota.dev/runtime-history"
 

@@ -17,6 +17,8 @@ from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 NAMESPACE = "kuota-ha"
 LEASE_SECONDS = 15
 

@@ -18,6 +18,8 @@ from tests.integration.manager.conftest import ensure_namespace, get_json
 from tests.manager_process import ManagerProcess
 from tests.unit.chart.rendering import VALUES_SETS, render
 
+pytestmark = pytest.mark.integration
+
 NAMESPACE = "kuota-metrics-auth"
 READER_ROLE = "kuota-metrics-reader-under-test"  # the chart's rules, under a name no release uses
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
@@ -12,6 +14,8 @@ from tests.integration.manager.test_guide import admitted_workload, create_job, 
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_finished_workload_is_deleted_after_the_retention_and_not_before(

@@ -37,6 +37,8 @@ from tests.prometheus_server import PrometheusServer
 from tests.unit.chart.rendering import render
 from tests.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 GPU = "nvidia.com/gpu"
 WINDOW_S = 7 * 86400
 RAN_S = 3600

@@ -16,6 +16,8 @@ import pytest
 from tests.integration.report import synthetic_week as week
 from tests.integration.report.conftest import ReportRun
 
+pytestmark = pytest.mark.integration
+
 PRICE = 55.04 / 8
 WORKDAY_HOURS = 50  # Mon-Fri 9-19
 WEEKEND_HOURS = 48

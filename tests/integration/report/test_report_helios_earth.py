@@ -18,6 +18,8 @@ from tests.integration.report import helios_earth
 from tests.integration.report.conftest import ReportRun, run_report
 from tests.prometheus_server import PrometheusServer
 
+pytestmark = pytest.mark.integration
+
 
 def _minute_facts() -> dict[str, float]:
     """Computed straight from the CSV rows, independently of Prometheus and the report."""

@@ -17,6 +17,8 @@ from tests.integration.report.conftest import run_report
 from tests.integration.report.openmetrics import OpenMetricsHistory
 from tests.prometheus_server import PrometheusServer, backfill_openmetrics
 
+pytestmark = pytest.mark.integration
+
 END = 1_790_006_400
 START = END - 3 * 3600
 # as Prometheus stores them; the OpenMetrics text below escapes the backslash

@@ -11,6 +11,8 @@ import pytest
 
 from tests.integration.report.conftest import ReportRun
 
+pytestmark = pytest.mark.integration
+
 _FLAGS = (
     "--headless",
     "--no-sandbox",

@@ -12,6 +12,8 @@ from tests.integration.report import synthetic_week
 from tests.integration.report.conftest import run_report
 from tests.prometheus_server import PrometheusServer
 
+pytestmark = pytest.mark.integration
+
 
 def test_empty_window_says_so_and_shows_no_zeros(synthetic_week_prometheus: PrometheusServer, tmp_path: Path) -> None:
     long_before = str(synthetic_week.START - 30 * 86400)

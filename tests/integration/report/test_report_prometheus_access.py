@@ -27,6 +27,8 @@ from tests.integration.report.conftest import ReportRun, run_report
 from tests.integration.report.secured_prometheus import TlsFiles, bcrypt_hash, issue_tls_files, tenant_gateway
 from tests.prometheus_server import PrometheusServer, WebConfig, backfill_openmetrics
 
+pytestmark = pytest.mark.integration
+
 PASSWORD = "correct-horse-battery-staple"
 WRONG_PASSWORD = "tr0ub4dor&3"
 TOKENS = ("token-one-ZmlSt", "token-two-c2Vjb25k", "token-three-dGhpcmQ")

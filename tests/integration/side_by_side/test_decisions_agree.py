@@ -7,7 +7,7 @@ the scenario stays where v0.17 decides the same (v0.17 still matches a pod set's
 label keys of all a resource group's flavors, v0.19 against the flavor's own; v0.20 also lets a queue that may
 preempt within itself simulate preemption past its nominal quota).
 
-The floor's snapshots are the hand-derived decisions (tests/unit/side_by_side/test_scenarios.py), so each
+The floor's snapshots are the hand-derived decisions (tests/unit/benchmarks/side_by_side/test_scenarios.py), so each
 controller matching the floor means kuota and Kueue hold exactly the same workloads after every phase. Each
 test starts its own control plane: Kueue's CRDs and kuota's may never share one, and the session's cluster
 holds kuota's. Kueue comes from the binary cache; cold, it is built here first (about 11 minutes on two cores).

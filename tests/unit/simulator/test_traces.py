@@ -9,7 +9,7 @@ from kuota.simulator.errors import SourceSpecError, TraceFormatError
 from kuota.simulator.lines import WorkloadLine
 from kuota.simulator.queue_mapping import QueueTarget, queue_for_user
 from kuota.simulator.traces import CpuOnlyRows, TraceOptions, TraceRow, convert_trace, read_trace, trace_workloads
-from tests.unit.workloads.simulate_contract import stream_problems
+from tests.unit.benchmarks.workloads.simulate_contract import stream_problems
 
 DATA = Path(__file__).parents[2] / "data" / "traces"
 PHILLY = DATA / "philly-head.csv"

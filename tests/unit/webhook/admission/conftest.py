@@ -8,7 +8,7 @@ from kuota.engine.model import LabelSelector
 from kuota.webhook.admission.endpoints import kuota_rules
 from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from kuota.webhook.admission.server import AdmissionRoutes, ReadinessCheck, build_app
-from tests.unit.admission.static_facts import StaticClusterFacts
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts
 
 KUOTA_USER = "system:serviceaccount:kuota-system:kuota-manager"
 POLICY = JobPolicy(

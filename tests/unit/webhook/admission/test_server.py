@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestClient
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.admission.server import ReadinessCheck
 from tests.paths import GUIDE
-from tests.unit.admission.conftest import job_request, make_app, review
-from tests.unit.admission.static_facts import StaticClusterFacts
+from tests.unit.webhook.admission.conftest import job_request, make_app, review
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts
 
 AiohttpClient = Any
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
 from kuota.webhook.jobs.adapter import Finished, workload_manifest
-from tests.unit.job_kinds import objects
+from tests.unit.webhook.jobs import objects
 
 
 def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_parallelism_capped_by_completions() -> None:

@@ -17,7 +17,7 @@ from benchmarks.workloads.synthetic import (
 )
 from kuota.simulator.errors import SourceSpecError
 from kuota.simulator.lines import WorkloadLine
-from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
+from tests.unit.benchmarks.workloads.simulate_contract import reference_problems, stream_problems
 
 SMALL = SyntheticSpec(workloads=3000, cluster_queues=50, cohorts=5, seed=11)
 

@@ -8,7 +8,7 @@ import pytest
 from benchmarks.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config, harness_workloads
 from benchmarks.workloads.manifests import workload_manifest
 from kuota.simulator.errors import SourceSpecError
-from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
+from tests.unit.benchmarks.workloads.simulate_contract import reference_problems, stream_problems
 
 TWO_QUEUES = HarnessSpec(cohorts=1, queues_per_cohort=2)
 CLASSES = {"small": (350, 0.1, 0.2, 50, "1"), "medium": (100, 0.5, 0.5, 100, "5"), "large": (50, 1.2, 1.0, 200, "20")}

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS
-from tests.unit.admission.conftest import make_app
-from tests.unit.admission.static_facts import StaticClusterFacts
+from tests.unit.webhook.admission.conftest import make_app
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts
 
 PATHS = ["/mutate-batch-v1-job", "/validate-batch-v1-job"] + [kind.path for kind in KUEUE_OBJECT_KINDS]
 FACTS = StaticClusterFacts(

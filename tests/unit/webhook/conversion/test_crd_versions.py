@@ -9,7 +9,7 @@ import pytest
 
 from kuota.webhook.crds import crd_manifests
 from kuota.webhook.crds.definitions import DEFINITIONS
-from tests.unit.conversion.test_kinds import PAIRS
+from tests.unit.webhook.conversion.test_kinds import PAIRS
 
 MANIFESTS = {manifest["spec"]["names"]["kind"]: manifest for manifest in crd_manifests()}
 

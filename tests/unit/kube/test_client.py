@@ -20,7 +20,7 @@ from kuota.kube.credentials import ApiServerAccess
 from kuota.kube.errors import ApiResponseError, ApiUnreachableError
 from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster.pki import ControlPlanePki, write_pki
-from tests.unit.kube_api.conftest import ServerFactory, b64, server_context, write_kubeconfig
+from tests.unit.kube.conftest import ServerFactory, b64, server_context, write_kubeconfig
 
 
 def _api(url: str, **headers: str) -> KubeApi:

@@ -18,7 +18,7 @@ from kuota.webhook.admission.job_policy import (
     validate_job,
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Operation, UserInfo
-from tests.unit.admission.static_facts import StaticClusterFacts, apply_patch
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts, apply_patch
 
 KUOTA = "system:serviceaccount:kuota-system:kuota-manager"
 POLICY = JobPolicy(

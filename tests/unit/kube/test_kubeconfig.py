@@ -14,7 +14,7 @@ from kuota.errors import ConfigurationError
 from kuota.kube.credentials import in_cluster
 from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster.pki import ControlPlanePki
-from tests.unit.kube_api.conftest import b64, write_kubeconfig
+from tests.unit.kube.conftest import b64, write_kubeconfig
 
 INSECURE = {"server": "https://10.0.0.1:6443/", "insecure-skip-tls-verify": True}
 

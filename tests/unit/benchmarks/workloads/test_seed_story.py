@@ -11,7 +11,7 @@ import pytest
 from benchmarks.workloads.seed_week import FINETUNE_AT, SWEEP_AT
 from kuota.cli import main
 
-SEED = Path(__file__).parents[3] / "kuota" / "simulator" / "seed"
+SEED = Path(__file__).parents[4] / "kuota" / "simulator" / "seed"
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from kuota.webhook.controller.errors import JobConflictError
 from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
-from tests.unit.job_kinds import objects
-from tests.unit.job_kinds.merge_patch import apply_merge_patch
+from tests.unit.webhook.jobs import objects
+from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
 
 FLAVOR_TOLERATION = {"key": "capacity-type", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
 

@@ -17,7 +17,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, 
 from kuota.webhook.admission.unmanaged import warn_unmanaged
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.registry import select
-from tests.unit.admission.static_facts import StaticClusterFacts, apply_patch
+from tests.unit.webhook.admission.static_facts import StaticClusterFacts, apply_patch
 
 KUOTA = UserInfo("system:serviceaccount:kuota-system:kuota-manager", frozenset())
 ALICE = UserInfo("alice", frozenset({"system:authenticated"}))

@@ -20,9 +20,9 @@ from benchmarks.workloads.seed_week import (
 )
 from kuota.simulator.lines import WorkloadLine
 from tests.paths import GUIDE
-from tests.unit.workloads.simulate_contract import reference_problems, stream_problems
+from tests.unit.benchmarks.workloads.simulate_contract import reference_problems, stream_problems
 
-SEED = Path(__file__).parents[3] / "kuota" / "simulator" / "seed"
+SEED = Path(__file__).parents[4] / "kuota" / "simulator" / "seed"
 
 
 def config_objects() -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from kuota.webhook.jobs.adapter import (
     workload_name,
 )
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
-from tests.unit.admission.static_facts import apply_patch
+from tests.unit.webhook.admission.static_facts import apply_patch
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 

@@ -11,7 +11,7 @@ import yaml
 from aiohttp.test_utils import TestClient
 
 from tests.paths import GUIDE
-from tests.unit.admission.conftest import KUOTA_USER, make_app, review
+from tests.unit.webhook.admission.conftest import KUOTA_USER, make_app, review
 
 AiohttpClient = Any
 WORKLOAD_PATH = "/validate-kueue-x-k8s-io-v1beta2-workload"

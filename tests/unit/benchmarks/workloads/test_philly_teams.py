@@ -6,9 +6,9 @@ import yaml
 
 from benchmarks.workloads.philly_teams import philly_teams_config
 from kuota.simulator.traces import convert_trace
-from tests.unit.workloads.simulate_contract import reference_problems
+from tests.unit.benchmarks.workloads.simulate_contract import reference_problems
 
-PHILLY = Path(__file__).parents[2] / "data" / "traces" / "philly-head.csv"
+PHILLY = Path(__file__).parents[3] / "data" / "traces" / "philly-head.csv"
 
 
 def test_fourteen_teams_share_one_cohort_with_borrowing_and_reclaim_on() -> None:

@@ -22,7 +22,7 @@ from kuota.kube.exec_plugin import REFRESH_BEFORE_EXPIRY_S, ExecConfig, ExecPlug
 from kuota.kube.kubeconfig import from_kubeconfig
 from tests.cluster.pki import ControlPlanePki
 from tests.fakes.exec_plugin import FakePlugin, credential
-from tests.unit.kube_api.conftest import ServerFactory, b64, server_context, write_kubeconfig
+from tests.unit.kube.conftest import ServerFactory, b64, server_context, write_kubeconfig
 from tests.waiting import async_wait_until
 
 V1 = "client.authentication.k8s.io/v1"

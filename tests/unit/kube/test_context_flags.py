@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kuota.cli import main
-from tests.unit.kube_api.conftest import write_kubeconfig
+from tests.unit.kube.conftest import write_kubeconfig
 
 INSECURE = {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}
 
