@@ -17,8 +17,6 @@ from kuota.simulator.inputs import SimulatedWorkload, convert_lines, load_config
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
 
-REPOSITORY = Path(__file__).resolve().parents[3]
-
 CONFIG = """\
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -241,18 +239,6 @@ def test_the_embedded_example_preempts_the_most_recently_admitted_sweep_trials()
     )
     assert sorted(w["name"] for w in victims) == sorted(name for _, name in last_admitted_before[-4:])
     assert all(w["status"] == "Finished" for w in document["workloads"])
-
-
-def test_the_guides_objects_are_in_the_example_verbatim() -> None:
-    guide = REPOSITORY / "tests" / "data" / "guide"
-    names = (
-        "resourceflavor-h100-ondemand.yaml",
-        "clusterqueue-research.yaml",
-        "localqueue-research.yaml",
-        "workloadpriorityclass-production-finetune.yaml",
-    )
-    for name in names:
-        assert (seed_directory() / name).read_bytes() == (guide / name).read_bytes(), name
 
 
 def test_workloads_of_one_plain_pod_set_share_it_and_a_bad_later_line_is_still_rejected() -> None:
