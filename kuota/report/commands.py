@@ -183,15 +183,15 @@ class _ReportCommand:
         from datetime import UTC, datetime
         from pathlib import Path
 
-        from kuota.report.api_listing import api_source
         from kuota.report.errors import ReportError, ReportInputError
+        from kuota.report.figures.prices import parse_prices
+        from kuota.report.figures.verdicts import Thresholds
+        from kuota.report.figures.window import MAX_WINDOW_S, Window, WorkHours, parse_end, whole_seconds
         from kuota.report.pipeline import ReportRequest, measure, write
-        from kuota.report.prices import parse_prices
-        from kuota.report.prometheus_access import prometheus_access
-        from kuota.report.prometheus_api import prometheus_url
-        from kuota.report.queue_config import load_objects
-        from kuota.report.verdicts import Thresholds
-        from kuota.report.window import MAX_WINDOW_S, Window, WorkHours, parse_end, whole_seconds
+        from kuota.report.sources.api_listing import api_source
+        from kuota.report.sources.prometheus_access import prometheus_access
+        from kuota.report.sources.prometheus_api import prometheus_url
+        from kuota.report.sources.queue_config import load_objects
 
         def optional_path(text: str | None) -> Path | None:
             return Path(text) if text is not None else None

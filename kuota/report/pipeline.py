@@ -1,8 +1,8 @@
 """One report run, end to end: read the job history and queues, collect from Prometheus, compute, replay the
 what-if, write the files (report.json, report.csv, report.md, report.html and the trend charts' SVG files).
 
-This is the imperative shell; the policy lives in ``team_report`` and ``verdicts``. Every input is read and
-checked before the first query, so a bad file fails in a second, not after minutes of PromQL. The
+This is the imperative shell; the policy lives in ``figures`` (``team_report`` and ``verdicts``). Every input is
+read and checked before the first query, so a bad file fails in a second, not after minutes of PromQL. The
 files are rendered whole before the first is written, and each is written through :mod:`kuota.files`: a
 temporary file beside it, renamed over the final name only once all of them are on disk, so a failed run
 leaves the previous report as it was, and a symlink planted at a final name is replaced, never followed.
@@ -21,24 +21,25 @@ from pathlib import Path
 from typing import Any
 
 from kuota.files import PRIVATE_FILE_MODE, atomic_writer
-from kuota.report import report_csv, report_html, report_json, report_markdown
-from kuota.report.api_listing import ApiSource, read_cluster
-from kuota.report.collection import collect, trend_day_ends
 from kuota.report.errors import ReportInputError
-from kuota.report.measurements import Measurements
-from kuota.report.previous import read_previous
-from kuota.report.prices import Price, PriceTable
-from kuota.report.prometheus_access import PrometheusAccess
-from kuota.report.prometheus_api import PrometheusClient
-from kuota.report.queue_config import namespace_queues
-from kuota.report.svg_charts import all_charts
-from kuota.report.team_report import Report, build_report
-from kuota.report.trends import TREND_CHARTS
-from kuota.report.verdicts import Thresholds
-from kuota.report.whatif import check_replayable, run_whatif
-from kuota.report.window import Window
-from kuota.report.workload_dump import read_dump
-from kuota.report.workload_history import RetainedWorkloads, job_history, with_known_priority_classes
+from kuota.report.figures.measurements import Measurements
+from kuota.report.figures.prices import Price, PriceTable
+from kuota.report.figures.schema import Report
+from kuota.report.figures.team_report import build_report
+from kuota.report.figures.verdicts import Thresholds
+from kuota.report.figures.window import Window, trend_day_ends
+from kuota.report.sources.api_listing import ApiSource, read_cluster
+from kuota.report.sources.collection import collect
+from kuota.report.sources.previous_report import read_previous
+from kuota.report.sources.prometheus_access import PrometheusAccess
+from kuota.report.sources.prometheus_api import PrometheusClient
+from kuota.report.sources.queue_config import namespace_queues
+from kuota.report.sources.whatif import check_replayable, run_whatif
+from kuota.report.sources.workload_dump import read_dump
+from kuota.report.sources.workload_history import RetainedWorkloads, job_history, with_known_priority_classes
+from kuota.report.writers import csv_file, html_file, json_file, markdown_file
+from kuota.report.writers.svg_charts import all_charts
+from kuota.report.writers.trends import TREND_CHARTS
 
 Progress = Callable[[str], None]
 
@@ -193,10 +194,10 @@ def write(report: Report, out_dir: Path, progress: Progress) -> list[Path]:
     trend_files = {chart.chart_id: chart.file_name for chart in TREND_CHARTS}
     rendered = []
     for name, render in (
-        ("report.json", report_json.render),
-        ("report.csv", report_csv.render),
-        ("report.md", report_markdown.render),
-        ("report.html", lambda whole: report_html.render(whole, charts)),
+        ("report.json", json_file.render),
+        ("report.csv", csv_file.render),
+        ("report.md", markdown_file.render),
+        ("report.html", lambda whole: html_file.render(whole, charts)),
     ):
         progress(f"rendering {name}")
         rendered.append((out_dir / name, render(report).encode("utf-8")))

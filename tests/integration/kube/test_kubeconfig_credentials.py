@@ -19,8 +19,8 @@ import yaml
 
 from kuota.cli import main
 from kuota.kube.client import KubeApi
-from kuota.report.api_listing import api_source, read_cluster
 from kuota.report.errors import KubernetesUnreachableError
+from kuota.report.sources.api_listing import api_source, read_cluster
 from tests.cluster import Cluster
 from tests.connect_proxy import connect_proxy
 from tests.fakes.exec_plugin import FakePlugin, credential

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kuota.report.api_listing import api_source, read_cluster
-from kuota.report.queue_config import namespace_queues
-from kuota.report.workload_history import job_history
+from kuota.report.sources.api_listing import api_source, read_cluster
+from kuota.report.sources.queue_config import namespace_queues
+from kuota.report.sources.workload_history import job_history
 from tests.cluster import Cluster
 from tests.integration.report.conftest import ReportRun, run_report
 from tests.prometheus_server import PrometheusServer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kuota.report.report_markdown import markdown_text
+from kuota.report.writers.markdown_file import markdown_text
 from tests.integration.report.conftest import run_report
 from tests.integration.report.openmetrics import OpenMetricsHistory
 from tests.prometheus_server import PrometheusServer, backfill_openmetrics

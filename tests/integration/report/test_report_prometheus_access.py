@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from kuota.report.errors import PrometheusAccessError
-from kuota.report.prometheus_access import prometheus_access
-from kuota.report.prometheus_api import PrometheusClient
+from kuota.report.sources.prometheus_access import prometheus_access
+from kuota.report.sources.prometheus_api import PrometheusClient
 from tests.integration.report import synthetic_week as week
 from tests.integration.report.conftest import ReportRun, run_report
 from tests.integration.report.secured_prometheus import TlsFiles, bcrypt_hash, issue_tls_files, tenant_gateway

@@ -24,9 +24,9 @@ from aiohttp.test_utils import TestServer
 from kuota.cli import main
 from kuota.engine.decoding import parse_object
 from kuota.kube.credentials import ApiServerAccess
-from kuota.report.api_listing import ApiSource, api_source, read_cluster
 from kuota.report.errors import KubernetesRequestError, KubernetesUnreachableError, ReportInputError
-from kuota.report.queue_config import namespace_queues
+from kuota.report.sources.api_listing import ApiSource, api_source, read_cluster
+from kuota.report.sources.queue_config import namespace_queues
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -12,8 +12,8 @@ import pytest
 
 from kuota.cli import build_parser
 from kuota.report.errors import ReportInputError
-from kuota.report.prometheus_access import parse_header, prometheus_access
-from kuota.report.prometheus_api import prometheus_url
+from kuota.report.sources.prometheus_access import parse_header, prometheus_access
+from kuota.report.sources.prometheus_api import prometheus_url
 from tests.unit.report.conftest import run_report, serving
 
 URL = "http://prometheus:9090"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kuota.report import prometheus_api
+from kuota.report.sources import prometheus_api
 from tests.unit.report.conftest import Answer, every_series_present, matrix, run_report, serving, vector
 
 PRESENCE = "count(count_over_time("

@@ -13,7 +13,7 @@ from pathlib import Path
 import markdown_it
 import pytest
 
-from kuota.report.report_markdown import markdown_text
+from kuota.report.writers.markdown_file import markdown_text
 from tests.unit.report.conftest import every_series_present, matrix, run_report, serving
 
 HOSTILE = (

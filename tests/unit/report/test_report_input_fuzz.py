@@ -24,17 +24,22 @@ import markdown_it
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuota.report import report_json, report_markdown
-from kuota.report.collection import collect
 from kuota.report.errors import PrometheusError, ReportInputError
-from kuota.report.prices import parse_price
-from kuota.report.prometheus_api import PrometheusClient, answer_data, instant_samples, range_series
-from kuota.report.report_markdown import markdown_text
-from kuota.report.team_report import build_report
-from kuota.report.verdicts import Thresholds
-from kuota.report.window import Window, WorkHours
-from kuota.report.workload_dump import read_stream
-from kuota.report.workload_history import NOT_A_WORKLOAD, job_history, read_workloads, with_known_priority_classes
+from kuota.report.figures.prices import parse_price
+from kuota.report.figures.team_report import build_report
+from kuota.report.figures.verdicts import Thresholds
+from kuota.report.figures.window import Window, WorkHours
+from kuota.report.sources.collection import collect
+from kuota.report.sources.prometheus_api import PrometheusClient, answer_data, instant_samples, range_series
+from kuota.report.sources.workload_dump import read_stream
+from kuota.report.sources.workload_history import (
+    NOT_A_WORKLOAD,
+    job_history,
+    read_workloads,
+    with_known_priority_classes,
+)
+from kuota.report.writers import json_file, markdown_file
+from kuota.report.writers.markdown_file import markdown_text
 from kuota.simulator.inputs import convert_lines
 
 # Generous for inputs of this size (a few kB; a typical one takes well under a millisecond, a whole
@@ -259,7 +264,7 @@ def test_the_report_over_any_answers_has_finite_figures_or_is_a_prometheus_error
         built = build_report(
             measurements, window=WINDOW, thresholds=Thresholds(), price=parse_price("7"), namespace_queues={}
         )
-        return report_json.render(built), report_markdown.render(built)
+        return json_file.render(built), markdown_file.render(built)
 
     rendered, _, elapsed = _timed(report)
     assert elapsed <= BOUND_S, f"{elapsed * 1000:.1f} ms for one report"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from kuota.report.errors import ReportInputError
-from kuota.report.prices import PRESETS, parse_price, parse_prices
-from kuota.report.report_csv import COLUMNS
-from kuota.report.report_markdown import markdown_text
+from kuota.report.figures.prices import PRESETS, parse_price, parse_prices
+from kuota.report.writers.csv_file import COLUMNS
+from kuota.report.writers.markdown_file import markdown_text
 from tests.unit.report.conftest import Answer, ReportRun, every_series_present, matrix, run_report, serving
 
 H100 = "NVIDIA H100 80GB HBM3"

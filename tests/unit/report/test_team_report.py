@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kuota.report.measurements import GpuMeasurements, Measurements, MissingSeries
-from kuota.report.prices import parse_price
-from kuota.report.team_report import build_report
-from kuota.report.verdicts import Quadrant, Thresholds
-from kuota.report.window import Window, WorkHours
+from kuota.report.figures.measurements import GpuMeasurements, Measurements, MissingSeries
+from kuota.report.figures.prices import parse_price
+from kuota.report.figures.team_report import build_report
+from kuota.report.figures.verdicts import Quadrant, Thresholds
+from kuota.report.figures.window import Window, WorkHours
 
 END = int(datetime(2026, 10, 5, tzinfo=UTC).timestamp())
 WINDOW = Window.build(2 * 3600, END, 60, WorkHours())

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from kuota.report.verdicts import LeverInputs, Quadrant, Thresholds, decide, rank_levers, settle_with_whatif
+from kuota.report.figures.verdicts import LeverInputs, Quadrant, Thresholds, decide, rank_levers, settle_with_whatif
 
 RULES = Thresholds(low_utilization_percent=50, long_wait_s=1800)
 

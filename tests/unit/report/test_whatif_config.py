@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from kuota.report.errors import WhatIfError
-from kuota.report.whatif import WHATIF_COHORT, nominal_gpus, summarize, with_borrowing, with_more_gpus
+from kuota.report.sources.whatif import WHATIF_COHORT, nominal_gpus, summarize, with_borrowing, with_more_gpus
 
 
 def _queue(name: str, gpus: object, **spec: Any) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from kuota.report.errors import ReportInputError
-from kuota.report.prices import parse_price
-from kuota.report.queue_config import namespace_queues
-from kuota.report.window import HourClass, Window, WorkHours, parse_end, whole_seconds
+from kuota.report.figures.prices import parse_price
+from kuota.report.figures.window import HourClass, Window, WorkHours, parse_end, whole_seconds
+from kuota.report.sources.queue_config import namespace_queues
 
 MONDAY = int(datetime(2026, 9, 28, tzinfo=UTC).timestamp())
 

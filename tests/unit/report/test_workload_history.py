@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from kuota.report.workload_history import job_history, read_workloads, with_known_priority_classes
+from kuota.report.sources.workload_history import job_history, read_workloads, with_known_priority_classes
 
 START = 1_790_000_000.0
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kuota.report.errors import ReportInputError
-from kuota.report.workload_dump import read_dump, read_stream
-from kuota.report.workload_history import NOT_A_WORKLOAD, job_history, read_workloads
+from kuota.report.sources.workload_dump import read_dump, read_stream
+from kuota.report.sources.workload_history import NOT_A_WORKLOAD, job_history, read_workloads
 from tests.unit.report.conftest import END, every_series_present, run_report, serving
 
 START = END - 3 * 3600

@@ -18,9 +18,9 @@ import matplotlib
 # Figure objects draw through their own canvas: no pyplot, no global backend or figure registry.
 from matplotlib.figure import Figure
 
-from kuota.report.promql import trend_day_s
-from kuota.report.team_report import Report
-from kuota.report.trends import TREND_CHARTS, TrendChart, lines
+from kuota.report.figures.schema import Report
+from kuota.report.figures.window import trend_day_s
+from kuota.report.writers.trends import TREND_CHARTS, TrendChart, lines
 
 _MAX_ROWS = 40
 _LABEL_CHARS = 48

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kuota.report.figures.window import trend_day_s
+
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_LABEL = "modelName"
-DAY_S = 86400
 KUOTA_UTIL = "kuota_pod_gpu_sm_utilization_percent"
 KUOTA_ALLOCATED = "kuota_gpu_allocated"
 KUOTA_UP = "kuota_gpu_up"
@@ -96,11 +97,6 @@ class GpuSeries:
 def span(seconds: int) -> str:
     """A range that excludes its left end (see the module docstring)."""
     return f"{seconds * 1000 - 1}ms"
-
-
-def trend_day_s(window_s: int) -> int:
-    """The span of one trend point: a day, or the whole window when it is shorter."""
-    return min(DAY_S, window_s)
 
 
 def presence(metric: str, window_s: int, matcher: str = "") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kuota.report.team_report import Daily, Report
+from kuota.report.figures.schema import Daily, Report
 
 TREND_TEAMS = 8  # lines besides the cluster's, the teams holding the most GPU-hours
 

@@ -11,34 +11,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
 from kuota.report.errors import ReportInputError
-from kuota.report.quoting import quoted
+from kuota.report.figures.week_over_week import PreviousFigures, PreviousReport
+from kuota.report.sources.quoting import quoted
 
 MAX_BYTES = 64 << 20
 SCHEMA_VERSION = 1  # the report.json versions this reader understands
 MAX_TEAMS = 100_000
 _HINT = "pass a report.json that kuota report wrote"
-
-
-@dataclass(frozen=True)
-class PreviousFigures:
-    utilization_percent: float | None
-    wait_p50_s: float | None
-    wait_p95_s: float | None
-    idle_cost_dollars: float | None  # the idle-held cost over every hour class
-    verdict: str | None
-
-
-@dataclass(frozen=True)
-class PreviousReport:
-    window: str  # as that report described it
-    cluster: PreviousFigures
-    teams: Mapping[str, PreviousFigures]
 
 
 class _Fields:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 
-from kuota.report.team_report import Money, NamespaceReport, Report, TeamReport
+from kuota.report.figures.schema import Money, NamespaceReport, Report, TeamReport
 
 COLUMNS = (
     "scope",  # cluster, team or namespace

@@ -24,7 +24,7 @@ from typing import Any
 from kuota.engine.errors import QuantityError
 from kuota.engine.quantities import format_quantity, parse_quantity
 from kuota.report.errors import UnreadableWorkloadError
-from kuota.report.quoting import excerpt, quoted
+from kuota.report.sources.quoting import excerpt, quoted
 
 GPU = "nvidia.com/gpu"
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -8,9 +8,7 @@ import json
 import math
 from typing import Any
 
-from kuota.report.team_report import Report
-
-SCHEMA_VERSION = 1
+from kuota.report.figures.schema import SCHEMA_VERSION, Report
 
 
 def _plain(value: Any) -> Any:

@@ -20,8 +20,8 @@ from typing import Any
 from kuota.engine.errors import QuantityError
 from kuota.engine.quantities import parse_amount
 from kuota.report.errors import WhatIfError
-from kuota.report.statistics import percentile
-from kuota.report.team_report import WhatIfScenario
+from kuota.report.figures.quantiles import percentile
+from kuota.report.figures.schema import WhatIfScenario
 from kuota.simulator.errors import SimulateError
 from kuota.simulator.simulation import simulate
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from kuota.report import report_markdown as text
-from kuota.report.svg_charts import all_charts
-from kuota.report.team_report import Report, TeamReport
+from kuota.report.figures.schema import Report, TeamReport
+from kuota.report.writers import markdown_file as text
+from kuota.report.writers.svg_charts import all_charts
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
@@ -74,7 +74,7 @@ def _team(team: TeamReport) -> str:
 
 
 def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None = None) -> str:
-    """The page; ``charts`` as :func:`~kuota.report.svg_charts.all_charts` drew them (drawn here when None)."""
+    """The page; ``charts`` as :func:`~kuota.report.writers.svg_charts.all_charts` drew them (drawn here when None)."""
     if charts is None:
         charts = all_charts(report)
     drawn = [(cid, caption, svg) for cid, caption, svg in charts if svg is not None]

@@ -38,8 +38,8 @@ from kuota.report.errors import (
     KubernetesUnreachableError,
     ReportInputError,
 )
-from kuota.report.queue_config import KUEUE_API, config_object
-from kuota.report.workload_history import RetainedWorkloads, read_workloads
+from kuota.report.sources.queue_config import KUEUE_API, config_object
+from kuota.report.sources.workload_history import RetainedWorkloads, read_workloads
 
 REQUEST_TIMEOUT_S = 30.0
 

@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from kuota.report.promql import trend_day_s
-from kuota.report.team_report import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
-from kuota.report.trends import TREND_CHARTS
-from kuota.report.trends import lines as trend_lines
+from kuota.report.figures.schema import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
+from kuota.report.figures.window import trend_day_s
+from kuota.report.writers.trends import TREND_CHARTS
+from kuota.report.writers.trends import lines as trend_lines
 
 MISSING = "missing data"
 

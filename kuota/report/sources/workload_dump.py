@@ -3,7 +3,7 @@
 A week's dump of a busy cluster is hundreds of megabytes, and decoded whole it takes several times that in
 memory, which the report's CronJob does not have. So the file is read a chunk at a time: the top-level object
 is walked key by key, and each element of its ``items`` is decoded on its own and handed straight to
-:class:`~kuota.report.workload_history.WorkloadReader`, which keeps only the fields the history needs.
+:class:`~kuota.report.sources.workload_history.WorkloadReader`, which keeps only the fields the history needs.
 Memory is then the Workloads' figures plus the largest single item, whatever the file's size.
 
 A file that is not such a List (not JSON, no ``items``, or items none of which is a Workload) is a
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from kuota.report.errors import ReportInputError
-from kuota.report.quoting import quoted
-from kuota.report.workload_history import RetainedWorkloads, WorkloadReader
+from kuota.report.sources.quoting import quoted
+from kuota.report.sources.workload_history import RetainedWorkloads, WorkloadReader
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\n\r"

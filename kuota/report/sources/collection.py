@@ -23,19 +23,19 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 from typing import TypeVar
 
-from kuota.report import promql
 from kuota.report.errors import PrometheusError, PrometheusQueryError
-from kuota.report.measurements import (
+from kuota.report.figures.measurements import (
     GpuMeasurements,
     Hourly,
     Measurements,
     MissingSeries,
     QueueMeasurements,
 )
-from kuota.report.prometheus_api import VALUE_RANGE, InstantSample, PrometheusClient, RangeSeries
-from kuota.report.promql import GpuFamily, GpuSeries, Queries
-from kuota.report.quoting import excerpt, quoted
-from kuota.report.window import Window
+from kuota.report.figures.window import Window, trend_day_ends, trend_day_s
+from kuota.report.sources import promql
+from kuota.report.sources.prometheus_api import VALUE_RANGE, InstantSample, PrometheusClient, RangeSeries
+from kuota.report.sources.promql import GpuFamily, GpuSeries, Queries
+from kuota.report.sources.quoting import excerpt, quoted
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -101,7 +101,7 @@ class _Runner:
         self.queries[name] = query
         ends = trend_day_ends(self._window)
         async with self._limit:
-            series = await self._client.range(query, ends[0], ends[-1], promql.trend_day_s(self._window.length_s))
+            series = await self._client.range(query, ends[0], ends[-1], trend_day_s(self._window.length_s))
         return [
             RangeSeries(s.labels, {t: v for t, v in s.points.items() if self._keep(name, Meaning.COUNT, s.labels, v)})
             for s in series
@@ -116,14 +116,6 @@ class _Runner:
             f"Prometheus answered NaN for {count} point(s) of {name}: they count as no data."
             for name, count in sorted(self.no_data.items())
         )
-
-
-def trend_day_ends(window: Window) -> list[int]:
-    """The ends of the trend's days, oldest first: whole days back from the window's end (hours before the first
-    whole day are in no trend point), or the whole window when it is shorter than a day."""
-    day_s = promql.trend_day_s(window.length_s)
-    days = window.length_s // day_s
-    return [window.end - day_s * (days - 1 - k) for k in range(days)]
 
 
 K = TypeVar("K")

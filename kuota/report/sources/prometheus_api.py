@@ -2,7 +2,7 @@
 
 It only moves JSON: it never interprets what a series means. Every request has a timeout, and every failure
 becomes a :class:`~kuota.report.errors.PrometheusError` whose one-line message names the URL and the query.
-Credentials, headers and TLS come from a :class:`~kuota.report.prometheus_access.PrometheusAccess`; a failed
+Credentials, headers and TLS come from a :class:`~kuota.report.sources.prometheus_access.PrometheusAccess`; a failed
 TLS handshake and a 401 or 403 answer say which of them were refused, never a secret.
 
 Answers are read whole, so their size is bounded: at most ``MAX_ANSWER_BYTES`` (64 MiB) per query, counted
@@ -37,8 +37,8 @@ from kuota.report.errors import (
     PrometheusUnreachableError,
     ReportInputError,
 )
-from kuota.report.prometheus_access import PrometheusAccess
-from kuota.report.quoting import excerpt, quoted
+from kuota.report.sources.prometheus_access import PrometheusAccess
+from kuota.report.sources.quoting import excerpt, quoted
 
 MAX_ANSWER_BYTES = 64 * 2**20
 # Smallest and largest magnitude of a non-zero finite value; see the module's docstring.

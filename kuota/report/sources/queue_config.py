@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kuota.report.errors import ReportInputError
-from kuota.report.quoting import quoted
+from kuota.report.sources.quoting import quoted
 from kuota.simulator.errors import ConfigFileError
 from kuota.simulator.inputs import read_yaml_documents
 

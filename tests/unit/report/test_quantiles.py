@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuota.report.statistics import histogram_count, histogram_quantile, percentile
+from kuota.report.figures.quantiles import histogram_count, histogram_quantile, percentile
 
 INF = math.inf
 

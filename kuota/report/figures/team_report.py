@@ -9,14 +9,25 @@ capacity for the cluster, where idle GPUs count as idle.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from kuota.report.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
-from kuota.report.previous import PreviousFigures, PreviousReport
-from kuota.report.prices import Price, PriceTable
-from kuota.report.promql import trend_day_s
-from kuota.report.statistics import histogram_count, histogram_quantile, percentile
-from kuota.report.verdicts import (
+from kuota.report.figures.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
+from kuota.report.figures.prices import Price, PriceTable
+from kuota.report.figures.quantiles import histogram_count, histogram_quantile, percentile
+from kuota.report.figures.schema import (
+    ClusterReport,
+    Daily,
+    IdleCost,
+    IdleHolder,
+    Money,
+    NamespaceReport,
+    Queueing,
+    Report,
+    TeamReport,
+    Utilization,
+    WhatIfScenario,
+)
+from kuota.report.figures.verdicts import (
     Lever,
     LeverInputs,
     Thresholds,
@@ -25,174 +36,8 @@ from kuota.report.verdicts import (
     rank_levers,
     settle_with_whatif,
 )
-from kuota.report.window import HOURS_PER_WEEK, HourClass, Window
-
-
-@dataclass(frozen=True)
-class Utilization:
-    allocated_gpu_hours: float
-    used_gpu_hours: float | None
-    average_percent: float | None
-    p95_percent: float | None  # of the hourly utilization, over hours with GPUs held
-    by_hour_of_week: tuple[float | None, ...]  # 168 slots, Monday 00:00 local first
-
-
-@dataclass(frozen=True)
-class Queueing:
-    wait_p50_s: float | None
-    wait_p95_s: float | None
-    admissions: float | None
-    wait_buckets: tuple[tuple[float, float], ...]  # (upper bound, observations in that bucket alone)
-    pending_average: float | None
-    pending_max: float | None
-    nominal_gpus_average: float | None
-    cohort: str | None
-    borrowed_gpu_hours: float | None
-    waiting_hours: float | None
-    waiting_while_idle_elsewhere_hours: float | None
-    preemptions: float | None
-    evictions: Mapping[str, float] | None
-
-
-@dataclass(frozen=True)
-class IdleHolder:
-    namespace: str
-    pod: str
-    idle_gpu_hours: float
-
-
-@dataclass(frozen=True)
-class IdleCost:
-    gpu_hours: Mapping[str, float]  # hour class -> idle GPU-hours
-    dollars: Mapping[str, float]
-
-
-@dataclass(frozen=True)
-class Money:
-    """Dollars of the window's GPU-hours, each priced by its ResourceFlavor, else its GPU model, else the default.
-
-    ``allocated_dollars`` is GPU-hours held x price, ``used_dollars`` busy GPU-hours x price, and
-    ``idle_dollars`` their difference (held but not busy); ``idle_cost`` elsewhere counts only hours held at
-    under the idle threshold."""
-
-    allocated_dollars: float
-    used_dollars: float | None
-    idle_dollars: float | None
-    price_per_gpu_hour: float | None  # allocated dollars over allocated GPU-hours (None when none held)
-    priced_by: tuple[str, ...]  # the sources of the prices applied
-
-
-@dataclass(frozen=True)
-class Daily:
-    """One value per trend day (``Report.trend_day_ends``), oldest first; None where the day has no data."""
-
-    utilization_percent: tuple[float | None, ...]
-    wait_p50_s: tuple[float | None, ...]
-    wait_p95_s: tuple[float | None, ...]
-
-
-@dataclass(frozen=True)
-class NamespaceReport:
-    name: str
-    team: str
-    allocated_gpu_hours: float
-    used_gpu_hours: float | None
-    utilization_percent: float | None
-    idle_held_gpu_hours: float | None
-    gpu_models: Mapping[str, float]  # model -> allocated GPU-hours ("" where the model is not known)
-    money: Money
-
-
-@dataclass(frozen=True)
-class Change:
-    """One team's figures in the previous report (``--previous``) and in this one; None where either lacks it."""
-
-    name: str
-    utilization_before_percent: float | None
-    utilization_now_percent: float | None
-    wait_p50_before_s: float | None
-    wait_p50_now_s: float | None
-    wait_p95_before_s: float | None
-    wait_p95_now_s: float | None
-    idle_cost_before_dollars: float | None  # idle-held cost, all hour classes
-    idle_cost_now_dollars: float | None
-    verdict_before: str | None
-    verdict_now: str | None
-
-
-@dataclass(frozen=True)
-class WeekOverWeek:
-    previous_window: str  # as the previous report described it
-    cluster: Change
-    teams: tuple[Change, ...]  # this report's teams first, then those only the previous one had
-
-
-@dataclass(frozen=True)
-class TeamReport:
-    name: str
-    cluster_queue: str | None
-    namespaces: tuple[str, ...]
-    utilization: Utilization | None
-    queueing: Queueing | None
-    idle_holders: tuple[IdleHolder, ...]
-    idle_cost: IdleCost | None  # GPU-hours held at under the idle threshold, priced
-    failed_gpu_hours: float | None
-    verdict: Verdict
-    levers: tuple[Lever, ...]
-    money: Money | None = None
-    daily: Daily | None = None
-
-
-@dataclass(frozen=True)
-class ClusterReport:
-    capacity_gpu_hours: float | None
-    capacity_source: str | None
-    allocated_gpu_hours: float | None
-    used_gpu_hours: float | None
-    allocation_percent: float | None
-    utilization_average_percent: float | None  # busy over capacity
-    utilization_p95_percent: float | None
-    queueing: Queueing | None
-    waiting_share: float | None  # of the window's steps, some ClusterQueue had pending workloads
-    waiting_while_idle_elsewhere_share: float | None  # ... and others had idle_elsewhere_gpus unused
-    unused_quota_gpus_average: float | None
-    idle_cost: IdleCost | None  # unallocated plus idle-held GPU-hours, priced
-    failed_gpu_hours: float | None
-    verdict: Verdict
-    levers: tuple[Lever, ...]
-    money: Money | None = None
-    daily: Daily | None = None
-
-
-@dataclass(frozen=True)
-class WhatIfScenario:
-    name: str
-    description: str
-    wait_p95_s: float | None
-    utilization_percent: float | None
-    per_queue_wait_p95_s: Mapping[str, float | None]
-
-
-@dataclass(frozen=True)
-class Report:
-    window: Window
-    thresholds: Thresholds
-    price: Price
-    gpu_source: str | None
-    teams: tuple[TeamReport, ...]
-    cluster: ClusterReport
-    missing: tuple[tuple[str, str], ...]
-    whatif: tuple[WhatIfScenario, ...] | None
-    notes: tuple[str, ...] = ()
-    queries: Mapping[str, str] = field(default_factory=dict)
-    prices: PriceTable | None = None
-    namespaces: tuple[NamespaceReport, ...] = ()
-    trend_day_ends: tuple[int, ...] = ()  # Unix seconds; each trend point covers the day (or window) before it
-    week_over_week: WeekOverWeek | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.cluster.allocated_gpu_hours in (None, 0.0) and self.cluster.queueing is None
+from kuota.report.figures.week_over_week import PreviousReport, compare
+from kuota.report.figures.window import HOURS_PER_WEEK, HourClass, Window, trend_day_s
 
 
 def _total(hourly: Hourly | None) -> float | None:
@@ -496,70 +341,23 @@ def build_report(
     namespace_prices: dict[str, _NamespacePrices] = {}
     model_hours = _model_hours(gpu) if gpu is not None else _ModelHours({}, None)
     for team in _teams(gpu, queues, namespace_queues):
-        utilization = None
-        idle_holders: tuple[IdleHolder, ...] = ()
-        idle_cost = None
-        idle_total = None
-        money = None
-        allocated = used = None
+        team_gpu = None
         if gpu is not None:
-            shares = _flavor_shares(queues, team.cluster_queue)
-            for ns in team.namespaces:
-                namespace_prices[ns] = _namespace_prices(model_hours.allocated.get(ns, {}), shares, table)
-            allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
-            used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
-            utilization = _utilization(allocated, used, window)
-            money = _money(model_hours, team.namespaces, namespace_prices)
-            namespace_reports += [
-                _namespace_report(gpu, model_hours, ns, team.name, namespace_prices) for ns in team.namespaces
-            ]
-            if gpu.idle_held is not None:
-                held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
-                idle_hourly = _add(list(held.values()), hours)
-                idle_total = sum(idle_hourly)
-                idle_dollars = _add([_priced(h, namespace_prices[ns].average) for (ns, _), h in held.items()], hours)
-                idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
-                idle_holders = tuple(
-                    sorted(
-                        (
-                            IdleHolder(ns, pod, sum(series))
-                            for (ns, pod), series in held.items()
-                            if sum(series) >= thresholds.idle_holder_hours
-                        ),
-                        key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
-                    )
-                )
-        queueing = None
-        reclaimable = None
-        if queues is not None and team.cluster_queue is not None:
-            queueing = _queueing(queues, [team.cluster_queue], window, [team.cluster_queue])
-            reclaimable = _reclaimable(queues, team.cluster_queue)
-        verdict = _verdict(utilization.average_percent if utilization else None, queueing, thresholds)
-        scenario_p95 = None
-        if borrowing_whatif is not None and team.cluster_queue is not None:
-            scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
-        verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
-        levers = rank_levers(_lever_inputs(utilization, queueing, idle_total, reclaimable, thresholds), thresholds)
-        failed = None
-        if failed_gpu_hours is not None:
-            failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
-        daily_buckets = None
-        if queues is not None and team.cluster_queue is not None:
-            daily_buckets = queues.wait_buckets_daily.get(team.cluster_queue)
+            team_gpu = _team_gpu(
+                team, gpu, queues, model_hours, table=table, window=window, thresholds=thresholds, hours=hours
+            )
+            namespace_prices.update(team_gpu.prices)
+            namespace_reports += team_gpu.namespaces
         team_reports.append(
-            TeamReport(
-                team.name,
-                team.cluster_queue,
-                team.namespaces,
-                utilization,
-                queueing,
-                idle_holders,
-                idle_cost,
-                failed,
-                verdict,
-                tuple(levers),
-                money=money,
-                daily=_daily(allocated, used, [daily_buckets] if daily_buckets else [], days),
+            _team_report(
+                team,
+                team_gpu,
+                queues,
+                window=window,
+                thresholds=thresholds,
+                borrowing_whatif=borrowing_whatif,
+                failed_gpu_hours=failed_gpu_hours,
+                days=days,
             )
         )
     cluster = _cluster(
@@ -589,6 +387,120 @@ def build_report(
         namespaces=tuple(namespace_reports),
         trend_day_ends=tuple(trend_day_ends),
         week_over_week=compare(previous, team_reports, cluster) if previous is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class _TeamGpu:
+    """One team's GPU figures, with its namespaces' rows and the prices they were computed with."""
+
+    allocated: Hourly
+    used: Hourly | None
+    utilization: Utilization
+    money: Money
+    prices: Mapping[str, _NamespacePrices]  # of the team's namespaces
+    namespaces: tuple[NamespaceReport, ...]
+    idle_gpu_hours: float | None  # held at under the idle threshold; None without utilization series
+    idle_cost: IdleCost | None
+    idle_holders: tuple[IdleHolder, ...]
+
+
+def _team_gpu(
+    team: _Team,
+    gpu: GpuMeasurements,
+    queues: QueueMeasurements | None,
+    model_hours: _ModelHours,
+    *,
+    table: PriceTable,
+    window: Window,
+    thresholds: Thresholds,
+    hours: int,
+) -> _TeamGpu:
+    """A team's GPU-hours, utilization and money (each namespace's too), idle cost and idle holders."""
+    shares = _flavor_shares(queues, team.cluster_queue)
+    prices = {ns: _namespace_prices(model_hours.allocated.get(ns, {}), shares, table) for ns in team.namespaces}
+    allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
+    used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
+    idle_total = None
+    idle_cost = None
+    idle_holders: tuple[IdleHolder, ...] = ()
+    if gpu.idle_held is not None:
+        held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
+        idle_hourly = _add(list(held.values()), hours)
+        idle_total = sum(idle_hourly)
+        idle_dollars = _add([_priced(h, prices[ns].average) for (ns, _), h in held.items()], hours)
+        idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
+        idle_holders = tuple(
+            sorted(
+                (
+                    IdleHolder(ns, pod, sum(series))
+                    for (ns, pod), series in held.items()
+                    if sum(series) >= thresholds.idle_holder_hours
+                ),
+                key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
+            )
+        )
+    return _TeamGpu(
+        allocated=allocated,
+        used=used,
+        utilization=_utilization(allocated, used, window),
+        money=_money(model_hours, team.namespaces, prices),
+        prices=prices,
+        namespaces=tuple(_namespace_report(gpu, model_hours, ns, team.name, prices) for ns in team.namespaces),
+        idle_gpu_hours=idle_total,
+        idle_cost=idle_cost,
+        idle_holders=idle_holders,
+    )
+
+
+def _team_report(
+    team: _Team,
+    gpu: _TeamGpu | None,
+    queues: QueueMeasurements | None,
+    *,
+    window: Window,
+    thresholds: Thresholds,
+    borrowing_whatif: WhatIfScenario | None,
+    failed_gpu_hours: Mapping[str, float] | None,
+    days: Sequence[Sequence[int]],
+) -> TeamReport:
+    """One team's figures, verdict and levers; ``gpu`` is None without GPU series."""
+    utilization = gpu.utilization if gpu is not None else None
+    queueing: Queueing | None = None
+    reclaimable: float | None = None
+    daily_buckets = None
+    if queues is not None and team.cluster_queue is not None:
+        queueing = _queueing(queues, [team.cluster_queue], window, [team.cluster_queue])
+        reclaimable = _reclaimable(queues, team.cluster_queue)
+        daily_buckets = queues.wait_buckets_daily.get(team.cluster_queue)
+    verdict = _verdict(utilization.average_percent if utilization else None, queueing, thresholds)
+    scenario_p95 = None
+    if borrowing_whatif is not None and team.cluster_queue is not None:
+        scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
+    verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
+    idle_total = gpu.idle_gpu_hours if gpu is not None else None
+    levers = rank_levers(_lever_inputs(utilization, queueing, idle_total, reclaimable, thresholds), thresholds)
+    failed = None
+    if failed_gpu_hours is not None:
+        failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
+    return TeamReport(
+        team.name,
+        team.cluster_queue,
+        team.namespaces,
+        utilization,
+        queueing,
+        gpu.idle_holders if gpu is not None else (),
+        gpu.idle_cost if gpu is not None else None,
+        failed,
+        verdict,
+        tuple(levers),
+        money=gpu.money if gpu is not None else None,
+        daily=_daily(
+            gpu.allocated if gpu is not None else None,
+            gpu.used if gpu is not None else None,
+            [daily_buckets] if daily_buckets else [],
+            days,
+        ),
     )
 
 
@@ -730,43 +642,6 @@ def _cluster(
         levers=tuple(levers),
         money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,
         daily=_daily(capacity, used, list(queues.wait_buckets_daily.values()) if queues else [], days),
-    )
-
-
-def _idle_cost_total(cost: IdleCost | None) -> float | None:
-    return None if cost is None else sum(cost.dollars.values())
-
-
-def _change(name: str, before: PreviousFigures | None, now: TeamReport | ClusterReport | None) -> Change:
-    if isinstance(now, ClusterReport):
-        utilization = now.utilization_average_percent
-    else:
-        utilization = now.utilization.average_percent if now is not None and now.utilization else None
-    queue = now.queueing if now is not None else None
-    return Change(
-        name=name,
-        utilization_before_percent=before.utilization_percent if before else None,
-        utilization_now_percent=utilization,
-        wait_p50_before_s=before.wait_p50_s if before else None,
-        wait_p50_now_s=queue.wait_p50_s if queue else None,
-        wait_p95_before_s=before.wait_p95_s if before else None,
-        wait_p95_now_s=queue.wait_p95_s if queue else None,
-        idle_cost_before_dollars=before.idle_cost_dollars if before else None,
-        idle_cost_now_dollars=_idle_cost_total(now.idle_cost) if now is not None else None,
-        verdict_before=before.verdict if before else None,
-        verdict_now=now.verdict.quadrant.value if now is not None else None,
-    )
-
-
-def compare(previous: PreviousReport, teams: Sequence[TeamReport], cluster: ClusterReport) -> WeekOverWeek:
-    """This report's teams and cluster beside the previous report's, matched by team name."""
-    now = {team.name: team for team in teams}
-    gone = [name for name in previous.teams if name not in now]
-    return WeekOverWeek(
-        previous_window=previous.window,
-        cluster=_change("cluster", previous.cluster, cluster),
-        teams=tuple(_change(t.name, previous.teams.get(t.name), t) for t in teams)
-        + tuple(_change(name, previous.teams[name], None) for name in gone),
     )
 
 

@@ -1,4 +1,4 @@
-"""The report window: which hours are measured, at what resolution, and how hours are classed.
+"""The report window: which hours are measured, at what resolution, how hours are classed, and its trend days.
 
 Every figure is computed over the hours ``(start + (k-1)h, start + kh]`` for k = 1..hours, so the window must
 be a whole number of hours and the resolution must divide an hour: then hourly sums add up exactly to window
@@ -19,6 +19,7 @@ from kuota.report.errors import ReportInputError
 
 HOUR_S = 3600
 HOURS_PER_WEEK = 168
+DAY_S = 86400
 # Prometheus answers at most 11,000 points per series: 366 days of hourly points is 8,784.
 MAX_WINDOW_S = 366 * 86400
 MAX_DURATION_S = 100 * 365 * 86400
@@ -153,3 +154,16 @@ class Window:
         start = datetime.fromtimestamp(self.start, tz=UTC).strftime(fmt)
         end = datetime.fromtimestamp(self.end, tz=UTC).strftime(fmt)
         return f"{start} to {end} ({timedelta(seconds=self.length_s)})"
+
+
+def trend_day_s(window_s: int) -> int:
+    """The span of one trend point: a day, or the whole window when it is shorter."""
+    return min(DAY_S, window_s)
+
+
+def trend_day_ends(window: Window) -> list[int]:
+    """The ends of the trend's days, oldest first: whole days back from the window's end (hours before the first
+    whole day are in no trend point), or the whole window when it is shorter than a day."""
+    day_s = trend_day_s(window.length_s)
+    days = window.length_s // day_s
+    return [window.end - day_s * (days - 1 - k) for k in range(days)]
