@@ -35,7 +35,7 @@ from kuota.report.verdicts import Thresholds
 from kuota.report.window import Window, WorkHours
 from kuota.report.workload_dump import read_stream
 from kuota.report.workload_history import NOT_A_WORKLOAD, job_history, read_workloads, with_known_priority_classes
-from kuota.simulator.inputs import convert_lines
+from kuota.simulator.workload_reading import convert_lines
 
 # Generous for inputs of this size (a few kB; a typical one takes well under a millisecond, a whole
 # collect-and-report a few milliseconds), and far below what a parse of unbounded cost would take.
