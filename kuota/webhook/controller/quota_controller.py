@@ -62,10 +62,10 @@ from kuota.webhook.controller.queue_gauges import (
 from kuota.webhook.controller.queue_status import QueueStatusWriter
 from kuota.webhook.controller.state import (
     POD_GROUP,
+    CompactCopy,
     ControllerState,
     JobKey,
-    Kept,
-    View,
+    NewestCopies,
     gather,
     key_of,
     owner_job,
@@ -110,7 +110,7 @@ class QuotaController:
         self.state = ControllerState(configuration, clock)
         self.watches = Watches(api, registry)
         self.workloads = self.state.workloads
-        self._started_late: asyncio.Queue[Reflector[Kept]] = asyncio.Queue()
+        self._started_late: asyncio.Queue[Reflector[CompactCopy]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
@@ -202,7 +202,7 @@ class QuotaController:
             invalid[f"{kind} {key}"] = f"kuota failed to read it ({type(error).__name__}); see the manager log"
             log.exception("%s %s could not be applied; it is set aside, every other object is served", kind, key)
 
-    def _on_workload(self, event: Event[Kept]) -> None:
+    def _on_workload(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
@@ -211,8 +211,8 @@ class QuotaController:
                 self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
-    def _job_handler(self, kind: str) -> Callable[[Event[Kept]], None]:
-        def handle(event: Event[Kept]) -> None:
+    def _job_handler(self, kind: str) -> Callable[[Event[CompactCopy]], None]:
+        def handle(event: Event[CompactCopy]) -> None:
             value = None if event.type is EventType.DELETED else event.value
             if self.state.jobs[kind].observe(event.key, value):
                 if value is None:
@@ -223,9 +223,9 @@ class QuotaController:
 
         return handle
 
-    def _on_pod(self, event: Event[Kept]) -> None:
+    def _on_pod(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
-        view: View = self.state.jobs[POD]
+        view: NewestCopies = self.state.jobs[POD]
         if view.observe(event.key, value):
             last_copy = event.value.load()
             self.state.dirty_jobs.add(

@@ -14,8 +14,8 @@ from typing import Any
 
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
-from kuota.webhook.controller.pod_reconciler import POD, keep_pod
-from kuota.webhook.controller.state import Kept, group_kind, kept, kept_workload, trim
+from kuota.webhook.controller.pod_reconciler import POD, compact_pod
+from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.adapter import JobAdapter
 from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
@@ -38,9 +38,9 @@ class Watches:
 
     def __init__(self, api: KubeApi, registry: Registry) -> None:
         self._api = api
-        self.config = {kind: Reflector(api, resource, trim) for kind, resource in _CONFIG_RESOURCES.items()}
-        self.workloads: Reflector[Kept] = Reflector(api, _WORKLOADS, kept_workload)
-        self.jobs: dict[str, Reflector[Kept]] = {}  # per job kind (the first part of a JobKey)
+        self.config = {kind: Reflector(api, resource, compact_config) for kind, resource in _CONFIG_RESOURCES.items()}
+        self.workloads: Reflector[CompactCopy] = Reflector(api, _WORKLOADS, compact_workload)
+        self.jobs: dict[str, Reflector[CompactCopy]] = {}  # per job kind (the first part of a JobKey)
         # The kinds whose CRD is not installed yet, by CRD name (``plural.group``).
         self.waiting_for_crds: dict[str, JobAdapter] = {}
         for adapter in registry.adapters:
@@ -50,14 +50,14 @@ class Watches:
                 self.waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
         if registry.pods:  # only the pods kuota's webhook marked managed
             managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
-            self.jobs[POD] = Reflector(api, managed, keep_pod)
+            self.jobs[POD] = Reflector(api, managed, compact_pod)
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
         watched: list[Reflector[Any]] = [*self.config.values(), self.workloads, *self.jobs.values()]
         if self.waiting_for_crds:
             watched.append(self.crds)
         self.all = ReflectorSet(watched)
 
-    def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[Kept]] | None:
+    def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[CompactCopy]] | None:
         """The kind whose CRD ``crd`` is, now installed, and its new reflector (not started: not in :attr:`all`);
         None if no kind waits for that CRD."""
         adapter = self.waiting_for_crds.pop(crd, None)
@@ -67,9 +67,11 @@ class Watches:
         self.jobs[job_kind(adapter)] = reflector
         return adapter, reflector
 
-    def _job_reflector(self, adapter: JobAdapter) -> Reflector[Kept]:
+    def _job_reflector(self, adapter: JobAdapter) -> Reflector[CompactCopy]:
         kind = adapter.kind
-        return Reflector(self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), kept)
+        return Reflector(
+            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), compact_job
+        )
 
 
 def job_kind(adapter: JobAdapter) -> str:
