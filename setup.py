@@ -36,8 +36,8 @@ COMPILED_MODULES = [
     "kuota/engine/queues.py",
     "kuota/engine/quota_tree.py",
     "kuota/engine/scheduler.py",
-    "kuota/simulator/inputs.py",
     "kuota/simulator/replay.py",
+    "kuota/simulator/workload_reading.py",
 ]
 
 

@@ -25,10 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.workloads.kueue_harness import HarnessSpec, harness_config, harness_workloads
 from benchmarks.workloads.philly_teams import isolated_teams, philly_teams_config
 from benchmarks.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
-from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+from kuota.simulator.config_reading import config_from_dicts, priority_values
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
 from kuota.simulator.traces import read_trace, trace_workloads
+from kuota.simulator.workload_reading import convert_lines
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "philly-15k.csv"
 

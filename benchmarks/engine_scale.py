@@ -45,8 +45,9 @@ def _one(size: int, pure_python: bool) -> dict[str, float | str]:
     if pure_python:
         prefer_pure_python()
     from benchmarks.workloads.synthetic import SyntheticSpec, synthetic_config, synthetic_workloads
-    from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from kuota.simulator.config_reading import config_from_dicts, priority_values
     from kuota.simulator.replay import replay
+    from kuota.simulator.workload_reading import convert_lines
 
     spec = SyntheticSpec(workloads=size)
     objects = config_from_dicts(synthetic_config(spec).objects)

@@ -24,12 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.workloads.philly_teams import philly_teams_config
+from kuota.simulator.config_reading import config_from_dicts, priority_values
 from kuota.simulator.eta_replay import HOUR, Prediction, predictions, within
-from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
 from kuota.simulator.replay import replay
 from kuota.simulator.runtimes import gpus_of
 from kuota.simulator.summary import percentile
 from kuota.simulator.traces import read_trace, trace_workloads
+from kuota.simulator.workload_reading import convert_lines
 
 TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
 DEFAULT_TRACES = (TRACES / "philly-15k.csv", TRACES / "helios-15k.csv")

@@ -34,7 +34,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.etas import EtaBook
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import ControllerState, kept_workload
+from kuota.webhook.controller.state import ControllerState, compact_workload
 
 TARGET_SECONDS = 1.0
 API = "kueue.x-k8s.io/v1beta2"
@@ -114,7 +114,7 @@ def _state(queues: int, pending: int) -> ControllerState:
         namespace = f"team-{index:04d}"
         for slot in range(8):
             obj = _workload(namespace, f"running-{slot}", count, NOW - 60 * (1 + slot))
-            state.workloads.observe(f"{namespace}/running-{slot}", kept_workload(obj))
+            state.workloads.observe(f"{namespace}/running-{slot}", compact_workload(obj))
             pod_sets = status.admitted_pod_sets(obj)
             assert pod_sets is not None
             parsed = state.parsed[f"{namespace}/running-{slot}"] = parse_workload(obj, {})
@@ -123,7 +123,7 @@ def _state(queues: int, pending: int) -> ControllerState:
     for index in range(pending):
         namespace = f"team-{index % queues:04d}"
         obj = _workload(namespace, f"pending-{index}", count, None)
-        state.workloads.observe(f"{namespace}/pending-{index}", kept_workload(obj))
+        state.workloads.observe(f"{namespace}/pending-{index}", compact_workload(obj))
         parsed = state.parsed[f"{namespace}/pending-{index}"] = parse_workload(obj, {})
         engine.submit(parsed)
         count += 1

@@ -18,8 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
-from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+from kuota.simulator.config_reading import config_from_dicts, priority_values
 from kuota.simulator.replay import replay
+from kuota.simulator.workload_reading import convert_lines
 
 # Kueue test/performance/scheduler baseline thresholds (mean time to admission per class, seconds).
 KUEUE_THRESHOLDS = {"large": 23.0, "medium": 90.0, "small": 260.0}

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
-    from kuota.simulator.inputs import SimulatedWorkload
     from kuota.simulator.replay import ReplayResult
+    from kuota.simulator.workload_reading import SimulatedWorkload
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "philly-15k.csv"
 TARGET_SECONDS = 2.0
 
 
 def _run(objects: list[dict[str, Any]], workloads: list[SimulatedWorkload]) -> tuple[float, ReplayResult]:
-    from kuota.simulator.inputs import config_from_dicts
+    from kuota.simulator.config_reading import config_from_dicts
     from kuota.simulator.replay import replay
 
     parsed = config_from_dicts(objects)
@@ -50,9 +50,10 @@ def _measure(trace: Path, pure_python: bool, repeat: int) -> dict[str, Any]:
     if pure_python:
         prefer_pure_python()
     from benchmarks.workloads.philly_teams import isolated_teams, philly_teams_config
-    from kuota.simulator.inputs import config_from_dicts, convert_lines, priority_values
+    from kuota.simulator.config_reading import config_from_dicts, priority_values
     from kuota.simulator.summary import percentile
     from kuota.simulator.traces import read_trace, trace_workloads
+    from kuota.simulator.workload_reading import convert_lines
 
     config = philly_teams_config()
     lines = list(trace_workloads(read_trace(trace), config.queues))

@@ -68,10 +68,11 @@ from benchmarks.workloads.manifests import (
     workload_manifest,
     workload_priority_class,
 )
-from kuota.simulator.inputs import config_from_dicts, convert_lines
+from kuota.simulator.config_reading import config_from_dicts
 from kuota.simulator.lines import WorkloadLine
 from kuota.simulator.queue_mapping import QueueTarget
 from kuota.simulator.replay import Outcome, replay
+from kuota.simulator.workload_reading import convert_lines
 
 QUEUES = ("a", "b", "c")
 COHORT = "agree"

@@ -7,8 +7,9 @@ from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.measures import WorkloadTimeline
 from benchmarks.side_by_side.plans import priority_values
 from benchmarks.workloads.kueue_harness import HarnessSpec, harness_arrivals, harness_config
-from kuota.simulator.inputs import config_from_dicts, convert_lines
+from kuota.simulator.config_reading import config_from_dicts
 from kuota.simulator.replay import ReplayResult, WorkloadHistory, replay
+from kuota.simulator.workload_reading import convert_lines
 
 
 def simulate(spec: HarnessSpec, until: float | None = None) -> ReplayResult:

@@ -45,11 +45,12 @@ class _Simulate:
         import json
 
         from kuota.files import write_file
+        from kuota.simulator.config_reading import load_config, seed_directory
         from kuota.simulator.errors import SimulateError
-        from kuota.simulator.inputs import load_config, read_workloads, seed_directory
         from kuota.simulator.limits import check_until
         from kuota.simulator.replay import replay
         from kuota.simulator.summary import output_document, summary
+        from kuota.simulator.workload_reading import read_workloads
 
         if (args.config is None) != (args.workloads is None):
             return _fail("give both --config and --workloads, or neither for the built-in example")

@@ -22,7 +22,6 @@ from kuota.engine.decisions import EvictionReason
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, DEFAULT_HORIZON_SECONDS, Eta, Pending, Running, forecast
-from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
 from kuota.simulator.runtimes import (
     RuntimeHistory,
@@ -32,6 +31,7 @@ from kuota.simulator.runtimes import (
     remaining_runtime,
 )
 from kuota.simulator.summary import duration, percentile
+from kuota.simulator.workload_reading import SimulatedWorkload
 
 
 @dataclass(frozen=True, slots=True)

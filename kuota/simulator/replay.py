@@ -21,8 +21,8 @@ from typing import Final
 from kuota.engine.engine import Admission, Eviction, QuotaEngine
 from kuota.engine.model import ApiObject, ClusterQueue, Configuration
 from kuota.simulator.errors import WorkloadFileError
-from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.limits import check_until
+from kuota.simulator.workload_reading import SimulatedWorkload
 
 GPU = "nvidia.com/gpu"
 

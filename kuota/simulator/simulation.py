@@ -7,10 +7,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kuota.simulator.inputs import config_from_dicts, read_workloads
+from kuota.simulator.config_reading import config_from_dicts
 from kuota.simulator.limits import check_until
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
+from kuota.simulator.workload_reading import read_workloads
 
 
 def simulate(config: Iterable[Mapping[str, Any]], workloads: Path, until: float | None = None) -> dict[str, Any]:

@@ -43,9 +43,9 @@ from kuota.webhook.controller.api_writes import (
     VALIDATING_WEBHOOKS,
     ApiWriter,
 )
-from kuota.webhook.controller.controller import QuotaController
 from kuota.webhook.controller.leader_election import LeaderElector
 from kuota.webhook.controller.metrics import FOLLOWER, LEADER, STANDALONE, ControllerMetrics
+from kuota.webhook.controller.quota_controller import QuotaController
 from kuota.webhook.conversion.endpoint import add_conversion_route
 from kuota.webhook.crds.definitions import DEFINITIONS
 from kuota.webhook.crds.versions import CONVERSION_PATH, conversion, conversion_service_name

@@ -12,8 +12,8 @@ from typing import Any
 
 from kuota.report.errors import ReportInputError
 from kuota.report.sources.quoting import quoted
+from kuota.simulator.config_reading import read_yaml_documents
 from kuota.simulator.errors import ConfigFileError
-from kuota.simulator.inputs import read_yaml_documents
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 _USER_METADATA = ("name", "namespace", "labels")

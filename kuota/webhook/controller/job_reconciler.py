@@ -20,7 +20,7 @@ from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import ControllerState, JobKey, View, key_of, owner_job
+from kuota.webhook.controller.state import ControllerState, JobKey, NewestCopies, key_of, owner_job
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import adapter as jobs
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
@@ -48,7 +48,7 @@ class JobReconciler:
         self._kind = f"{adapter.kind.kind}.{adapter.kind.group}" if adapter.kind.group else adapter.kind.kind
         self._resource = Resource(adapter.kind.group, adapter.kind.version, adapter.plural)
         self._state = state
-        self._view = state.jobs.setdefault(self._kind, View())
+        self._view = state.jobs.setdefault(self._kind, NewestCopies())
         self._metrics = metrics
         self._writer = writer
         self._sync = sync

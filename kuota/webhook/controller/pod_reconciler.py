@@ -22,7 +22,15 @@ from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, Sta
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import placements_of
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import POD_GROUP, ControllerState, JobKey, Kept, View, kept, key_of
+from kuota.webhook.controller.state import (
+    POD_GROUP,
+    CompactCopy,
+    ControllerState,
+    JobKey,
+    NewestCopies,
+    compact_job,
+    key_of,
+)
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.adapter import Finished
@@ -33,9 +41,9 @@ POD = "Pod"
 PODS = Resource("", "v1", "pods")
 
 
-def keep_pod(pod: Mapping[str, Any]) -> Kept:
+def compact_pod(pod: Mapping[str, Any]) -> CompactCopy:
     """The copy of a managed pod the controller keeps (the watch's parse function and its own writes')."""
-    return kept(pods.essence(pod))
+    return compact_job(pods.essence(pod))
 
 
 def pod_job_key(pod: Mapping[str, Any]) -> JobKey:
@@ -60,7 +68,7 @@ class PodReconciler:
         metrics: ControllerMetrics,
     ) -> None:
         self._state = state
-        self._view = state.jobs.setdefault(POD, View(keep_pod))
+        self._view = state.jobs.setdefault(POD, NewestCopies(compact_pod))
         self._writer = writer
         self._sync = sync
         self._decisions = decisions

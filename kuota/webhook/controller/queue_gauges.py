@@ -24,7 +24,7 @@ from kuota.webhook.controller.metrics import (
     LocalQueueUsage,
     QuotaLine,
 )
-from kuota.webhook.controller.state import View
+from kuota.webhook.controller.state import NewestCopies
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def cluster_queue_gauges(engine: QuotaEngine, conditions: QueueConditions) -> li
     return result
 
 
-def local_queue_gauges(engine: QuotaEngine, workloads: View) -> list[LocalQueueGauges]:
+def local_queue_gauges(engine: QuotaEngine, workloads: NewestCopies) -> list[LocalQueueGauges]:
     counts: dict[tuple[str, str], list[int]] = {key: [0, 0, 0] for key in engine.local_queues}
     for key, engine_status in engine.statuses_without_reasons():
         obj = workloads.get(key)
@@ -155,7 +155,7 @@ class FinishedWorkloads:
     local_queues: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-def finished_workloads(workloads: View) -> FinishedWorkloads:
+def finished_workloads(workloads: NewestCopies) -> FinishedWorkloads:
     counts = FinishedWorkloads()
     for obj in workloads.finished():
         cluster_queue = status.admitted_cluster_queue(obj)
@@ -181,7 +181,7 @@ def with_head_etas(gauges: list[ClusterQueueGauges], heads: Mapping[str, Eta], n
 
 def local_queue_details(
     engine: QuotaEngine,
-    workloads: View,
+    workloads: NewestCopies,
     gauges: list[LocalQueueGauges],
     finished: FinishedWorkloads,
     conditions: QueueConditions,

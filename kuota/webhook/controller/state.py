@@ -29,7 +29,7 @@ _KEPT_POD_SPEC = ("nodeSelector", "affinity", "tolerations", "overhead")
 _KEPT_CONTAINER = ("name", "resources")
 
 
-def trim(obj: Mapping[str, Any]) -> dict[str, Any]:
+def compact_config(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The copy the controller keeps of a configuration object: without what it never reads (managedFields,
     kubectl's last-applied copy), with keys and short strings shared. Every watch event is decoded on its own,
     so without sharing, a thousand ClusterQueues hold a thousand copies of "metadata", "nominalQuota"..."""
@@ -46,7 +46,7 @@ def _without_bookkeeping(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class CompactCopy:
     """The copy the controller keeps of a Workload or a job: its resourceVersion, whether it is a finished
     Workload (what the periodic scans look for), its ``kuota.dev/expected-runtime`` annotation (what every ETA
     recomputation reads of every Workload), and the object as compact JSON. Held as Python dicts, a queued
@@ -64,31 +64,31 @@ class Kept:
         return loaded
 
 
-def kept(obj: Mapping[str, Any]) -> Kept:
-    """A job's kept copy: all of it but the API's bookkeeping (managedFields, kubectl's last-applied copy)."""
-    return _kept(_without_bookkeeping(obj))
+def compact_job(obj: Mapping[str, Any]) -> CompactCopy:
+    """A job's compact copy: all of it but the API's bookkeeping (managedFields, kubectl's last-applied copy)."""
+    return _compact(_without_bookkeeping(obj))
 
 
-def kept_workload(obj: Mapping[str, Any]) -> Kept:
-    """A Workload's kept copy: :func:`kept`'s, with each pod set's template cut to what kuota reads of it (the
-    containers' resources, which admission sums; nodeSelector, affinity and tolerations, which flavors match and
-    job restores write back; overhead). The rest of a template is the job's own, held by the API server; kuota
+def compact_workload(obj: Mapping[str, Any]) -> CompactCopy:
+    """A Workload's compact copy: :func:`compact_job`'s, with each pod set's template cut to what kuota reads of it
+    (the containers' resources, which admission sums; nodeSelector, affinity and tolerations, which flavors match
+    and job restores write back; overhead). The rest of a template is the job's own, held by the API server; kuota
     only ever patches Workloads, so nothing cut is written back."""
     cut = _without_bookkeeping(obj)
     spec = cut.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("podSets"), list):
         cut["spec"] = {**spec, "podSets": [_kept_pod_set(pod_set) for pod_set in spec["podSets"]]}
-    return _kept(cut)
+    return _compact(cut)
 
 
-def _kept(obj: Mapping[str, Any]) -> Kept:
+def _compact(obj: Mapping[str, Any]) -> CompactCopy:
     conditions = (obj.get("status") or {}).get("conditions") or []
     finished = any(
         isinstance(c, Mapping) and c.get("type") == "Finished" and c.get("status") == "True" for c in conditions
     )
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     expected_runtime = annotations.get(EXPECTED_RUNTIME_ANNOTATION)
-    return Kept(
+    return CompactCopy(
         _version(obj),
         finished,
         None if expected_runtime is None else str(expected_runtime),
@@ -128,7 +128,7 @@ def _version(obj: Mapping[str, Any] | None) -> int:
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
-    """``namespace/name``, or ``name`` for a cluster-scoped object: the key of the views and the engine."""
+    """``namespace/name``, or ``name`` for a cluster-scoped object: the key of the newest copies and the engine."""
     metadata = obj["metadata"]
     return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else str(metadata["name"])
 
@@ -158,15 +158,15 @@ def owner_job(workload: Mapping[str, Any]) -> JobKey | None:
     return None
 
 
-class View:
+class NewestCopies:
     """The newest known copy of each object: watch events and our own write results, whichever is newer."""
 
-    def __init__(self, keep: Callable[[Mapping[str, Any]], Kept] = kept) -> None:
-        """``keep`` makes the copy kept of a written object: the watch's parse function for the same kind."""
-        self._objects: dict[str, Kept] = {}
-        self._keep = keep
+    def __init__(self, compact: Callable[[Mapping[str, Any]], CompactCopy] = compact_job) -> None:
+        """``compact`` makes the copy kept of a written object: the watch's parse function for the same kind."""
+        self._objects: dict[str, CompactCopy] = {}
+        self._compact = compact
 
-    def observe(self, key: str, obj: Kept | None) -> bool:
+    def observe(self, key: str, obj: CompactCopy | None) -> bool:
         """Take a watch event; True when it is news (not an echo of our own, already applied, write)."""
         current = self._objects.get(key)
         if obj is None:
@@ -182,14 +182,14 @@ class View:
         key = key_of(obj)
         current = self._objects.get(key)
         if current is None or _version(obj) > current.version:
-            self._objects[key] = self._keep(obj)
+            self._objects[key] = self._compact(obj)
 
     def get(self, key: str) -> dict[str, Any] | None:
         found = self._objects.get(key)
         return None if found is None else found.load()
 
     def expected_runtime(self, key: str) -> str | None:
-        """The kept copy's ``kuota.dev/expected-runtime`` annotation, without decoding it (None: none)."""
+        """The compact copy's ``kuota.dev/expected-runtime`` annotation, without decoding it (None: none)."""
         found = self._objects.get(key)
         return None if found is None else found.expected_runtime
 
@@ -200,7 +200,7 @@ class View:
         return len(self._objects)
 
     def finished(self) -> Iterator[dict[str, Any]]:
-        """The finished Workloads among the kept copies, decoded (the others are not)."""
+        """The finished Workloads among the compact copies, decoded (the others are not)."""
         return (found.load() for found in list(self._objects.values()) if found.finished)
 
 
@@ -209,10 +209,10 @@ class ControllerState:
         self.configuration = configuration
         self.clock = clock
         self.engine = QuotaEngine(configuration)
-        self.workloads = View(kept_workload)
+        self.workloads = NewestCopies(compact_workload)
         # The parsed Workload the engine was last given, per key: shared, so the ETAs' replay costs no copy.
         self.parsed: dict[str, Workload] = {}
-        self.jobs: dict[str, View] = {}  # per kind (the first part of a JobKey)
+        self.jobs: dict[str, NewestCopies] = {}  # per kind (the first part of a JobKey)
         self.dirty_workloads: set[str] = set()
         self.dirty_jobs: set[JobKey] = set()
         # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.

@@ -10,12 +10,12 @@ import logging
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import StaleObjectError
-from kuota.webhook.controller.state import View, key_of
+from kuota.webhook.controller.state import NewestCopies, key_of
 
 log = logging.getLogger(__name__)
 
 
-async def expire_finished(reporter: ApiWriter, workloads: View, now: float, retention: float) -> None:
+async def expire_finished(reporter: ApiWriter, workloads: NewestCopies, now: float, retention: float) -> None:
     """Delete Workloads finished longer ago than ``retention`` seconds (the report reads the rest as history)."""
     horizon = now - retention
     expired = []

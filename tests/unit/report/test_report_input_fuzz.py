@@ -40,7 +40,7 @@ from kuota.report.sources.workload_history import (
 )
 from kuota.report.writers import json_file, markdown_file
 from kuota.report.writers.markdown_file import markdown_text
-from kuota.simulator.inputs import convert_lines
+from kuota.simulator.workload_reading import convert_lines
 
 # Generous for inputs of this size (a few kB; a typical one takes well under a millisecond, a whole
 # collect-and-report a few milliseconds), and far below what a parse of unbounded cost would take.

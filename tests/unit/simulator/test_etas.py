@@ -16,7 +16,6 @@ from kuota.engine.model import ApiObject, Workload
 from kuota.simulator.errors import HistoryFormatError
 from kuota.simulator.eta_replay import accuracy, eta_summary, predictions
 from kuota.simulator.forecast import DEFAULT_HORIZON_SECONDS, Pending, Running, forecast
-from kuota.simulator.inputs import SimulatedWorkload
 from kuota.simulator.replay import replay
 from kuota.simulator.runtimes import (
     MAX_SHAPES,
@@ -30,6 +29,7 @@ from kuota.simulator.runtimes import (
     remaining_runtime,
     shape_of,
 )
+from kuota.simulator.workload_reading import SimulatedWorkload
 from tests.unit.engine.builders import flavor, gpu_queue, local_queue, workload
 
 

@@ -17,13 +17,14 @@ import pytest
 
 from kuota.cli import main
 from kuota.engine.model import ClusterQueue
+from kuota.simulator.config_reading import config_from_dicts, load_config, read_yaml_documents
 from kuota.simulator.errors import ConfigFileError, SourceSpecError, TraceFormatError, WorkloadFileError
-from kuota.simulator.inputs import config_from_dicts, load_config, read_workloads, read_yaml_documents
 from kuota.simulator.limits import MAX_CONFIG_BYTES, MAX_LINE_BYTES, MAX_YAML_DEPTH
 from kuota.simulator.replay import replay
 from kuota.simulator.simulation import simulate
 from kuota.simulator.summary import summary
 from kuota.simulator.traces import read_trace
+from kuota.simulator.workload_reading import read_workloads
 
 CONFIG = """\
 apiVersion: kueue.x-k8s.io/v1beta2

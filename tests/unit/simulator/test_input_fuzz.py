@@ -23,10 +23,11 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from kuota.simulator.config_reading import load_config
 from kuota.simulator.errors import SimulateError
-from kuota.simulator.inputs import load_config, read_workloads
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document, summary
+from kuota.simulator.workload_reading import read_workloads
 
 # Generous for the pure-Python build on a busy machine: a read of one small input takes about a millisecond,
 # a replay of a few workloads a few; the hostile inputs once took 51 s, or forever.

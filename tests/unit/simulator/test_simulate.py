@@ -12,10 +12,11 @@ import pytest
 
 from kuota.cli import main
 from kuota.engine.model import Requirement
+from kuota.simulator.config_reading import load_config, seed_directory
 from kuota.simulator.errors import ConfigFileError, WorkloadFileError
-from kuota.simulator.inputs import SimulatedWorkload, convert_lines, load_config, read_workloads, seed_directory
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document
+from kuota.simulator.workload_reading import SimulatedWorkload, convert_lines, read_workloads
 
 CONFIG = """\
 apiVersion: kueue.x-k8s.io/v1beta2

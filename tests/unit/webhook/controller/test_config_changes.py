@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kuota.webhook.controller.controller import _what_the_engine_reads
+from kuota.webhook.controller.quota_controller import _what_the_engine_reads
 
 CLUSTER_QUEUE: dict[str, Any] = {
     "apiVersion": "kueue.x-k8s.io/v1beta2",

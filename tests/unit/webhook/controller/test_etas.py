@@ -19,7 +19,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.etas import ETA_ANNOTATION, HISTORY_ANNOTATION, EtaBook, phrase
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.state import ControllerState, kept_workload
+from kuota.webhook.controller.state import ControllerState, compact_workload
 from tests.unit.engine.builders import engine_with, gpu_queue
 
 START = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC).timestamp()
@@ -100,7 +100,7 @@ def _book(*objects: dict[str, Any], local_queues: list[dict[str, Any]] | None = 
     state.engine = engine_with(gpu_queue("research", 8, cohort=None))
     for obj in objects:
         key = f"research/{obj['metadata']['name']}"
-        state.workloads.observe(key, kept_workload(obj))
+        state.workloads.observe(key, compact_workload(obj))
         if status.is_true(obj, "Finished"):
             continue
         parsed = state.parsed[key] = parse_workload(obj, {})  # as the controller's sync keeps it
@@ -191,7 +191,7 @@ def test_a_snapshot_decodes_no_kept_copy_and_parses_an_annotation_again_only_onc
 
     longer = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "3h"}, reserved_at=START)
     longer["metadata"]["resourceVersion"] = "6"
-    view.observe("research/running", kept_workload(longer))
+    view.observe("research/running", compact_workload(longer))
     asyncio.run(book.recompute())
     assert (decoded, parsed) == ([], ["2h", "3h"])
     eta = book.eta_of("research/waiting")

@@ -15,7 +15,7 @@ from kuota.webhook.controller.queue_gauges import (
     queue_conditions,
     with_finished,
 )
-from kuota.webhook.controller.state import View, kept_workload
+from kuota.webhook.controller.state import NewestCopies, compact_workload
 from tests.unit.engine.builders import admitted, engine_with, gpu_queue, workload
 
 
@@ -38,9 +38,9 @@ def test_localqueue_usage_status_and_finished_workloads_and_the_cohort_totals() 
     engine = engine_with(gpu_queue("research", 8), gpu_queue("inference", 8))
     engine.submit(workload("research", "trainer", 4))
     assert admitted(engine.schedule(1.0)) == ["research/trainer"]
-    view = View()
-    view.observe("research/trainer", kept_workload(_admitted_object("research", "trainer", "research", 4)))
-    view.observe("research/done", kept_workload(_admitted_object("research", "done", "research", 2, finished=True)))
+    view = NewestCopies()
+    view.observe("research/trainer", compact_workload(_admitted_object("research", "trainer", "research", 4)))
+    view.observe("research/done", compact_workload(_admitted_object("research", "done", "research", 2, finished=True)))
 
     finished = finished_workloads(view)
     assert (finished.cluster_queues, finished.local_queues) == ({"research": 1}, {("research", "q"): 1})
@@ -98,7 +98,7 @@ def test_stopped_missing_refused_and_stopped_parent_queues_are_inactive_alike_in
         "open": (True, "Ready"),
         "bad": (False, "ClusterQueueIsInactive"),
     }
-    view = View()
+    view = NewestCopies()
     details = local_queue_details(engine, view, local_queue_gauges(engine, view), finished_workloads(view), conditions)
     assert {local.namespace: local.active for local in details} == {
         "research": "False",

@@ -1,6 +1,6 @@
 """The copies the controller keeps of Workloads read as the full objects do to everything that reads them: the
-engine's parse, and the run and restore patches the job adapters write from a Workload's pod sets; the view
-keeps them compact, hands out fresh copies, and scans only the finished ones."""
+engine's parse, and the run and restore patches the job adapters write from a Workload's pod sets;
+:class:`NewestCopies` keeps them compact, hands out fresh copies, and scans only the finished ones."""
 
 from __future__ import annotations
 
@@ -95,14 +95,14 @@ def _size(obj: Any) -> int:
 
 def test_a_kept_workload_parses_to_the_same_engine_workload_as_the_full_one() -> None:
     full = _workload()
-    cut = state.kept_workload(full).load()
+    cut = state.compact_workload(full).load()
     assert parse_workload(cut) == parse_workload(full)
     assert cut["metadata"] == {k: v for k, v in full["metadata"].items() if k != "managedFields"}
 
 
 def test_the_job_patches_written_from_a_kept_workload_are_the_full_ones() -> None:
     full = _workload()
-    cut = state.kept_workload(full).load()
+    cut = state.compact_workload(full).load()
     job = _job()
     assert BATCH_JOB.run_patch(job, [PLACEMENT], workload_pod_sets(cut)) == BATCH_JOB.run_patch(
         job, [PLACEMENT], workload_pod_sets(full)
@@ -116,7 +116,7 @@ def test_the_job_patches_written_from_a_kept_workload_are_the_full_ones() -> Non
 
 def test_a_kept_workload_holds_none_of_the_template_kuota_does_not_read_and_is_about_half_the_size() -> None:
     full = _workload()
-    cut = state.kept_workload(full).load()
+    cut = state.compact_workload(full).load()
     (pod_set,) = cut["spec"]["podSets"]
     assert set(pod_set["template"]) == {"spec"}
     assert set(pod_set["template"]["spec"]) == {"containers", "initContainers", "nodeSelector", "tolerations",
@@ -125,11 +125,11 @@ def test_a_kept_workload_holds_none_of_the_template_kuota_does_not_read_and_is_a
         {"name": "trainer", "resources": full["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]}
     ]
     assert _size(cut) < 0.6 * _size(full)
-    assert len(state.kept_workload(full).json) < 0.5 * len(state.kept(full).json)
+    assert len(state.compact_workload(full).json) < 0.5 * len(state.compact_job(full).json)
 
 
 def test_the_workload_view_keeps_the_cut_copy_of_what_kuota_itself_wrote() -> None:
-    view = state.View(state.kept_workload)
+    view = state.NewestCopies(state.compact_workload)
     view.wrote(_workload())
     (key,) = view
     copy_one, copy_two = view.get(key), view.get(key)
@@ -138,25 +138,25 @@ def test_the_workload_view_keeps_the_cut_copy_of_what_kuota_itself_wrote() -> No
 
 
 def test_the_view_takes_only_newer_versions_and_decodes_only_finished_workloads_when_scanning() -> None:
-    view = state.View(state.kept_workload)
+    view = state.NewestCopies(state.compact_workload)
     workload = _workload()
-    assert view.observe("research/w", state.kept_workload(workload))
+    assert view.observe("research/w", state.compact_workload(workload))
     older = copy.deepcopy(workload)
     older["metadata"]["resourceVersion"] = "11"
-    assert not view.observe("research/w", state.kept_workload(older))
+    assert not view.observe("research/w", state.compact_workload(older))
     assert list(view.finished()) == []
     finished = copy.deepcopy(workload)
     finished["metadata"]["resourceVersion"] = "13"
     finished["status"] = {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}]}
-    assert view.observe("research/w", state.kept_workload(finished))
+    assert view.observe("research/w", state.compact_workload(finished))
     assert [obj["metadata"]["resourceVersion"] for obj in view.finished()] == ["13"]
     assert view.observe("research/w", None) and len(view) == 0
 
 
 def test_the_watchs_echo_of_our_own_write_replaces_our_copy_so_the_view_and_the_watch_share_one() -> None:
-    view = state.View(state.kept_workload)
+    view = state.NewestCopies(state.compact_workload)
     workload = _workload()
     view.wrote(workload)
-    echo = state.kept_workload(workload)
+    echo = state.compact_workload(workload)
     assert not view.observe("research/" + workload["metadata"]["name"], echo)  # no news
     assert view._objects["research/" + workload["metadata"]["name"]] is echo

@@ -2,9 +2,10 @@
 
 It holds no policy of its own. Watch events feed the engine; ``engine.schedule(now)`` decides; the decisions are
 written, and each Job is driven to match its Workload (create, suspend, unsuspend with the flavor's placement,
-restore after eviction, finish: docs/architecture.md, "A job's life"). This module is the coordinator: it owns
-the watches and the loops, and hands each piece of work to the part that does it:
+restore after eviction, finish: docs/architecture.md, "A job's life"). This module is the coordinator: it hears
+the watches' events and owns the loops, and hands each piece of work to the part that does it:
 
+- :mod:`watches`: the reflectors, one a watched kind;
 - :mod:`workload_sync`: a Workload's news into the engine;
 - :mod:`decision_writer`: admissions and evictions to the API, and the re-reads after refused writes;
 - :mod:`job_reconciler`: each managed Job to match its Workload;
@@ -38,7 +39,7 @@ from kuota.engine.engine import QuotaEngine
 from kuota.engine.errors import EngineError
 from kuota.engine.model import Configuration
 from kuota.kube.client import KubeApi
-from kuota.kube.reflector import Event, EventType, Reflector, ReflectorSet, ResourceType
+from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError
@@ -47,7 +48,7 @@ from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pod_reconciler import POD, PodReconciler, keep_pod
+from kuota.webhook.controller.pod_reconciler import POD, PodReconciler
 from kuota.webhook.controller.queue_gauges import (
     cluster_queue_gauges,
     cohort_gauges,
@@ -61,37 +62,21 @@ from kuota.webhook.controller.queue_gauges import (
 from kuota.webhook.controller.queue_status import QueueStatusWriter
 from kuota.webhook.controller.state import (
     POD_GROUP,
+    CompactCopy,
     ControllerState,
     JobKey,
-    Kept,
-    View,
+    NewestCopies,
     gather,
-    group_kind,
-    kept,
-    kept_workload,
     key_of,
     owner_job,
-    trim,
 )
+from kuota.webhook.controller.watches import Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
-from kuota.webhook.jobs import pod as pods
-from kuota.webhook.jobs.adapter import JobAdapter
-from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, DEFAULT_REGISTRY, Registry
+from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 log = logging.getLogger(__name__)
 
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-_CONFIG_RESOURCES = {
-    "ResourceFlavor": ResourceType(*KUEUE, "resourceflavors", namespaced=False),
-    "ClusterQueue": ResourceType(*KUEUE, "clusterqueues", namespaced=False),
-    "LocalQueue": ResourceType(*KUEUE, "localqueues", namespaced=True),
-    "Cohort": ResourceType(*KUEUE, "cohorts", namespaced=False),
-    "WorkloadPriorityClass": ResourceType(*KUEUE, "workloadpriorityclasses", namespaced=False),
-    "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
-}
-_WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
-_CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 _STATUS_INTERVAL = 1.0
 _RETENTION_CHECK_SECONDS = 60.0
 
@@ -111,7 +96,6 @@ class QuotaController:
     ) -> None:
         self.configuration = configuration
         self.registry = registry
-        self._api = api
         self.workload_retention = workload_retention
         # Expired Workloads are looked for once a minute, or twice per retention when it is shorter.
         self._retention_rounds = max(1, int(min(_RETENTION_CHECK_SECONDS, workload_retention / 2) / _STATUS_INTERVAL))
@@ -124,31 +108,9 @@ class QuotaController:
         self.writer = ApiWriter(self._pools[0], metrics, concurrency=write_concurrency)
         self.reporter = ApiWriter(self._pools[1], metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.state = ControllerState(configuration, clock)
-        self.config_reflectors = {kind: Reflector(api, resource, trim) for kind, resource in _CONFIG_RESOURCES.items()}
-        self.workload_reflector: Reflector[Kept] = Reflector(api, _WORKLOADS, kept_workload)
-        # Kinds served by the API server itself are watched from the start; a custom resource's kind once its
-        # CRD is there (watched: installing the CRD later is enough).
-        self.job_reflectors: dict[str, Reflector[Kept]] = {}
-        self._waiting_for_crds: dict[str, JobAdapter] = {}
-        for adapter in registry.adapters:
-            if adapter.kind.group in BUILT_IN_GROUPS:
-                self.job_reflectors[_kind_of(adapter)] = self._job_reflector(adapter)
-            else:
-                self._waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
-        if registry.pods:  # only the pods kuota's webhook marked managed
-            managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
-            self.job_reflectors[POD] = Reflector(api, managed, keep_pod)
-        self.crd_reflector: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
-        watched: list[Reflector[Any]] = [
-            *self.config_reflectors.values(),
-            self.workload_reflector,
-            *self.job_reflectors.values(),
-        ]
-        if self._waiting_for_crds:
-            watched.append(self.crd_reflector)
-        self.reflectors = ReflectorSet(watched)
+        self.watches = Watches(api, registry)
         self.workloads = self.state.workloads
-        self._started_late: asyncio.Queue[Reflector[Kept]] = asyncio.Queue()
+        self._started_late: asyncio.Queue[Reflector[CompactCopy]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
@@ -156,7 +118,7 @@ class QuotaController:
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
         self._job_reconcilers = {
-            _kind_of(adapter): JobReconciler(
+            job_kind(adapter): JobReconciler(
                 adapter,
                 registry,
                 self.state,
@@ -164,7 +126,7 @@ class QuotaController:
                 sync=self._sync,
                 decisions=self._decisions,
                 events=self._events,
-                flavors=self.config_reflectors["ResourceFlavor"],
+                flavors=self.watches.config["ResourceFlavor"],
                 metrics=metrics,
             )
             for adapter in registry.adapters
@@ -175,19 +137,24 @@ class QuotaController:
             sync=self._sync,
             decisions=self._decisions,
             events=self._events,
-            flavors=self.config_reflectors["ResourceFlavor"],
+            flavors=self.watches.config["ResourceFlavor"],
             metrics=metrics,
         )
-        if POD in self.job_reflectors:
-            self.job_reflectors[POD].subscribe(self._on_pod)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
         self.ready = asyncio.Event()
-        for kind, reflector in self.config_reflectors.items():
-            reflector.subscribe(self._config_handler(kind))
-        self.workload_reflector.subscribe(self._on_workload)
-        self.crd_reflector.subscribe(self._on_crd)
+        self._subscribe()
         metrics.watch_queues(self.cluster_queue_gauges, self.local_queue_gauges, self.cohort_gauges)
+
+    def _subscribe(self) -> None:
+        """Each watch's events to the handler of its kind."""
+        watches = self.watches
+        for kind, reflector in watches.config.items():
+            reflector.subscribe(self._config_handler(kind))
+        watches.workloads.subscribe(self._on_workload)
+        for kind, jobs in watches.jobs.items():
+            jobs.subscribe(self._on_pod if kind == POD else self._job_handler(kind))
+        watches.crds.subscribe(self._on_crd)
 
     @property
     def engine(self) -> QuotaEngine:
@@ -235,7 +202,7 @@ class QuotaController:
             invalid[f"{kind} {key}"] = f"kuota failed to read it ({type(error).__name__}); see the manager log"
             log.exception("%s %s could not be applied; it is set aside, every other object is served", kind, key)
 
-    def _on_workload(self, event: Event[Kept]) -> None:
+    def _on_workload(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
@@ -244,16 +211,8 @@ class QuotaController:
                 self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
-    def _job_reflector(self, adapter: JobAdapter) -> Reflector[Kept]:
-        kind = adapter.kind
-        reflector: Reflector[Kept] = Reflector(
-            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), kept
-        )
-        reflector.subscribe(self._job_handler(_kind_of(adapter)))
-        return reflector
-
-    def _job_handler(self, kind: str) -> Callable[[Event[Kept]], None]:
-        def handle(event: Event[Kept]) -> None:
+    def _job_handler(self, kind: str) -> Callable[[Event[CompactCopy]], None]:
+        def handle(event: Event[CompactCopy]) -> None:
             value = None if event.type is EventType.DELETED else event.value
             if self.state.jobs[kind].observe(event.key, value):
                 if value is None:
@@ -264,9 +223,9 @@ class QuotaController:
 
         return handle
 
-    def _on_pod(self, event: Event[Kept]) -> None:
+    def _on_pod(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
-        view: View = self.state.jobs[POD]
+        view: NewestCopies = self.state.jobs[POD]
         if view.observe(event.key, value):
             last_copy = event.value.load()
             self.state.dirty_jobs.add(
@@ -276,12 +235,11 @@ class QuotaController:
 
     def _on_crd(self, event: Event[dict[str, Any]]) -> None:
         """A managed kind's CRD appeared: watch that kind from now on."""
-        adapter = self._waiting_for_crds.get(event.key)
-        if adapter is None or event.type is EventType.DELETED:
+        installed = None if event.type is EventType.DELETED else self.watches.crd_installed(event.key)
+        if installed is None:
             return
-        del self._waiting_for_crds[event.key]
-        reflector = self._job_reflector(adapter)
-        self.job_reflectors[_kind_of(adapter)] = reflector
+        adapter, reflector = installed
+        reflector.subscribe(self._job_handler(job_kind(adapter)))
         log.info("CRD %s is installed: managing %s", event.key, adapter.kind)
         self._started_late.put_nowait(reflector)
 
@@ -295,17 +253,17 @@ class QuotaController:
         """Watch, rebuild the engine from the API's truth, then decide and write until cancelled."""
         state = self.state
         async with asyncio.TaskGroup() as group:
-            group.create_task(self.reflectors.run(), name="reflectors")
+            group.create_task(self.watches.all.run(), name="reflectors")
             group.create_task(self._start_late_reflectors(), name="reflectors of CRDs installed later")
-            await asyncio.gather(*(reflector.synced.wait() for reflector in self.reflectors.reflectors))
-            for name, adapter in sorted(self._waiting_for_crds.items()):
+            await asyncio.gather(*(reflector.synced.wait() for reflector in self.watches.all.reflectors))
+            for name, adapter in sorted(self.watches.waiting_for_crds.items()):
                 log.info("CRD %s is not installed: %s is not managed until it is", name, adapter.kind)
             self._rebuild()
             self.ready.set()
             jobs = sum(len(view) for view in state.jobs.values())
             log.info("controller synced: %d workloads, %d jobs", len(self.workloads), jobs)
             group.create_task(self._status_loop(), name="queue status")
-            self.etas.load_history(self.config_reflectors["LocalQueue"].values())
+            self.etas.load_history(self.watches.config["LocalQueue"].values())
             group.create_task(self.etas.run(), name="admission ETAs")
             try:
                 while True:
@@ -331,7 +289,7 @@ class QuotaController:
         state.engine = QuotaEngine(self.configuration)
         state.invalid.clear()
         self._applied.clear()
-        for kind, reflector in self.config_reflectors.items():
+        for kind, reflector in self.watches.config.items():
             for obj in list(reflector.values()):
                 self._apply_config(kind, key_of(obj), obj)
         for key in sorted(self.workloads):
@@ -382,7 +340,7 @@ class QuotaController:
     async def _reconcile(self, job_key: JobKey) -> None:
         kind, key = job_key
         if kind in (POD, POD_GROUP):
-            if POD in self.job_reflectors:
+            if POD in self.watches.jobs:
                 await self._pod_reconciler.reconcile(job_key)
         elif kind in self._job_reconcilers:
             await self._job_reconcilers[kind].reconcile(key)
@@ -429,12 +387,3 @@ def _what_the_engine_reads(obj: Mapping[str, Any]) -> dict[str, Any]:
     essence["labels"] = metadata.get("labels")
     essence["deleting"] = bool(metadata.get("deletionTimestamp"))
     return essence
-
-
-def _kind_of(adapter: JobAdapter) -> str:
-    return group_kind(adapter.kind.api_version, adapter.kind.kind)
-
-
-def _crd_essence(crd: Mapping[str, Any]) -> dict[str, Any]:
-    """A CRD's name is all the controller reads of it (the schemas are large)."""
-    return {"metadata": {"name": crd["metadata"]["name"], "resourceVersion": crd["metadata"].get("resourceVersion")}}

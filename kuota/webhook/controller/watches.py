@@ -1,0 +1,84 @@
+"""What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
+each managed job kind, the pods kuota's webhook marked managed, and the CRDs of managed kinds not installed yet.
+
+Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
+there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
+copy of its objects (:mod:`kuota.webhook.controller.state`). Who hears of their events is the controller's
+business: it subscribes its handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.kube.client import KubeApi
+from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
+from kuota.webhook.controller.pod_reconciler import POD, compact_pod
+from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
+from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs.adapter import JobAdapter
+from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+_CONFIG_RESOURCES = {
+    "ResourceFlavor": ResourceType(*KUEUE, "resourceflavors", namespaced=False),
+    "ClusterQueue": ResourceType(*KUEUE, "clusterqueues", namespaced=False),
+    "LocalQueue": ResourceType(*KUEUE, "localqueues", namespaced=True),
+    "Cohort": ResourceType(*KUEUE, "cohorts", namespaced=False),
+    "WorkloadPriorityClass": ResourceType(*KUEUE, "workloadpriorityclasses", namespaced=False),
+    "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
+}
+_WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
+_CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+
+
+class Watches:
+    """The controller's reflectors, by what they watch, and :attr:`all` of those started with the controller."""
+
+    def __init__(self, api: KubeApi, registry: Registry) -> None:
+        self._api = api
+        self.config = {kind: Reflector(api, resource, compact_config) for kind, resource in _CONFIG_RESOURCES.items()}
+        self.workloads: Reflector[CompactCopy] = Reflector(api, _WORKLOADS, compact_workload)
+        self.jobs: dict[str, Reflector[CompactCopy]] = {}  # per job kind (the first part of a JobKey)
+        # The kinds whose CRD is not installed yet, by CRD name (``plural.group``).
+        self.waiting_for_crds: dict[str, JobAdapter] = {}
+        for adapter in registry.adapters:
+            if adapter.kind.group in BUILT_IN_GROUPS:
+                self.jobs[job_kind(adapter)] = self._job_reflector(adapter)
+            else:
+                self.waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
+        if registry.pods:  # only the pods kuota's webhook marked managed
+            managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
+            self.jobs[POD] = Reflector(api, managed, compact_pod)
+        self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
+        watched: list[Reflector[Any]] = [*self.config.values(), self.workloads, *self.jobs.values()]
+        if self.waiting_for_crds:
+            watched.append(self.crds)
+        self.all = ReflectorSet(watched)
+
+    def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[CompactCopy]] | None:
+        """The kind whose CRD ``crd`` is, now installed, and its new reflector (not started: not in :attr:`all`);
+        None if no kind waits for that CRD."""
+        adapter = self.waiting_for_crds.pop(crd, None)
+        if adapter is None:
+            return None
+        reflector = self._job_reflector(adapter)
+        self.jobs[job_kind(adapter)] = reflector
+        return adapter, reflector
+
+    def _job_reflector(self, adapter: JobAdapter) -> Reflector[CompactCopy]:
+        kind = adapter.kind
+        return Reflector(
+            self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), compact_job
+        )
+
+
+def job_kind(adapter: JobAdapter) -> str:
+    """The kind part of the :data:`~kuota.webhook.controller.state.JobKey` of ``adapter``'s jobs."""
+    return group_kind(adapter.kind.api_version, adapter.kind.kind)
+
+
+def _crd_essence(crd: Mapping[str, Any]) -> dict[str, Any]:
+    """A CRD's name is all the controller reads of it (the schemas are large)."""
+    return {"metadata": {"name": crd["metadata"]["name"], "resourceVersion": crd["metadata"].get("resourceVersion")}}
