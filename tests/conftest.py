@@ -1,18 +1,32 @@
-"""Session-wide guard: the tests must run the code in this checkout, not a stale compiled copy of it."""
+"""Session-wide: the tests run the code in this checkout, never a stale compiled copy of it.
+
+``pip install -e .`` compiles some engine and simulator modules beside their sources, where they win the import.
+By default (``make test``) a source edited after its compiled module was built stops the session before it
+starts. With ``KUOTA_PURE_PYTHON=1`` (``make unit``) the tests load those modules from their sources instead,
+compiled or not, so an edit runs at once without compiling again; only this process, though: a test that starts
+``python -m kuota`` in a subprocess runs what is installed.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from kuota.engine_build import stale_compiled_modules
+from kuota.engine_build import prefer_pure_python, stale_compiled_modules
+
+SOURCES = os.environ.get("KUOTA_PURE_PYTHON") == "1"
+
+if SOURCES:
+    prefer_pure_python()  # here, imported before any test module imports the engine
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     del session
-    stale = stale_compiled_modules()
+    stale = [] if SOURCES else stale_compiled_modules()
     if stale:
         pytest.exit(
             f"{', '.join(stale)} changed since the last compile, so the tests would run the old code: "
-            "run `make install` (or `pip install -e .`) to compile it again",
+            "run `make install` (or `pip install -e .`) to compile it again, or `make unit` to test the sources",
             returncode=2,
         )
