@@ -1,4 +1,5 @@
-# `make test` installs everything the tests need and runs the whole suite (README command 2).
+# `make test` installs everything the tests need and runs the whole suite (README command 2); CI runs it (.ci/run).
+# `make unit` is the contributor's loop: the unit tier from the sources, no control plane, no compile (CONTRIBUTING.md).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +8,7 @@ DEBIAN_PACKAGES := prometheus chromium gcc
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PHASE := scripts/phase
 
-.PHONY: test install system-packages control-plane lint pytest
+.PHONY: test install system-packages control-plane lint pytest unit
 
 test: system-packages install control-plane lint pytest
 
@@ -32,3 +33,8 @@ lint:
 
 pytest:
 	@$(PHASE) "pytest" $(BIN)/pytest -p no:cacheprovider -q -ra --durations=15
+
+# The engine from its sources even where `make install` compiled it (tests/conftest.py), so an edit needs no
+# compile; the chart's tests need helm, built once into ~/.cache/kuota by `make control-plane`.
+unit:
+	@$(PHASE) "unit tests (sources; no control plane)" env KUOTA_PURE_PYTHON=1 $(BIN)/pytest -p no:cacheprovider -q -m "not integration" tests/unit
