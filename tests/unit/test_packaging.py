@@ -1,9 +1,8 @@
 """What ``pip install .`` installs: one import root, ``kuota``, holding every plane folder and the seed example.
 
-The plane folders (``webhook/``, ``engine/``, ...) sit at the top of the repository and are named inside
-``kuota/`` by symlinks; a wheel holds them as ``kuota/<plane>/``. A plane folder without ``__init__.py``, or
-a symlink that setuptools did not follow, would be silently left out of the wheel, and ``pip install .``
-would then fail at import time; a second top-level name would shadow another project's package.
+The plane folders (``kuota/webhook/``, ``kuota/engine/``, ...) are where a wheel holds them. A plane folder
+without ``__init__.py`` would be silently left out of the wheel, and ``pip install .`` would then fail at import
+time; a second top-level name would shadow another project's package.
 """
 
 from __future__ import annotations
