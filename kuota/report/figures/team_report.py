@@ -28,6 +28,7 @@ from kuota.report.figures.schema import (
     WhatIfScenario,
 )
 from kuota.report.figures.verdicts import (
+    WORST_QUEUE,
     Lever,
     LeverInputs,
     Thresholds,
@@ -620,9 +621,7 @@ def _cluster(
         verdict_queueing = Queueing(**{**queueing.__dict__, "wait_p95_s": worst.queueing.wait_p95_s})
     verdict = _verdict(utilization, verdict_queueing, thresholds)
     if worst is not None and verdict_queueing is not queueing:
-        verdict = Verdict(
-            verdict.quadrant, f"{verdict.reason} (the p95 wait is the worst ClusterQueue's, {worst.name})"
-        )
+        verdict = Verdict(verdict.quadrant, f"{verdict.reason} ({WORST_QUEUE}, {worst.name})")
     verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
     levers = _cluster_levers(teams)
     return ClusterReport(

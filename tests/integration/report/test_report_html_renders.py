@@ -38,6 +38,8 @@ def test_html_is_self_contained_and_its_check_script_passes(synthetic_week_repor
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)=["']https?://""", text), "the page must not load anything"
     assert text.count("<svg") >= 6
+    for svg in re.findall(r"<svg\b.*?</svg>", text, re.DOTALL):
+        assert "$" not in svg and "mathdefault" not in svg, "tick labels as text, never TeX source"
     completed = subprocess.run(
         [_chromium(), *_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
         capture_output=True,
