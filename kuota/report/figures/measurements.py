@@ -53,6 +53,8 @@ class QueueMeasurements:
     usage_by_flavor: Mapping[tuple[str, str], Hourly] = field(default_factory=dict)  # (cq, flavor) -> GPU-hours
     # cq -> one histogram per trend day, oldest first: (upper bound, cumulative count of that day)
     wait_buckets_daily: Mapping[str, tuple[tuple[tuple[float, float], ...], ...]] = field(default_factory=dict)
+    # the most workloads pending at once in all ClusterQueues together (not the sum of each queue's most)
+    cluster_pending_max: float | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kuota.report.figures.schema import (
     WhatIfScenario,
 )
 from kuota.report.figures.verdicts import (
+    WORST_QUEUE,
     Lever,
     LeverInputs,
     Thresholds,
@@ -260,6 +261,7 @@ def _queueing(
         admissions=histogram_count(buckets) if buckets else None,
         wait_buckets=_bucket_increments(buckets),
         pending_average=summed(queues.pending_average),
+        # several queues' maxima do not add up to the most pending at once: the cluster's is queried (_cluster_wide)
         pending_max=summed(queues.pending_max) if len(present) == 1 else None,
         nominal_gpus_average=sum(nominal) / (window.length_s / 3600) if nominal else None,
         cohort=", ".join(sorted(cohorts)) if cohorts else None,
@@ -600,7 +602,7 @@ def _cluster(
         preempting = list(queues.preemptions) if queues.preemptions is not None else []
         queueing = _queueing(queues, names, window, preempting)
         if queueing is not None:
-            queueing = _with_cluster_waiting(queueing, queues, window.resolution_s)
+            queueing = _cluster_wide(queueing, queues, window.resolution_s)
         steps = queues.queue_steps
         if steps:
             if queues.cluster_waiting_steps is not None:
@@ -619,9 +621,7 @@ def _cluster(
         verdict_queueing = Queueing(**{**queueing.__dict__, "wait_p95_s": worst.queueing.wait_p95_s})
     verdict = _verdict(utilization, verdict_queueing, thresholds)
     if worst is not None and verdict_queueing is not queueing:
-        verdict = Verdict(
-            verdict.quadrant, f"{verdict.reason} (the p95 wait is the worst ClusterQueue's, {worst.name})"
-        )
+        verdict = Verdict(verdict.quadrant, f"{verdict.reason} ({WORST_QUEUE}, {worst.name})")
     verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
     levers = _cluster_levers(teams)
     return ClusterReport(
@@ -645,8 +645,10 @@ def _cluster(
     )
 
 
-def _with_cluster_waiting(queueing: Queueing, queues: QueueMeasurements, resolution_s: int) -> Queueing:
-    """Cluster waiting hours count a step once, however many queues waited in it."""
+def _cluster_wide(queueing: Queueing, queues: QueueMeasurements, resolution_s: int) -> Queueing:
+    """The figures that are not sums of the queues' ones: cluster waiting hours count a step once, however many
+    queues waited in it, and ``pending_max`` is the most pending at once in all queues together (the sum of
+    each queue's most would add up peaks at different times)."""
 
     def hours(steps: float | None) -> float | None:
         return None if steps is None else steps * resolution_s / 3600
@@ -656,6 +658,9 @@ def _with_cluster_waiting(queueing: Queueing, queues: QueueMeasurements, resolut
             **queueing.__dict__,
             "waiting_hours": hours(queues.cluster_waiting_steps),
             "waiting_while_idle_elsewhere_hours": hours(queues.cluster_waiting_while_idle_steps),
+            "pending_max": queues.cluster_pending_max
+            if queues.cluster_pending_max is not None
+            else queueing.pending_max,
         },
     )
 

@@ -12,6 +12,8 @@ high utilization   healthy              buy
 A long queue whose waiting mostly happened while idle quota sat elsewhere is a scheduling problem whatever
 the utilization, so it is "tune" too: new GPUs would idle the same way. The what-if, when it ran, has the
 last word on "buy": if borrowing alone brings the p95 wait under the threshold, the verdict is "tune".
+So a verdict can differ from the quadrant its two figures place it in (:func:`placed`); the reason then holds
+the phrase of the rule that moved it, and :func:`moved_by` names that rule in a few words (for a chart's label).
 """
 
 from __future__ import annotations
@@ -44,11 +46,38 @@ class Verdict:
     reason: str
 
 
+# phrases of the reasons a verdict moved from the quadrant its figures place it in, and what each means
+IDLE_ELSEWHERE = "borrowing, not buying"
+CURED_BY_BORROWING = "replayed with borrowing across the cohort"
+WORST_QUEUE = "the p95 wait is the worst ClusterQueue's"
+_MOVED_BY = (
+    (CURED_BY_BORROWING, "borrowing fixes it in the what-if"),
+    (IDLE_ELSEWHERE, "idle quota elsewhere, borrow"),
+    (WORST_QUEUE, "judged by its worst queue"),
+)
+
+
 def _hours(seconds: float) -> str:
     """A wait for people: seconds under 90 s (a 0 would hide a short --long-wait), minutes, then hours."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def placed(utilization_percent: float, wait_p95_s: float, thresholds: Thresholds) -> Quadrant:
+    """The quadrant of the table above that the two figures alone place a team (or the cluster) in."""
+    long = wait_p95_s > thresholds.long_wait_s
+    low = utilization_percent < thresholds.low_utilization_percent
+    if long:
+        return Quadrant.TUNE if low else Quadrant.BUY
+    return Quadrant.OVER_PROVISIONED if low else Quadrant.HEALTHY
+
+
+def moved_by(verdict: Verdict, quadrant: Quadrant) -> str | None:
+    """Why ``verdict`` is not ``quadrant`` (where its figures place it), in a few words; None when it is."""
+    if verdict.quadrant is quadrant:
+        return None
+    return next((short for phrase, short in _MOVED_BY if phrase in verdict.reason), "see its reason")
 
 
 def decide(
@@ -76,8 +105,7 @@ def decide(
             return Verdict(
                 Quadrant.TUNE,
                 f"{wait_text}, but in {share:.0%} of the waiting time at least "
-                f"{thresholds.idle_elsewhere_gpus} GPUs of quota sat idle elsewhere ({util_text}): "
-                "borrowing, not buying",
+                f"{thresholds.idle_elsewhere_gpus} GPUs of quota sat idle elsewhere ({util_text}): {IDLE_ELSEWHERE}",
             )
         if low is None:
             return Verdict(Quadrant.UNKNOWN, f"{wait_text}; {util_text}")
@@ -95,7 +123,7 @@ def settle_with_whatif(verdict: Verdict, borrowing_p95_s: float | None, threshol
     if verdict.quadrant is Quadrant.BUY and borrowing_p95_s is not None and cured:
         return Verdict(
             Quadrant.TUNE,
-            f"{verdict.reason}; yet replayed with borrowing across the cohort the p95 wait is "
+            f"{verdict.reason}; yet {CURED_BY_BORROWING} the p95 wait is "
             f"{_hours(borrowing_p95_s)}, under the threshold",
         )
     return verdict

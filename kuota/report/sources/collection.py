@@ -296,6 +296,7 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
         ),
         steps=run.scalar("queue_steps", queries.queue_steps(), Meaning.COUNT),
         unused=run.scalar("cluster_unused_average", queries.cluster_unused_average(), Meaning.GAUGE),
+        pending_max=run.scalar("cluster_pending_max", queries.cluster_pending_max(), Meaning.GAUGE),
     )
     return QueueMeasurements(
         wait_buckets=_buckets(run, vectors["buckets"]),
@@ -316,6 +317,7 @@ async def _collect_queues(run: _Runner, window: Window, queries: Queries) -> Que
         evictions=_evictions(vectors["evictions"]) if vectors["evictions"] else None,
         usage_by_flavor=_by_pair(hourly["usage_by_flavor"], "cluster_queue", "flavor", window),
         wait_buckets_daily=_daily_buckets(run, hourly["buckets_daily"], trend_day_ends(window)),
+        cluster_pending_max=scalars["pending_max"],
     )
 
 

@@ -202,6 +202,11 @@ class Queries:
     def pending_max(self) -> str:
         return self._max(f"sum by (cluster_queue) ({PENDING})", self.window_s)
 
+    def cluster_pending_max(self) -> str:
+        """The most workloads pending at once in all ClusterQueues together: the maximum of the sum, which the
+        per-queue maxima cannot give (their sum counts peaks at different times as one)."""
+        return self._max(f"sum({PENDING})", self.window_s)
+
     def cohorts(self) -> str:
         nominal = f'{NOMINAL}{{resource="{GPU_RESOURCE}"}}'
         return f"max by (cluster_queue, cohort) (last_over_time({nominal}[{self.window_s}s]))"

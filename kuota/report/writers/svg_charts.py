@@ -4,26 +4,97 @@ Team and pod names are labels anyone can choose, and matplotlib reads a text bet
 ``$\\foo{$`` would stop the drawing. So every chart is drawn with math text and TeX off (``text.parse_math``
 and ``text.usetex`` False): a label is drawn as the characters it has. Labels are also cut to ``_LABEL_CHARS``,
 so one long name cannot stretch a chart.
+
+With math text off, matplotlib's log-scale tick labels (``$\\mathdefault{10^{4}}$``) would print as that
+source text, so every log axis here is one of waits and gets ticks at round durations, labelled as people say
+them ("30 s", "10 min", "6 h"; :func:`duration_text`).
+
+The verdict quadrant draws each team with its verdict's marker; where a rule moved the verdict out of the
+quadrant its figures place it in (the what-if, waiting while quota idled elsewhere), the label says which.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
+from matplotlib.axis import Axis
 
 # Figure objects draw through their own canvas: no pyplot, no global backend or figure registry.
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator, NullLocator
 
 from kuota.report.figures.schema import Report
+from kuota.report.figures.verdicts import Quadrant, Verdict, moved_by, placed
 from kuota.report.figures.window import trend_day_s
 from kuota.report.writers.trends import TREND_CHARTS, TrendChart, lines
 
 _MAX_ROWS = 40
 _LABEL_CHARS = 48
+
+
+_MINUTE, _HOUR, _DAY, _WEEK = 60, 3600, 86400, 7 * 86400
+# round durations for wait ticks, coarsest tier first: each tier holds the one before it
+_DURATION_TIERS: tuple[tuple[float, ...], ...] = (
+    (0.1, 1, 10, _MINUTE, 10 * _MINUTE, _HOUR, 6 * _HOUR, _DAY, _WEEK, 4 * _WEEK),
+    (0.1, 1, 10, 30, _MINUTE, 5 * _MINUTE, 10 * _MINUTE, 30 * _MINUTE, _HOUR, 3 * _HOUR, 6 * _HOUR, 12 * _HOUR,
+     _DAY, 3 * _DAY, _WEEK, 2 * _WEEK, 4 * _WEEK),
+    (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, _MINUTE, 2 * _MINUTE, 5 * _MINUTE, 10 * _MINUTE, 20 * _MINUTE,
+     30 * _MINUTE, _HOUR, 2 * _HOUR, 3 * _HOUR, 6 * _HOUR, 12 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, _WEEK,
+     2 * _WEEK, 4 * _WEEK),
+)  # fmt: skip
+_MAX_TICKS = 7
+# a verdict's marker and colour (the colours of report.html's verdict text where it has one)
+_VERDICT_STYLE: dict[Quadrant, tuple[str, str]] = {
+    Quadrant.TUNE: ("o", "#10ac84"),
+    Quadrant.BUY: ("s", "#ee5253"),
+    Quadrant.OVER_PROVISIONED: ("D", "#ff9f43"),
+    Quadrant.HEALTHY: ("^", "#2e86de"),
+    Quadrant.UNKNOWN: ("x", "#8395a7"),
+}
+
+
+def duration_text(seconds: float) -> str:
+    """A wait as people say it, to 3 significant digits: "30 s", "10 min", "6 h", "3 d", "2 w"."""
+    for unit, name in ((_WEEK, "w"), (_DAY, "d"), (_HOUR, "h"), (_MINUTE, "min")):
+        if seconds >= unit:
+            return f"{seconds / unit:.3g} {name}"
+    return f"{seconds:.3g} s"
+
+
+class _DurationLocator(Locator):
+    """Major ticks at round durations: the finest tier that puts at most ``_MAX_TICKS`` in view; where no tier
+    puts two in view (a narrow range, 35 to 40 min), round numbers of the range's unit ("36 min", "38 min")."""
+
+    def __call__(self) -> Sequence[float]:
+        assert self.axis is not None
+        low, high = self.axis.get_view_interval()
+        return self.tick_values(low, high)
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        low, high = sorted((vmin, vmax))
+        inside: list[float] = []
+        for tier in reversed(_DURATION_TIERS):
+            inside = [float(t) for t in tier if low <= t <= high]
+            if len(inside) <= _MAX_TICKS:
+                break
+        if len(inside) >= 2:
+            return inside
+        unit = next((u for u in (_WEEK, _DAY, _HOUR, _MINUTE) if high >= u), 1)
+        steps = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(low / unit, high / unit)
+        return [float(step) * unit for step in steps if low <= step * unit <= high]
+
+
+def _wait_axis(axis: Axis) -> None:
+    """A log axis of waits, ticked at round durations (call after ``set_?scale("log")``, which resets ticks)."""
+    axis.set_major_locator(_DurationLocator())
+    axis.set_major_formatter(FuncFormatter(lambda seconds, _position: duration_text(seconds)))
+    axis.set_minor_locator(NullLocator())
 
 
 def _label(name: str) -> str:
@@ -75,9 +146,13 @@ def wait_distribution(report: Report) -> str | None:
             xs.append(bound)
             ys.append(running / team.queueing.admissions)
         axes.step(xs, ys, where="post", label=_label(team.name))
-    axes.axvline(report.thresholds.long_wait_s, color="red", linestyle="--", linewidth=1, label="long-wait threshold")
+    long_wait = report.thresholds.long_wait_s
+    axes.axvline(
+        long_wait, color="red", linestyle="--", linewidth=1, label=f"long-wait threshold ({duration_text(long_wait)})"
+    )
     axes.set_xscale("log")
-    axes.set_xlabel("admission wait (s, bucket upper bound)")
+    _wait_axis(axes.xaxis)
+    axes.set_xlabel("admission wait (bucket upper bound)")
     axes.set_ylabel("share of admissions")
     axes.set_title("Admission wait distribution per ClusterQueue (cumulative)")
     axes.legend(fontsize=7, ncol=2)
@@ -105,9 +180,21 @@ def allocated_versus_used(report: Report) -> str | None:
     return _svg(figure)
 
 
+def _point_label(name: str, verdict: Verdict, utilization: float, wait_s: float, report: Report) -> str:
+    """The name, and where a rule moved the verdict out of the quadrant the point sits in, the verdict and why."""
+    why = moved_by(verdict, placed(utilization, wait_s, report.thresholds))
+    return name if why is None else f"{name} ({verdict.quadrant.value}: {why})"
+
+
+def _beside(utilization: float, rise: float) -> dict[str, Any]:
+    """A label's offset and alignment: right of its point, or left of it in the right half (to stay inside)."""
+    right = utilization <= 60
+    return {"xytext": (5 if right else -5, rise), "ha": "left" if right else "right"}
+
+
 def quadrant(report: Report) -> str | None:
     points = [
-        (t.name, t.utilization.average_percent, t.queueing.wait_p95_s)
+        (t.name, t.verdict, t.utilization.average_percent, t.queueing.wait_p95_s)
         for t in report.teams
         if t.utilization and t.utilization.average_percent is not None and t.queueing and t.queueing.wait_p95_s
     ]
@@ -116,23 +203,53 @@ def quadrant(report: Report) -> str | None:
     threshold = report.thresholds
     axes.axvline(threshold.low_utilization_percent, color="grey", linestyle="--", linewidth=1)
     axes.axhline(threshold.long_wait_s, color="grey", linestyle="--", linewidth=1)
-    for name, util, wait in points:
-        axes.scatter([util], [max(wait, 1.0)], color="#2e86de")
-        axes.annotate(_label(name), (util, max(wait, 1.0)), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    if cluster.utilization_average_percent is not None and cluster.queueing and cluster.queueing.wait_p95_s:
-        axes.scatter(
-            [cluster.utilization_average_percent],
-            [max(cluster.queueing.wait_p95_s, 1.0)],
-            marker="*",
-            s=160,
-            color="#ee5253",
-            label="cluster",
+    for name, verdict, util, wait in points:
+        marker, colour = _VERDICT_STYLE[verdict.quadrant]
+        axes.scatter([util], [max(wait, 1.0)], marker=marker, color=colour)
+        axes.annotate(
+            _point_label(_label(name), verdict, util, wait, report),
+            (util, max(wait, 1.0)),
+            fontsize=7,
+            textcoords="offset points",
+            **_beside(util, 3),
         )
-        axes.legend(fontsize=8)
+    handles = [
+        Line2D([], [], linestyle="", marker=marker, color=colour, label=f"verdict: {quadrant.value}")
+        for quadrant, (marker, colour) in _VERDICT_STYLE.items()
+        if any(verdict.quadrant is quadrant for _, verdict, _, _ in points)
+    ]
+    if cluster.utilization_average_percent is not None and cluster.queueing and cluster.queueing.wait_p95_s:
+        util, wait = cluster.utilization_average_percent, cluster.queueing.wait_p95_s
+        colour = _VERDICT_STYLE[cluster.verdict.quadrant][1]
+        axes.scatter([util], [max(wait, 1.0)], marker="*", s=200, color=colour, edgecolors="#222222")
+        axes.annotate(
+            _point_label("cluster", cluster.verdict, util, wait, report),
+            (util, max(wait, 1.0)),
+            fontsize=8,
+            fontweight="bold",
+            textcoords="offset points",
+            **_beside(util, -12),
+        )
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="*",
+                markersize=12,
+                color=colour,
+                markeredgecolor="#222222",
+                label=f"cluster (verdict: {cluster.verdict.quadrant.value})",
+            )
+        )
+    if handles:
+        axes.legend(handles=handles, fontsize=8, loc="center right")
     axes.set_xlim(0, 100)
     axes.set_yscale("log")
-    axes.set_xlabel("average GPU utilization over the window (%)")
-    axes.set_ylabel("p95 admission wait (s)")
+    axes.margins(y=0.15)  # room for the quadrants' names above and below the points
+    _wait_axis(axes.yaxis)
+    axes.set_xlabel(f"average GPU utilization over the window (%; low under {threshold.low_utilization_percent:g}%)")
+    axes.set_ylabel(f"p95 admission wait (long over {duration_text(threshold.long_wait_s)})")
     for x, y, text in ((25, 0.97, "tune"), (75, 0.97, "buy"), (25, 0.03, "over-provisioned"), (75, 0.03, "healthy")):
         axes.text(
             x,
@@ -163,10 +280,16 @@ def trend(report: Report, chart: TrendChart) -> str | None:
     axes.set_xticks(positions, days, fontsize=8)
     if chart.unit == "s":
         axes.set_yscale("log")
+        _wait_axis(axes.yaxis)
+        long_wait = report.thresholds.long_wait_s
         axes.axhline(
-            report.thresholds.long_wait_s, color="red", linestyle="--", linewidth=1, label="long-wait threshold"
+            long_wait,
+            color="red",
+            linestyle="--",
+            linewidth=1,
+            label=f"long-wait threshold ({duration_text(long_wait)})",
         )
-        axes.set_ylabel("p95 admission wait (s)")
+        axes.set_ylabel("p95 admission wait")
     else:
         axes.set_ylim(0, 100)
         axes.set_ylabel("GPU utilization (%)")

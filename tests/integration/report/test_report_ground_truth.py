@@ -105,6 +105,8 @@ def test_pending_borrowing_and_waiting_while_idle_elsewhere(synthetic_week_repor
     research = _team(report, "research")["queueing"]
     assert research["pending_average"] == pytest.approx(3 * WORKDAY_HOURS / 168)
     assert research["pending_max"] == pytest.approx(3)
+    # only research ever pends: the most pending at once in all queues together is its 3
+    assert report["cluster"]["queueing"]["pending_max"] == pytest.approx(3)
     assert research["borrowed_gpu_hours"] == pytest.approx(4 * WEEKEND_HOURS)
     assert research["waiting_hours"] == pytest.approx(WORKDAY_HOURS)
     # applied-ml's quota is free (so 13 >= 8 GPUs idle elsewhere) on Monday 9-19 and Friday 12-19 only

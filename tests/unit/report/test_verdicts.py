@@ -1,6 +1,16 @@
 from __future__ import annotations
 
-from kuota.report.figures.verdicts import LeverInputs, Quadrant, Thresholds, decide, rank_levers, settle_with_whatif
+from kuota.report.figures.verdicts import (
+    LeverInputs,
+    Quadrant,
+    Thresholds,
+    Verdict,
+    decide,
+    moved_by,
+    placed,
+    rank_levers,
+    settle_with_whatif,
+)
 
 RULES = Thresholds(low_utilization_percent=50, long_wait_s=1800)
 
@@ -41,6 +51,25 @@ def test_whatif_turns_buy_into_tune_only_when_borrowing_cures_the_wait() -> None
     assert settle_with_whatif(buy, 900.0, RULES).quadrant is Quadrant.TUNE
     assert settle_with_whatif(buy, 3000.0, RULES).quadrant is Quadrant.BUY
     assert settle_with_whatif(buy, None, RULES).quadrant is Quadrant.BUY
+
+
+def test_the_figures_alone_place_a_point_in_the_tables_quadrant() -> None:
+    assert placed(30.0, 4000.0, RULES) is Quadrant.TUNE
+    assert placed(80.0, 4000.0, RULES) is Quadrant.BUY
+    assert placed(30.0, 60.0, RULES) is Quadrant.OVER_PROVISIONED
+    assert placed(80.0, 1800.0, RULES) is Quadrant.HEALTHY, "a wait at the threshold is not long"
+    assert placed(50.0, 4000.0, RULES) is Quadrant.BUY, "utilization at the threshold is not low"
+
+
+def test_a_verdict_moved_out_of_its_quadrant_says_which_rule_moved_it() -> None:
+    buy = decide(80.0, 4000.0, 0.1, RULES)
+    assert moved_by(buy, Quadrant.BUY) is None
+    assert moved_by(settle_with_whatif(buy, 900.0, RULES), Quadrant.BUY) == "borrowing fixes it in the what-if"
+    assert moved_by(decide(80.0, 4000.0, 0.9, RULES), Quadrant.BUY) == "idle quota elsewhere, borrow"
+    assert moved_by(decide(30.0, 4000.0, 0.9, RULES), Quadrant.TUNE) is None
+    worst = Verdict(Quadrant.BUY, "... (the p95 wait is the worst ClusterQueue's, research)")
+    assert moved_by(worst, Quadrant.HEALTHY) == "judged by its worst queue"
+    assert moved_by(Verdict(Quadrant.TUNE, "some other rule"), Quadrant.BUY) == "see its reason"
 
 
 def _inputs(**changes: object) -> LeverInputs:
