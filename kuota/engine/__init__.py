@@ -46,7 +46,7 @@ Invariants
 - Deterministic: the same calls give the same decisions. Decisions take effect in the engine at once: a
   victim's quota is free for its preemptor, and an admitted workload counts until ``finish``/eviction.
   The controller applies them (evict victims, then unsuspend the preemptor once they are gone).
-- Exactly the one-at-a-time rules (see ``engine``): one call admits many workloads, with the same outcome
+- Exactly the one-at-a-time rules (see ``scheduler``): one call admits many workloads, with the same outcome
   as ``schedule(now, limit=1)`` called repeatedly; usage never exceeds any quota or limit; nothing is
   admitted twice; preemption never evicts what the policy protects; a workload preempted at an instant does
   not preempt at that instant (no preemption cycles). The property tests check all of these against a naive
@@ -80,7 +80,11 @@ from kuota.engine.decoding import (
     validate_workload,
     validate_workload_priority_class,
 )
-from kuota.engine.engine import (
+from kuota.engine.errors import EngineError, FieldError, InvalidObjectError, QuantityError, UnknownObjectError
+from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.preemption import PreemptionReason
+from kuota.engine.quantities import format_quantity, parse_quantity
+from kuota.engine.quota_engine import (
     Admission,
     ClusterQueueStatus,
     Decision,
@@ -91,10 +95,6 @@ from kuota.engine.engine import (
     WorkloadState,
     WorkloadStatus,
 )
-from kuota.engine.errors import EngineError, FieldError, InvalidObjectError, QuantityError, UnknownObjectError
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.preemption import PreemptionReason
-from kuota.engine.quantities import format_quantity, parse_quantity
 
 __all__ = [
     "Admission",

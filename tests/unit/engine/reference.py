@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kuota.engine.engine import Admission, Decision, Eviction, EvictionReason
 from kuota.engine.fair_share import path_shares, weighted_share
 from kuota.engine.flavor_assignment import (
     Assignment,
@@ -30,6 +29,7 @@ from kuota.engine.preemption import (
     minimal_victims,
     nested_classic_victims,
 )
+from kuota.engine.quota_engine import Admission, Decision, Eviction, EvictionReason
 from kuota.engine.quota_tree import FlavorResource, QuotaTree
 
 
