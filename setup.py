@@ -26,7 +26,7 @@ from setuptools.command.build_ext import build_ext
 
 COMPILED_MODULES = [
     "kuota/engine/decisions.py",
-    "kuota/engine/fair_share.py",
+    "kuota/engine/fair_sharing.py",
     "kuota/engine/flavor_assignment.py",
     "kuota/engine/model.py",
     "kuota/engine/preemption.py",

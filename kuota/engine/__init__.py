@@ -58,7 +58,7 @@ Invariants
 Differences from Kueue, on purpose: many admissions per call from one snapshot (Kueue admits one per
 ClusterQueue per cycle); heads across queues are ordered by priority then age (with fair sharing, by share
 first) instead of "not borrowing first". Fair sharing follows Kueue's tournament over cohort levels
-(``fair_share``, ``scheduler``); partial admission may preempt, as Kueue's reducer does (``scheduler``).
+(``fair_sharing``); partial admission may preempt, as Kueue's reducer does (``scheduler``).
 """
 
 from kuota.engine.decoding import (

@@ -2,7 +2,7 @@
 evicted, at each instant the shell asks about.
 
 Kueue's ``pkg/scheduler`` for this engine: it takes the heads ``queue_manager`` offers, assigns flavors
-(``flavor_assignment``), picks victims (``preemption``, ``fair_share``), records every admission and eviction
+(``flavor_assignment``), picks victims (``preemption``, ``fair_sharing``), records every admission and eviction
 in the state at once (a victim's quota is free for its preemptor) and hands a head that fails back to the
 queue manager with what could help it. It also keeps the time-driven decisions: maximum execution time
 deadlines and PodsReady backoffs. The rules are in docs/architecture.md (scheduler rules).
@@ -11,19 +11,17 @@ The rule the batching keeps exact: in each cohort tree, repeatedly admit the bes
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
 head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
 prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
-does, a queue's candidate being its first workload in order not tried since the last admission. Victims of
-a preemption free their quota at once and are requeued at once. Each cohort tree is scheduled independently
-and only when something in it changed.
+does (``fair_sharing``), a queue's candidate being its first workload in order not tried since the last
+admission. Victims of a preemption free their quota at once and are requeued at once. Each cohort tree is
+scheduled independently and only when something in it changed.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from kuota.engine.decisions import Admission, Decision, Eviction, EvictionReason, WorkloadState
-from kuota.engine.fair_share import path_shares, weighted_share
+from kuota.engine.fair_sharing import TournamentStep, fair_sharing_victims, path_shares, tournament_winner
 from kuota.engine.flavor_assignment import Assignment, Mode, Possibility, PreemptionProbe, reduce_counts
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
@@ -35,15 +33,13 @@ from kuota.engine.preemption import (
     AdmittedWorkload,
     PreemptionReason,
     Target,
-    classic_candidates,
     classic_candidates_in_order,
-    fair_sharing_victims,
     fewest_victims,
     nested_classic_victims,
 )
 from kuota.engine.queue_manager import QueueManager, may_preempt
 from kuota.engine.queues import Group, Help, Queue, Record, SortKey, Tree, WhyNot
-from kuota.engine.quota_tree import FlavorResource, QuotaNode
+from kuota.engine.quota_tree import FlavorResource
 
 
 class Scheduler:
@@ -102,7 +98,11 @@ class Scheduler:
         tree = self.manager.trees[root]
         fair = self.manager.configuration.fair_sharing is not None
         queues = [self.manager.queues[name] for name in tree.queues] if fair else []
-        step = _FairStep()
+        step = TournamentStep()
+
+        def shares_of(queue: Queue, record: Record) -> list[int]:
+            return self._shares(queue, record, now)
+
         # The best sleeper, as of its group's nap: a failed attempt changes no usage, so it stays the best
         # while its group sleeps on; an admission or a wake asks again.
         sleeper: tuple[SortKey, Group] | None = None
@@ -113,7 +113,11 @@ class Scheduler:
                     self.manager.wake_sleeper(tree, woken[1])
             best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
             if fair:
-                best = self._fair_best(tree, queues, now, step)
+                winner = tournament_winner(
+                    tree, queues, records=self.manager.records, quota=self.manager.tree, step=step, shares_of=shares_of
+                )
+                if winner is not None:
+                    best = ((winner.shares[-1], winner.head.sort_key), winner.queue, winner.group, winner.head)
             else:
                 found = self._best_head(tree)
                 if found is not None:
@@ -136,7 +140,7 @@ class Scheduler:
                 sleeper_naps = None
                 budget[0] -= 1
                 if fair:
-                    step = _FairStep()
+                    step = TournamentStep()
                 continue
             self.manager.set_aside(tree, queue, group, head, help_from)
             if fair:
@@ -157,68 +161,6 @@ class Scheduler:
                     continue
             heapq.heappop(heads)
         return None
-
-    def _fair_best(
-        self, tree: Tree, queues: list[Queue], now: float, step: _FairStep
-    ) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
-        """The head Kueue's fair-sharing tournament picks: every queue's first workload in order enters with its
-        shares along its path; each cohort keeps the child (with the head it nominates) of lowest share, then
-        best order. A queue's first may be in a group set aside in this step: it would fail again, so when it
-        wins it is passed over and its queue enters with its next one, as when each is tried in turn."""
-        parked: dict[str, list[Group]] = {}
-        for group in tree.parked.values():
-            if group.parked:
-                parked.setdefault(group.queue.model.name, []).append(group)
-        nodes = self.manager.tree.cluster_queues
-        entries: dict[QuotaNode, _FairEntry] = {}
-        for queue in queues:
-            if queue.blocked is not None or queue.assigner is None or queue.stopped:
-                continue
-            entry = self._fair_entry(queue, parked.get(queue.model.name, []), now, step)
-            if entry is not None:
-                entries[nodes[queue.model.name]] = entry
-        nominees: dict[QuotaNode, _FairEntry] = {}
-        while (best := _tournament(tree.root, entries, nominees)) is not None and best.set_aside:
-            name = best.queue.model.name
-            node = nodes[name]
-            # Its group's next members win in turn until one sorts after what could beat it, or after its
-            # queue's next workload of another shape: they are passed over at once.
-            rivals = _tied_rivals(best, node, nominees)
-            peeked = best.queue.peek(self.manager.records)
-            if peeked is not None:
-                rivals.append(peeked[1].sort_key)
-            for group in parked.get(name, []):
-                if group is not best.group and (member := step.first(group, self.manager.records)) is not None:
-                    rivals.append(member.sort_key)
-            step.pass_over(best.group, self.manager.records, min(rivals, default=None))
-            entry = self._fair_entry(best.queue, parked.get(name, []), now, step)
-            if entry is None:
-                del entries[node]
-            else:
-                entries[node] = entry
-        if best is None:
-            return None
-        return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
-
-    def _fair_entry(self, queue: Queue, parked: list[Group], now: float, step: _FairStep) -> _FairEntry | None:
-        """``queue``'s first workload in order not passed over in ``step``, with its shares along its path."""
-        records = self.manager.records
-        peeked = queue.peek(records)
-        waiting: tuple[Group, Record] | None = None
-        for group in parked:
-            member = step.first(group, records)
-            if member is not None and (waiting is None or member.sort_key < waiting[1].sort_key):
-                waiting = (group, member)
-        if waiting is not None and (peeked is None or waiting[1].sort_key < peeked[1].sort_key):
-            group, member = waiting
-            shares = step.shares.get(id(group))
-            if shares is None:  # one shape, one share: computed once a step
-                shares = step.shares[id(group)] = self._shares(queue, member, now)
-            return _FairEntry(shares, queue, group, member, True)
-        if peeked is None:
-            return None
-        group, head = peeked
-        return _FairEntry(self._shares(queue, head, now), queue, group, head, False)
 
     def _shares(self, queue: Queue, record: Record, now: float) -> list[int]:
         """The shares along its path of ``queue`` (and its cohorts) with ``record`` admitted in full."""
@@ -427,23 +369,14 @@ class Scheduler:
                 cohort_queues=cohort_queues,
             )
             return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
-        candidates = classic_candidates(
+        return fair_sharing_victims(
             record.workload,
             cq,
             assignment,
             tree=self.manager.tree,
             admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
             cohort_queues=cohort_queues,
-            fair_sharing=True,
-        )
-        if not candidates:
-            return []
-
-        def share(name: str, request: Mapping[FlavorResource, int] | None) -> int:
-            return weighted_share(self.manager.tree, self.manager.tree.cluster_queues[name], request)
-
-        return fair_sharing_victims(
-            cq, assignment, candidates, tree=self.manager.tree, share=share, strategies=fair.preemption_strategies
+            strategies=fair.preemption_strategies,
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
@@ -595,97 +528,3 @@ class Scheduler:
     def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
         record = self.manager.records.get(entry[2])
         return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
-
-
-@dataclass(slots=True)
-class _FairEntry:
-    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue;
-    ``set_aside``: a member of a group set aside in this step, which would fail again."""
-
-    shares: list[int]
-    queue: Queue
-    group: Group
-    head: Record
-    set_aside: bool
-
-
-class _FairStep:
-    """What a fair-sharing step (the attempts up to an admission, which changes every share) has passed over."""
-
-    __slots__ = ("ordered", "passed", "shares")
-
-    def __init__(self) -> None:
-        self.passed: set[str] = set()  # workloads tried, or passed over, in this step
-        self.shares: dict[int, list[int]] = {}  # per set-aside group: its members' shares
-        self.ordered: dict[int, list[tuple[SortKey, str]]] = {}  # per set-aside group: members, last first
-
-    def pass_over(self, group: Group, records: dict[str, Record], bound: SortKey | None) -> None:
-        """Pass over ``group``'s first member not passed yet, and those after it that sort before ``bound``."""
-        member = self.first(group, records)
-        while member is not None:
-            self.passed.add(member.workload.key)
-            member = self.first(group, records)
-            if member is not None and bound is not None and not member.sort_key < bound:
-                return
-
-    def first(self, group: Group, records: dict[str, Record]) -> Record | None:
-        """``group``'s first pending member in order not passed over yet."""
-        head = group.head(records)
-        if head is None or head.workload.key not in self.passed:
-            return head
-        ordered = self.ordered.get(id(group))
-        if ordered is None:
-            ordered = self.ordered[id(group)] = sorted(group.members, reverse=True)
-        while ordered:
-            key = ordered[-1][1]
-            record = records.get(key)
-            if (
-                record is not None
-                and record.group is group
-                and record.state is WorkloadState.PENDING
-                and key not in self.passed
-            ):
-                return record
-            ordered.pop()
-        return None
-
-
-def _tournament(
-    node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry], nominees: dict[QuotaNode, _FairEntry]
-) -> _FairEntry | None:
-    """The entry ``node`` nominates (also kept in ``nominees``): its own head for a ClusterQueue; for a cohort,
-    the nominee of the child with the lowest share (the child's, head counted in), ties to the best-ordered
-    head, as in Kueue."""
-    if node.is_cluster_queue:
-        best = entries.get(node)
-    else:
-        best = None
-        best_rank: tuple[int, SortKey] | None = None
-        for child in node.children:
-            found = _tournament(child, entries, nominees)
-            if found is None:
-                continue
-            # The child's place in the head's path: the cohort's own path is its tail.
-            rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
-            if best_rank is None or rank < best_rank:
-                best, best_rank = found, rank
-    if best is None:
-        nominees.pop(node, None)
-    else:
-        nominees[node] = best
-    return best
-
-
-def _tied_rivals(winner: _FairEntry, node: QuotaNode, nominees: Mapping[QuotaNode, _FairEntry]) -> list[SortKey]:
-    """The sort keys of the nominees ``winner`` (from the ClusterQueue ``node``) beat only by being older, tying
-    with it in share where they meet: a workload of its shape sorting after one of them loses to it there."""
-    keys: list[SortKey] = []
-    upward = node.upward
-    for level in range(1, len(upward)):
-        cohort, path = upward[level], upward[level - 1]
-        share = winner.shares[level - 1]
-        for child in cohort.children:
-            rival = nominees.get(child) if child is not path else None
-            if rival is not None and rival.shares[len(rival.shares) - len(cohort.upward) - 1] == share:
-                keys.append(rival.head.sort_key)
-    return keys
