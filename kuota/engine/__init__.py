@@ -36,7 +36,7 @@ What comes out
   set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage.
 
 ``engine.next_wakeup()`` says when a time-driven decision (deadline, backoff end) falls due, so a shell can
-sleep until then. ``engine.status(key)`` gives a workload's state and, when not admitted, a reason a person
+wait until then. ``engine.status(key)`` gives a workload's state and, when not admitted, a reason a person
 can act on ("namespace rogue is not selected by ClusterQueue research: ..."); ``inadmissible`` marks reasons
 that waiting cannot cure. ``engine.cluster_queue_status(name)`` gives usage per flavor and resource (total,
 borrowed, nominal), counts and the weighted fair share, for status and metrics.

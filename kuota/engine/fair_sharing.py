@@ -100,16 +100,16 @@ def tournament_winner(
     cohort keeps the child (with the head it nominates) of lowest share, then best order. A queue's first may
     be in a group set aside in this step: it would fail again, so when it wins it is passed over and its queue
     enters with its next one, as when each is tried in turn."""
-    parked: dict[str, list[Group]] = {}
-    for group in tree.parked.values():
-        if group.parked:
-            parked.setdefault(group.queue.model.name, []).append(group)
+    set_aside: dict[str, list[Group]] = {}  # per queue, its groups set aside (not heads of blocked queues)
+    for group in tree.set_aside.values():
+        if group.set_aside:
+            set_aside.setdefault(group.queue.model.name, []).append(group)
     nodes = quota.cluster_queues
     entries: dict[QuotaNode, TournamentEntry] = {}
     for queue in queues:
         if queue.blocked is not None or queue.assigner is None or queue.stopped:
             continue
-        entry = _entry(queue, parked.get(queue.model.name, []), records, step, shares_of)
+        entry = _entry(queue, set_aside.get(queue.model.name, []), records, step, shares_of)
         if entry is not None:
             entries[nodes[queue.model.name]] = entry
     nominees: dict[QuotaNode, TournamentEntry] = {}
@@ -122,11 +122,11 @@ def tournament_winner(
         peeked = best.queue.peek(records)
         if peeked is not None:
             rivals.append(peeked[1].sort_key)
-        for group in parked.get(name, []):
+        for group in set_aside.get(name, []):
             if group is not best.group and (member := step.first(group, records)) is not None:
                 rivals.append(member.sort_key)
         step.pass_over(best.group, records, min(rivals, default=None))
-        entry = _entry(best.queue, parked.get(name, []), records, step, shares_of)
+        entry = _entry(best.queue, set_aside.get(name, []), records, step, shares_of)
         if entry is None:
             del entries[node]
         else:
@@ -136,7 +136,7 @@ def tournament_winner(
 
 def _entry(
     queue: Queue,
-    parked: list[Group],
+    set_aside: list[Group],
     records: dict[str, Record],
     step: TournamentStep,
     shares_of: Callable[[Queue, Record], list[int]],
@@ -144,7 +144,7 @@ def _entry(
     """``queue``'s first workload in order not passed over in ``step``, with its shares along its path."""
     peeked = queue.peek(records)
     waiting: tuple[Group, Record] | None = None
-    for group in parked:
+    for group in set_aside:
         member = step.first(group, records)
         if member is not None and (waiting is None or member.sort_key < waiting[1].sort_key):
             waiting = (group, member)

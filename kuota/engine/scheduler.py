@@ -4,8 +4,9 @@ evicted, at each instant the shell asks about.
 Kueue's ``pkg/scheduler`` for this engine: it takes the heads ``queue_manager`` offers, assigns flavors
 (``flavor_assignment``), picks victims (``preemption``, ``fair_sharing``), records every admission and eviction
 in the state at once (a victim's quota is free for its preemptor) and hands a head that fails back to the
-queue manager with what could help it. It also keeps the time-driven decisions: maximum execution time
-deadlines and PodsReady backoffs. The rules are in docs/architecture.md (scheduler rules).
+queue manager to set aside, with its wake conditions (what could make it admissible). It also keeps the
+time-driven decisions: maximum execution time deadlines and PodsReady backoffs. The rules are in
+docs/architecture.md (scheduler rules).
 
 The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
@@ -38,7 +39,7 @@ from kuota.engine.preemption import (
     nested_classic_victims,
 )
 from kuota.engine.queue_manager import QueueManager, may_preempt
-from kuota.engine.queues import Group, Help, Queue, Record, SortKey, Tree, WhyNot
+from kuota.engine.queues import Group, PendingReason, Queue, Record, SortKey, Tree, WakeConditions
 from kuota.engine.quota_tree import FlavorResource
 
 
@@ -103,14 +104,14 @@ class Scheduler:
         def shares_of(queue: Queue, record: Record) -> list[int]:
             return self._shares(queue, record, now)
 
-        # The best sleeper, as of its group's nap: a failed attempt changes no usage, so it stays the best
-        # while its group sleeps on; an admission or a wake asks again.
-        sleeper: tuple[SortKey, Group] | None = None
-        sleeper_naps: int | None = None
+        # The best group in the need index, as of its need epoch: a failed attempt changes no usage, so it stays
+        # the best while its group waits on; an admission or a wake asks again.
+        best_waiting: tuple[SortKey, Group] | None = None
+        best_waiting_epoch: int | None = None
         while True:
-            if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
-                while tree.sleeping and (woken := self.manager.best_sleeper(tree)) is not None:
-                    self.manager.wake_sleeper(tree, woken[1])
+            if fair:  # shares, not age, order the heads: every group in the need index that may fit now competes
+                while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
+                    self.manager.wake_if_needs_available(tree, woken[1])
             best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
             if fair:
                 winner = tournament_winner(
@@ -122,27 +123,29 @@ class Scheduler:
                 found = self._best_head(tree)
                 if found is not None:
                     best = ((0, found[2].sort_key), *found)
-            if tree.sleeping and not fair:
-                if sleeper_naps is None or (sleeper is not None and sleeper[1].naps != sleeper_naps):
-                    sleeper = self.manager.best_sleeper(tree)
-                    sleeper_naps = -1 if sleeper is None else sleeper[1].naps
-                if sleeper is not None and (best is None or sleeper[0] < best[0][1]):
-                    self.manager.wake_sleeper(tree, sleeper[1])
-                    sleeper_naps = None
+            if tree.by_need and not fair:
+                if best_waiting_epoch is None or (
+                    best_waiting is not None and best_waiting[1].need_epoch != best_waiting_epoch
+                ):
+                    best_waiting = self.manager.best_by_need(tree)
+                    best_waiting_epoch = -1 if best_waiting is None else best_waiting[1].need_epoch
+                if best_waiting is not None and (best is None or best_waiting[0] < best[0][1]):
+                    self.manager.wake_if_needs_available(tree, best_waiting[1])
+                    best_waiting_epoch = None
                     continue
             if best is None:
                 return True
             if budget[0] == 0:
                 return False
             _, queue, group, head = best
-            help_from = self._attempt(queue, head, now, decisions)
-            if help_from is None:
-                sleeper_naps = None
+            wake_conditions = self._attempt(queue, head, now, decisions)
+            if wake_conditions is None:
+                best_waiting_epoch = None
                 budget[0] -= 1
                 if fair:
                     step = TournamentStep()
                 continue
-            self.manager.set_aside(tree, queue, group, head, help_from)
+            self.manager.set_aside(tree, queue, group, head, wake_conditions)
             if fair:
                 step.passed.add(head.workload.key)
                 step.ordered.clear()  # set aside, the group may have taken in a younger one's members
@@ -169,7 +172,7 @@ class Scheduler:
         assignment = queue.assigner.assign(pod_sets, tuple(p.count for p in pod_sets), self._probe(queue, record, now))
         return path_shares(self.manager.tree, self.manager.tree.cluster_queues[queue.model.name], assignment.usage)
 
-    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> Help | None:
+    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> WakeConditions | None:
         """Admit ``record`` if it can be now (None); otherwise say what could change that."""
         assert queue.assigner is not None
         workload = record.workload
@@ -182,9 +185,9 @@ class Scheduler:
         just_preempted = record.preempted_at == now
         victims_possible = False
         # Preemption leaves the tree as it found it, so this holds after a failed search too.
-        help_from = self._help_for(queue.model, assignment)
+        conditions = self._preemption_wake_conditions(queue.model, assignment)
         if assignment.mode is Mode.PREEMPT and not just_preempted:
-            victims_possible = self._has_candidates(queue, record, help_from)
+            victims_possible = self._has_candidates(queue, record, conditions)
             if victims_possible:
                 victims = self._victims(queue, record, assignment)
         victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
@@ -200,10 +203,10 @@ class Scheduler:
         if just_preempted and (assignment.mode is Mode.PREEMPT or may_preempt_smaller):
             reasons.append("it was itself preempted at this instant, so it may preempt others only later")
             if record.group is not None:
-                self.manager.guarded.append(record.group)
+                self.manager.wake_next_instant.append(record.group)
         if assignment.mode is Mode.PREEMPT and may_preempt(queue.model, fair):
             reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
-        record.reason = WhyNot(tuple(reasons))
+        record.reason = PendingReason(tuple(reasons))
         record.inadmissible = assignment.never_fits
         # Freed quota can only help once what it needs is available, unless preemption or a partial admission
         # could use a smaller amount (then any free may help).
@@ -214,30 +217,32 @@ class Scheduler:
             and assignment.short_needs
         )
         if simple:
-            help_from = Help(
-                help_from.own_queue, help_from.other_queues, assignment.short_needs, help_from.reclaim_limits
+            conditions = WakeConditions(
+                conditions.own_queue, conditions.other_queues, assignment.short_needs, conditions.reclaim_limits
             )
-        elif help_from.needs is None and not fair and self._capped(queue, record):
-            help_from = Help(help_from.own_queue, help_from.other_queues, None, help_from.reclaim_limits, False, True)
+        elif conditions.needs is None and not fair and self._capped(queue, record):
+            conditions = WakeConditions(
+                conditions.own_queue, conditions.other_queues, None, conditions.reclaim_limits, False, True
+            )
         if may_preempt_smaller:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
-            help_from = Help(True, True, None, {}, True)
+            conditions = WakeConditions(True, True, None, {}, True)
         if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
             # the room left for the later ones.
-            help_from = Help(True, True, None, {}, True)
-        elif assignment.mode is Mode.PREEMPT and queue.fragile:
-            help_from = Help(
-                help_from.own_queue,
-                help_from.other_queues,
-                help_from.needs,
-                help_from.reclaim_limits,
+            conditions = WakeConditions(True, True, None, {}, True)
+        elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
+            conditions = WakeConditions(
+                conditions.own_queue,
+                conditions.other_queues,
+                conditions.needs,
+                conditions.reclaim_limits,
                 True,
-                help_from.own_frees_only,
+                conditions.own_frees_only,
             )
-        return help_from
+        return conditions
 
     def _nested(self, queue: Queue) -> bool:
         """Whether ``queue``'s cohort tree nests cohorts."""
@@ -256,7 +261,7 @@ class Scheduler:
             trial = Assignment((), Mode.PREEMPT, False, {fr: need}, short=frozenset((fr,)))
             victims = (
                 self._victims(queue, record, trial)
-                if self._has_candidates(queue, record, self._help_for(queue.model, trial))
+                if self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, trial))
                 else []
             )
             if not victims:
@@ -304,12 +309,12 @@ class Scheduler:
 
         return any(all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options)
 
-    def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> Help:
+    def _preemption_wake_conditions(self, cq: ClusterQueue, assignment: Assignment) -> WakeConditions:
         """Which admissions could give a workload that needs preemption something to preempt."""
         if assignment.mode is not Mode.PREEMPT:
-            return Help(False, False)
+            return WakeConditions(False, False)
         if self.manager.configuration.fair_sharing is not None:
-            return Help(True, True)
+            return WakeConditions(True, True)
         preemption = cq.preemption
         node = self.manager.tree.cluster_queues[cq.name]
         usage = node.usage
@@ -333,18 +338,18 @@ class Scheduler:
                 if 0 <= limit < node.usage.get(fr, 0):
                     limits[fr] = limit
         own = preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
-        return Help(own, reclaims, None, limits)
+        return WakeConditions(own, reclaims, None, limits)
 
-    def _has_candidates(self, queue: Queue, record: Record, help_from: Help) -> bool:
+    def _has_candidates(self, queue: Queue, record: Record, conditions: WakeConditions) -> bool:
         """Cheap test: could any admitted workload be a candidate at all (spares scanning them when not)?"""
-        if help_from.other_queues:
+        if conditions.other_queues:
             return True
         lowest = queue.by_priority.lowest()
         within = queue.model.preemption.within_cluster_queue
         newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         priority = record.workload.priority
         return (
-            help_from.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
+            conditions.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
         )
 
     def _victims(self, queue: Queue, record: Record, assignment: Assignment) -> list[Target]:
@@ -398,7 +403,7 @@ class Scheduler:
             if (
                 attempt.mode is Mode.PREEMPT
                 and free_to_preempt
-                and self._has_candidates(queue, record, self._help_for(queue.model, attempt))
+                and self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, attempt))
             ):
                 victims = self._victims(queue, record, attempt)
                 if victims:
