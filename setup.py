@@ -26,14 +26,14 @@ from setuptools.command.build_ext import build_ext
 
 COMPILED_MODULES = [
     "kuota/engine/decisions.py",
-    "kuota/engine/engine.py",
-    "kuota/engine/fair_share.py",
+    "kuota/engine/fair_sharing.py",
     "kuota/engine/flavor_assignment.py",
     "kuota/engine/model.py",
     "kuota/engine/preemption.py",
     "kuota/engine/quantities.py",
     "kuota/engine/queue_manager.py",
     "kuota/engine/queues.py",
+    "kuota/engine/quota_engine.py",
     "kuota/engine/quota_tree.py",
     "kuota/engine/scheduler.py",
     "kuota/simulator/replay.py",

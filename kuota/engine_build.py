@@ -41,10 +41,10 @@ def prefer_pure_python() -> None:
 
 
 def engine_build() -> str:
-    """``compiled (mypyc)`` or ``pure Python``: how ``kuota.engine.engine`` was loaded."""
-    from kuota.engine import engine
+    """``compiled (mypyc)`` or ``pure Python``: how ``kuota.engine.quota_engine`` was loaded."""
+    from kuota.engine import quota_engine
 
-    return "compiled (mypyc)" if _compiled(engine) else "pure Python"
+    return "compiled (mypyc)" if _compiled(quota_engine) else "pure Python"
 
 
 def stale_compiled_modules(checkout: Path = _CHECKOUT) -> list[str]:

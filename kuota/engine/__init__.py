@@ -36,7 +36,7 @@ What comes out
   set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage.
 
 ``engine.next_wakeup()`` says when a time-driven decision (deadline, backoff end) falls due, so a shell can
-sleep until then. ``engine.status(key)`` gives a workload's state and, when not admitted, a reason a person
+wait until then. ``engine.status(key)`` gives a workload's state and, when not admitted, a reason a person
 can act on ("namespace rogue is not selected by ClusterQueue research: ..."); ``inadmissible`` marks reasons
 that waiting cannot cure. ``engine.cluster_queue_status(name)`` gives usage per flavor and resource (total,
 borrowed, nominal), counts and the weighted fair share, for status and metrics.
@@ -46,7 +46,7 @@ Invariants
 - Deterministic: the same calls give the same decisions. Decisions take effect in the engine at once: a
   victim's quota is free for its preemptor, and an admitted workload counts until ``finish``/eviction.
   The controller applies them (evict victims, then unsuspend the preemptor once they are gone).
-- Exactly the one-at-a-time rules (see ``engine``): one call admits many workloads, with the same outcome
+- Exactly the one-at-a-time rules (see ``scheduler``): one call admits many workloads, with the same outcome
   as ``schedule(now, limit=1)`` called repeatedly; usage never exceeds any quota or limit; nothing is
   admitted twice; preemption never evicts what the policy protects; a workload preempted at an instant does
   not preempt at that instant (no preemption cycles). The property tests check all of these against a naive
@@ -58,7 +58,7 @@ Invariants
 Differences from Kueue, on purpose: many admissions per call from one snapshot (Kueue admits one per
 ClusterQueue per cycle); heads across queues are ordered by priority then age (with fair sharing, by share
 first) instead of "not borrowing first". Fair sharing follows Kueue's tournament over cohort levels
-(``fair_share``, ``scheduler``); partial admission may preempt, as Kueue's reducer does (``scheduler``).
+(``fair_sharing``); partial admission may preempt, as Kueue's reducer does (``scheduler``).
 """
 
 from kuota.engine.decoding import (
@@ -80,7 +80,11 @@ from kuota.engine.decoding import (
     validate_workload,
     validate_workload_priority_class,
 )
-from kuota.engine.engine import (
+from kuota.engine.errors import EngineError, FieldError, InvalidObjectError, QuantityError, UnknownObjectError
+from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.preemption import PreemptionReason
+from kuota.engine.quantities import format_quantity, parse_quantity
+from kuota.engine.quota_engine import (
     Admission,
     ClusterQueueStatus,
     Decision,
@@ -91,10 +95,6 @@ from kuota.engine.engine import (
     WorkloadState,
     WorkloadStatus,
 )
-from kuota.engine.errors import EngineError, FieldError, InvalidObjectError, QuantityError, UnknownObjectError
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.preemption import PreemptionReason
-from kuota.engine.quantities import format_quantity, parse_quantity
 
 __all__ = [
     "Admission",

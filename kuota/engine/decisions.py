@@ -1,7 +1,7 @@
 """What the quota engine hands out: its decisions (``Admission``, ``Eviction``) and the statuses it reports.
 
-They live apart from ``engine`` so that the queues (``queue_manager``) and the scheduling cycle
-(``scheduler``) can build them without importing the facade; ``kuota.engine.engine`` re-exports every name.
+They live apart from ``quota_engine`` so that the queues (``queue_manager``) and the scheduling cycle
+(``scheduler``) can build them without importing the facade; ``quota_engine`` re-exports every name.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Parse, default and validate decoded ``kueue.x-k8s.io/v1beta2`` objects into the engine's models.
+"""Parse, default and validate decoded ``kueue.x-k8s.io/v1beta2`` objects into the engine's models: one reader
+per kind (ResourceFlavor, ClusterQueue, LocalQueue, Cohort, WorkloadPriorityClass, v1 Namespace, the
+Configuration, Workload), written with the generic ``field_reader`` and the Kubernetes structures of
+``kubernetes_fields``.
 
 Every ``validate_<kind>(obj)`` returns the full list of ``FieldError`` (empty when valid) so the webhook can
 reject an object with all its problems at once; every ``parse_<kind>(obj)`` returns the model or raises
@@ -8,15 +11,20 @@ team unlimited borrowing. ``status`` is written by controllers and is not valida
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from enum import StrEnum
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from kuota.durations import DurationError, parse_duration
-from kuota.engine.errors import FieldError, InvalidObjectError, QuantityError, show_value
+from kuota.engine.errors import FieldError, InvalidObjectError, show_value
+from kuota.engine.field_reader import FieldReader, finish, object_name
+from kuota.engine.kubernetes_fields import (
+    read_label_selector,
+    read_node_affinity,
+    read_node_selector,
+    read_pod_requests,
+    read_tolerations,
+)
 from kuota.engine.model import (
     ApiObject,
     BorrowWithinCohortPolicy,
@@ -27,7 +35,6 @@ from kuota.engine.model import (
     FairSharingStrategy,
     FlavorFungibility,
     FlavorQuotas,
-    LabelSelector,
     LocalQueue,
     Namespace,
     PodSet,
@@ -41,7 +48,6 @@ from kuota.engine.model import (
     StopPolicy,
     Taint,
     TaintEffect,
-    Toleration,
     WaitForPodsReady,
     WhenCanBorrow,
     WhenCanPreempt,
@@ -49,339 +55,18 @@ from kuota.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from kuota.engine.quantities import parse_amount, to_units
+from kuota.engine.quantities import to_units
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_METADATA_FIELDS = frozenset(
-    {
-        "name",
-        "namespace",
-        "labels",
-        "annotations",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "managedFields",
-        "ownerReferences",
-        "finalizers",
-        "generateName",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "selfLink",
-    }
-)
-_MAX_ITEMS = 16
-_E = TypeVar("_E", bound=StrEnum)
 _T = TypeVar("_T")
-
-
-_NODE_AFFINITY = frozenset(
-    {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
-)
-_NODE_SELECTOR = frozenset({"nodeSelectorTerms"})
-_LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-_NODE_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
-_NODE_SELECTOR_TERM = frozenset({"matchExpressions", "matchFields"})
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_RESOURCE_REQUIREMENTS = frozenset({"limits", "requests", "claims"})
-
-
-class _Reader:
-    """Reads one object, accumulating API-server-style errors; readers return None where a field is bad."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def fail(self, path: str, detail: str) -> None:
-        self.errors.append(FieldError(path, detail))
-
-    def invalid(self, path: str, value: object, detail: str) -> None:
-        self.fail(path, f"Invalid value: {show_value(value)}: {detail}")
-
-    def fields(self, value: object, path: str, allowed: frozenset[str]) -> dict[str, Any] | None:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.invalid(path, type(value).__name__, "must be an object")
-            return None
-        for key in value:
-            if key not in allowed:
-                shown = key if isinstance(key, str) and key.isprintable() else show_value(key)
-                where = f"{path}.{shown}" if path else shown
-                self.fail(where, "unknown field: remove it, or check its spelling and indentation")
-        return dict(value)
-
-    def items(self, value: object, path: str, max_items: int | None = _MAX_ITEMS) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            self.invalid(path, type(value).__name__, "must be a list")
-            return []
-        if max_items is not None and len(value) > max_items:
-            self.fail(path, f"Too many: {len(value)}: must have at most {max_items} items")
-        return value
-
-    def string(self, value: object, path: str, *, required: bool = False) -> str | None:
-        if value is None:
-            if required:
-                self.fail(path, "Required value")
-            return None
-        if not isinstance(value, str):
-            self.invalid(path, value, "must be a string")
-            return None
-        if required and value == "":
-            self.fail(path, "Required value")
-            return None
-        return value
-
-    def name(self, value: object, path: str, *, required: bool = True, label: bool = False) -> str | None:
-        text = self.string(value, path, required=required)
-        if text is None:
-            return None
-        pattern, limit = (_DNS_LABEL, 63) if label else (_DNS_SUBDOMAIN, 253)
-        if len(text) > limit or not pattern.match(text):
-            kind = "DNS-1123 label" if label else "DNS-1123 subdomain"
-            self.invalid(
-                path,
-                text,
-                f"a lowercase {kind} must consist of lower case alphanumeric characters, "
-                f"'-' or '.', start and end with an alphanumeric character, at most {limit} characters",
-            )
-            return None
-        return text
-
-    def integer(self, value: object, path: str, *, minimum: int | None = None, required: bool = False) -> int | None:
-        if value is None:
-            if required:
-                self.fail(path, "Required value")
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.invalid(path, value, "must be an integer")
-            return None
-        if minimum is not None and value < minimum:
-            self.invalid(path, value, f"must be greater than or equal to {minimum}")
-            return None
-        return value
-
-    def boolean(self, value: object, path: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.invalid(path, value, "must be true or false")
-            return default
-        return value
-
-    def choice(self, value: object, path: str, enum: type[_E], default: _E) -> _E:
-        if value is None:
-            return default
-        try:
-            if not isinstance(value, str):
-                raise ValueError(value)
-            return enum(value)
-        except ValueError:
-            supported = ", ".join(show_value(member.value) for member in enum)
-            self.fail(path, f"Unsupported value: {show_value(value)}: supported values: {supported}")
-            return default
-
-    def amount(self, value: object, path: str, *, required: bool = False) -> Fraction | None:
-        if value is None:
-            if required:
-                self.fail(path, "Required value")
-            return None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, str | int) or isinstance(value, bool):
-            self.invalid(path, value, "must be a quantity such as 4, 500m or 128Gi")
-            return None
-        try:
-            amount = parse_amount(value)
-        except QuantityError as error:
-            self.invalid(path, value, str(error))
-            return None
-        if amount < 0:
-            self.invalid(path, value, "must be greater than or equal to 0")
-            return None
-        return amount
-
-    def resource_amounts(self, value: object, path: str) -> dict[str, Fraction]:
-        """A ResourceList (``{"cpu": "500m", "nvidia.com/gpu": 1}``): each resource's amount, bad ones reported."""
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.invalid(path, type(value).__name__, "must be an object of quantities")
-            return {}
-        return {
-            str(name): amount
-            for name, raw in value.items()
-            if (amount := self.amount(raw, f"{path}.{name}")) is not None
-        }
-
-    def string_map(self, value: object, path: str, max_items: int | None = None) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.invalid(path, type(value).__name__, "must be an object of strings")
-            return {}
-        if max_items is not None and len(value) > max_items:
-            self.fail(path, f"Too many: {len(value)}: must have at most {max_items} items")
-        result: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(item, str):
-                self.invalid(f"{path}.{key}", item, "must be a string")
-            else:
-                result[str(key)] = item
-        return result
-
-    def selector(self, value: object, path: str) -> LabelSelector | None:
-        spec = self.fields(value, path, frozenset({"matchLabels", "matchExpressions"}))
-        if spec is None:
-            return None
-        labels = self.string_map(spec.get("matchLabels"), f"{path}.matchLabels")
-        expressions = self.items(spec.get("matchExpressions"), f"{path}.matchExpressions", None)
-        requirements = [
-            requirement
-            for index, raw in enumerate(expressions)
-            if (requirement := self.requirement(raw, f"{path}.matchExpressions[{index}]", _LABEL_OPERATORS))
-        ]
-        return LabelSelector(tuple(sorted(labels.items())), tuple(requirements))
-
-    def node_affinity(self, affinity: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
-        """A pod's required node affinity, the terms of ``affinity.nodeAffinity.requiredDuringScheduling
-        IgnoredDuringExecution``; preferred terms and pod (anti-)affinity do not bear on admission."""
-        if not isinstance(affinity, Mapping) or affinity.get("nodeAffinity") is None:
-            return ()
-        node_path = f"{path}.nodeAffinity"
-        node = self.fields(affinity["nodeAffinity"], node_path, _NODE_AFFINITY) or {}
-        return self.required_node_terms(
-            node.get("requiredDuringSchedulingIgnoredDuringExecution"),
-            f"{node_path}.requiredDuringSchedulingIgnoredDuringExecution",
-        )
-
-    def required_node_terms(self, required: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
-        """A NodeSelector (``nodeSelectorTerms``, ORed; each term's matchExpressions ANDed), as the API server
-        validates it. matchFields select nodes by name, which no flavor has: they are not read."""
-        spec = self.fields(required, path, _NODE_SELECTOR)
-        if not spec:
-            return ()
-        raw_terms = self.items(spec.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms", None)
-        if not raw_terms:
-            self.fail(f"{path}.nodeSelectorTerms", "Required value: must have at least one node selector term")
-        terms: list[tuple[Requirement, ...]] = []
-        for index, raw in enumerate(raw_terms):
-            where = f"{path}.nodeSelectorTerms[{index}]"
-            term = self.fields(raw, where, _NODE_SELECTOR_TERM) or {}
-            expressions = self.items(term.get("matchExpressions"), f"{where}.matchExpressions", None)
-            terms.append(
-                tuple(
-                    requirement
-                    for number, expression in enumerate(expressions)
-                    if (
-                        requirement := self.requirement(
-                            expression, f"{where}.matchExpressions[{number}]", _NODE_OPERATORS
-                        )
-                    )
-                )
-            )
-        return tuple(terms)
-
-    def requirement(self, raw: object, where: str, operators: tuple[str, ...]) -> Requirement | None:
-        """One matchExpressions entry of a label selector or a node selector (which adds Gt and Lt)."""
-        expression = self.fields(raw, where, frozenset({"key", "operator", "values"}))
-        if expression is None:
-            return None
-        key = self.string(expression.get("key"), f"{where}.key", required=True)
-        operator = self.string(expression.get("operator"), f"{where}.operator", required=True)
-        values = tuple(str(v) for v in self.items(expression.get("values"), f"{where}.values", None))
-        if operator is None or key is None:
-            return None
-        if operator not in operators:
-            supported = ", ".join(show_value(name) for name in operators)
-            self.fail(f"{where}.operator", f"Unsupported value: {show_value(operator)}: supported values: {supported}")
-            return None
-        if operator in ("In", "NotIn") and not values:
-            self.fail(f"{where}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'")
-        elif operator in ("Exists", "DoesNotExist") and values:
-            self.fail(
-                f"{where}.values", "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-            )
-        elif operator in ("Gt", "Lt"):
-            if len(values) != 1:
-                self.fail(
-                    f"{where}.values", "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'"
-                )
-            elif not _INTEGER.fullmatch(values[0]):
-                self.invalid(f"{where}.values[0]", values[0], "must be an integer")
-        return Requirement(key, operator, values)
-
-    def tolerations(self, value: object, path: str, max_items: int | None) -> tuple[Toleration, ...]:
-        result: list[Toleration] = []
-        allowed = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
-        for index, raw in enumerate(self.items(value, path, max_items)):
-            where = f"{path}[{index}]"
-            spec = self.fields(raw, where, allowed)
-            if spec is None:
-                continue
-            key = self.string(spec.get("key"), f"{where}.key") or ""
-            operator = self.string(spec.get("operator"), f"{where}.operator") or "Equal"
-            if operator not in ("Equal", "Exists"):
-                self.fail(
-                    f"{where}.operator",
-                    f'Unsupported value: {show_value(operator)}: supported values: "Equal", "Exists"',
-                )
-                continue
-            toleration_value = self.string(spec.get("value"), f"{where}.value") or ""
-            if operator == "Exists" and toleration_value:
-                self.invalid(f"{where}.operator", operator, "value must be empty when `operator` is 'Exists'")
-            if key == "" and operator != "Exists":
-                self.invalid(
-                    f"{where}.operator",
-                    operator,
-                    'operator must be Exists when `key` is empty, which means "match all values and all keys"',
-                )
-            effect = spec.get("effect")
-            parsed = (
-                None
-                if effect in (None, "")
-                else self.choice(effect, f"{where}.effect", TaintEffect, TaintEffect.NO_SCHEDULE)
-            )
-            result.append(Toleration(key, operator, toleration_value, parsed))
-        return tuple(result)
-
-    def metadata(self, obj: Mapping[str, Any], *, namespaced: bool) -> tuple[str, str]:
-        meta = self.fields(obj.get("metadata"), "metadata", _METADATA_FIELDS) or {}
-        name = self.name(meta.get("name"), "metadata.name") or ""
-        namespace = ""
-        if namespaced:
-            namespace = self.name(meta.get("namespace"), "metadata.namespace", label=True) or ""
-        elif meta.get("namespace") not in (None, ""):
-            self.fail("metadata.namespace", "Forbidden: not allowed on this type: the object is cluster-scoped")
-        if "labels" in meta:
-            self.string_map(meta["labels"], "metadata.labels")
-        return name, namespace
-
-    def header(self, obj: object, api_version: str, kind: str, extra: frozenset[str]) -> dict[str, Any] | None:
-        top = self.fields(obj, "", frozenset({"apiVersion", "kind", "metadata"}) | extra)
-        if top is None:
-            return None
-        if top.get("apiVersion") != api_version:
-            self.fail(
-                "apiVersion",
-                f"Unsupported value: {show_value(top.get('apiVersion'))}: supported values: {show_value(api_version)}",
-            )
-        if top.get("kind") != kind:
-            self.fail("kind", f"Unsupported value: {show_value(top.get('kind'))}: supported values: {show_value(kind)}")
-        return top
 
 
 def _quota_units(resource: str, amount: Fraction | None) -> int | None:
     return None if amount is None else to_units(resource, amount)
 
 
-def _resource_groups(reader: _Reader, value: object, path: str, *, has_parent: bool) -> tuple[ResourceGroup, ...]:
+def _resource_groups(reader: FieldReader, value: object, path: str, *, has_parent: bool) -> tuple[ResourceGroup, ...]:
     groups: list[ResourceGroup] = []
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
@@ -436,7 +121,7 @@ def _resource_groups(reader: _Reader, value: object, path: str, *, has_parent: b
     return tuple(groups)
 
 
-def _flavor_resources(reader: _Reader, value: object, path: str, *, has_parent: bool) -> list[ResourceQuota]:
+def _flavor_resources(reader: FieldReader, value: object, path: str, *, has_parent: bool) -> list[ResourceQuota]:
     quotas: list[ResourceQuota] = []
     for index, raw in enumerate(reader.items(value, path, 64)):
         where = f"{path}[{index}]"
@@ -462,7 +147,7 @@ def _flavor_resources(reader: _Reader, value: object, path: str, *, has_parent: 
     return quotas
 
 
-def _fair_weight(reader: _Reader, value: object, path: str) -> Fraction:
+def _fair_weight(reader: FieldReader, value: object, path: str) -> Fraction:
     spec = reader.fields(value, path, frozenset({"weight"}))
     if spec is None:
         return Fraction(1)
@@ -470,22 +155,16 @@ def _fair_weight(reader: _Reader, value: object, path: str) -> Fraction:
     return Fraction(1) if weight is None else weight
 
 
-def _finish(reader: _Reader, kind: str, name: str, result: _T) -> _T:
-    if reader.errors:
-        raise InvalidObjectError(kind, name, reader.errors)
-    return result
-
-
-def _collect(parse: Callable[[_Reader, object], object]) -> Callable[[object], list[FieldError]]:
+def _collect(parse: Callable[[FieldReader, object], object]) -> Callable[[object], list[FieldError]]:
     def validate(obj: object) -> list[FieldError]:
-        reader = _Reader()
+        reader = FieldReader()
         parse(reader, obj)
         return reader.errors
 
     return validate
 
 
-def _read_resource_flavor(reader: _Reader, obj: object) -> ResourceFlavor:
+def _read_resource_flavor(reader: FieldReader, obj: object) -> ResourceFlavor:
     top = reader.header(obj, KUEUE_API, "ResourceFlavor", frozenset({"spec"})) or {}
     name, _ = reader.metadata(top, namespaced=False)
     spec = (
@@ -505,12 +184,12 @@ def _read_resource_flavor(reader: _Reader, obj: object) -> ResourceFlavor:
             reader.fail(f"{where}.effect", "Required value")
         if key is not None:
             taints.append(Taint(key, reader.string(taint.get("value"), f"{where}.value") or "", effect))
-    tolerations = reader.tolerations(spec.get("tolerations"), "spec.tolerations", 8)
+    tolerations = read_tolerations(reader, spec.get("tolerations"), "spec.tolerations", 8)
     topology = reader.string(spec.get("topologyName"), "spec.topologyName")
     return ResourceFlavor(name, labels, tuple(taints), tolerations, topology)
 
 
-def _read_cluster_queue(reader: _Reader, obj: object) -> ClusterQueue:
+def _read_cluster_queue(reader: FieldReader, obj: object) -> ClusterQueue:
     top = reader.header(obj, KUEUE_API, "ClusterQueue", frozenset({"spec", "status"})) or {}
     name, _ = reader.metadata(top, namespaced=False)
     spec = (
@@ -539,7 +218,7 @@ def _read_cluster_queue(reader: _Reader, obj: object) -> ClusterQueue:
     selector = (
         None
         if spec.get("namespaceSelector") is None
-        else reader.selector(spec["namespaceSelector"], "spec.namespaceSelector")
+        else read_label_selector(reader, spec["namespaceSelector"], "spec.namespaceSelector")
     )
     fungibility_spec = (
         reader.fields(
@@ -577,7 +256,7 @@ def _read_cluster_queue(reader: _Reader, obj: object) -> ClusterQueue:
     )
 
 
-def _preemption(reader: _Reader, value: object) -> Preemption:
+def _preemption(reader: FieldReader, value: object) -> Preemption:
     spec = (
         reader.fields(
             value, "spec.preemption", frozenset({"reclaimWithinCohort", "withinClusterQueue", "borrowWithinCohort"})
@@ -620,7 +299,7 @@ def _preemption(reader: _Reader, value: object) -> Preemption:
     return Preemption(reclaim, within, policy, threshold)
 
 
-def _read_local_queue(reader: _Reader, obj: object) -> LocalQueue:
+def _read_local_queue(reader: FieldReader, obj: object) -> LocalQueue:
     top = reader.header(obj, KUEUE_API, "LocalQueue", frozenset({"spec", "status"})) or {}
     name, namespace = reader.metadata(top, namespaced=True)
     spec = reader.fields(top.get("spec"), "spec", frozenset({"clusterQueue", "stopPolicy", "fairSharing"})) or {}
@@ -630,7 +309,7 @@ def _read_local_queue(reader: _Reader, obj: object) -> LocalQueue:
     return LocalQueue(namespace, name, cluster_queue, stop)
 
 
-def _read_cohort(reader: _Reader, obj: object) -> Cohort:
+def _read_cohort(reader: FieldReader, obj: object) -> Cohort:
     top = reader.header(obj, KUEUE_API, "Cohort", frozenset({"spec", "status"})) or {}
     name, _ = reader.metadata(top, namespaced=False)
     spec = reader.fields(top.get("spec"), "spec", frozenset({"parentName", "resourceGroups", "fairSharing"})) or {}
@@ -641,7 +320,7 @@ def _read_cohort(reader: _Reader, obj: object) -> Cohort:
     return Cohort(name, parent, groups, _fair_weight(reader, spec.get("fairSharing"), "spec.fairSharing"))
 
 
-def _read_priority_class(reader: _Reader, obj: object) -> WorkloadPriorityClass:
+def _read_priority_class(reader: FieldReader, obj: object) -> WorkloadPriorityClass:
     top = reader.header(obj, KUEUE_API, "WorkloadPriorityClass", frozenset({"value", "description"})) or {}
     name, _ = reader.metadata(top, namespaced=False)
     value = reader.integer(top.get("value"), "value", required=True)
@@ -650,7 +329,7 @@ def _read_priority_class(reader: _Reader, obj: object) -> WorkloadPriorityClass:
     return WorkloadPriorityClass(name, value or 0, reader.string(top.get("description"), "description") or "")
 
 
-def _read_namespace(reader: _Reader, obj: object) -> Namespace:
+def _read_namespace(reader: FieldReader, obj: object) -> Namespace:
     top = reader.header(obj, "v1", "Namespace", frozenset({"spec", "status"})) or {}
     name, _ = reader.metadata(top, namespaced=False)
     meta = top.get("metadata") if isinstance(top.get("metadata"), Mapping) else {}
@@ -659,7 +338,7 @@ def _read_namespace(reader: _Reader, obj: object) -> Namespace:
     return Namespace(name, labels)
 
 
-def _read_configuration(reader: _Reader, obj: object) -> Configuration:
+def _read_configuration(reader: FieldReader, obj: object) -> Configuration:
     known = frozenset(
         {
             "namespace",
@@ -687,7 +366,7 @@ def _read_configuration(reader: _Reader, obj: object) -> Configuration:
     manage = reader.boolean(top.get("manageJobsWithoutQueueName"), "manageJobsWithoutQueueName", False)
     selector = None
     if top.get("managedJobsNamespaceSelector") is not None:
-        selector = reader.selector(top["managedJobsNamespaceSelector"], "managedJobsNamespaceSelector")
+        selector = read_label_selector(reader, top["managedJobsNamespaceSelector"], "managedJobsNamespaceSelector")
     wait: WaitForPodsReady | None = None
     if top.get("waitForPodsReady") is not None:
         wait = _wait_for_pods_ready(reader, top["waitForPodsReady"])
@@ -709,7 +388,7 @@ def _read_configuration(reader: _Reader, obj: object) -> Configuration:
     return Configuration(manage, selector, wait, fair)
 
 
-def _wait_for_pods_ready(reader: _Reader, value: object) -> WaitForPodsReady:
+def _wait_for_pods_ready(reader: FieldReader, value: object) -> WaitForPodsReady:
     spec = (
         reader.fields(
             value,
@@ -720,7 +399,7 @@ def _wait_for_pods_ready(reader: _Reader, value: object) -> WaitForPodsReady:
     )
     timeout = 1800
     if spec.get("timeout") is not None:
-        timeout = _duration_seconds(reader, spec["timeout"], "waitForPodsReady.timeout") or timeout
+        timeout = reader.duration(spec["timeout"], "waitForPodsReady.timeout") or timeout
     requeuing = (
         reader.fields(
             spec.get("requeuingStrategy"),
@@ -736,18 +415,7 @@ def _wait_for_pods_ready(reader: _Reader, value: object) -> WaitForPodsReady:
     return WaitForPodsReady(timeout, base or 60, maximum or 3600, limit)
 
 
-def _duration_seconds(reader: _Reader, value: object, path: str) -> int | None:
-    """A duration (:mod:`kuota.durations`: ``"30m"``, ``"1h30m"``) in whole seconds."""
-    if isinstance(value, str):
-        try:
-            return int(parse_duration(value))
-        except DurationError:
-            pass  # worded below, as for a value that is not a string
-    reader.invalid(path, value, 'must be a duration such as "30m" or "1h"')
-    return None
-
-
-def _read_workload(reader: _Reader, obj: object, priorities: Mapping[str, int]) -> Workload:
+def _read_workload(reader: FieldReader, obj: object, priorities: Mapping[str, int]) -> Workload:
     top = reader.header(obj, KUEUE_API, "Workload", frozenset({"spec", "status"})) or {}
     name, namespace = reader.metadata(top, namespaced=True)
     meta = top.get("metadata") if isinstance(top.get("metadata"), Mapping) else {}
@@ -805,7 +473,7 @@ def _read_workload(reader: _Reader, obj: object, priorities: Mapping[str, int]) 
     )
 
 
-def _pod_set(reader: _Reader, raw: object, path: str) -> PodSet | None:
+def _pod_set(reader: FieldReader, raw: object, path: str) -> PodSet | None:
     spec = reader.fields(raw, path, frozenset({"name", "count", "minCount", "template", "topologyRequest"}))
     if spec is None:
         return None
@@ -817,54 +485,20 @@ def _pod_set(reader: _Reader, raw: object, path: str) -> PodSet | None:
         reader.invalid(f"{path}.minCount", min_count, "must be less than or equal to count")
     template = spec.get("template") if isinstance(spec.get("template"), Mapping) else {}
     pod_spec = (template or {}).get("spec") if isinstance((template or {}).get("spec"), Mapping) else {}
-    requests = pod_requests(reader, pod_spec or {}, f"{path}.template.spec")
+    requests = read_pod_requests(reader, pod_spec or {}, f"{path}.template.spec")
     selector = reader.string_map((pod_spec or {}).get("nodeSelector"), f"{path}.template.spec.nodeSelector")
-    tolerations = reader.tolerations((pod_spec or {}).get("tolerations"), f"{path}.template.spec.tolerations", None)
-    affinity = reader.node_affinity((pod_spec or {}).get("affinity"), f"{path}.template.spec.affinity")
+    tolerations = read_tolerations(
+        reader, (pod_spec or {}).get("tolerations"), f"{path}.template.spec.tolerations", None
+    )
+    affinity = read_node_affinity(reader, (pod_spec or {}).get("affinity"), f"{path}.template.spec.affinity")
     return PodSet(name, count, requests, min_count, selector, tolerations, affinity)
 
 
-def pod_requests(reader: _Reader, pod_spec: Mapping[str, Any], path: str) -> dict[str, int]:
-    """A pod's effective requests: the larger of the containers' sum and any init container, plus overhead."""
-
-    def container_requests(field_name: str) -> list[dict[str, Fraction]]:
-        found: list[dict[str, Fraction]] = []
-        for index, container in enumerate(reader.items(pod_spec.get(field_name), f"{path}.{field_name}", None)):
-            where = f"{path}.{field_name}[{index}].resources"
-            resources = container.get("resources") if isinstance(container, Mapping) else None
-            fields = reader.fields(resources, where, _RESOURCE_REQUIREMENTS) or {}
-            # Kubernetes defaults a missing request to the limit, so a GPU given only as a limit still counts.
-            merged = reader.resource_amounts(fields.get("limits"), f"{where}.limits") | reader.resource_amounts(
-                fields.get("requests"), f"{where}.requests"
-            )
-            found.append(merged)
-        return found
-
-    total: dict[str, Fraction] = {}
-    for container in container_requests("containers"):
-        for name, amount in container.items():
-            total[name] = total.get(name, Fraction(0)) + amount
-    for init in container_requests("initContainers"):
-        for name, amount in init.items():
-            total[name] = max(total.get(name, Fraction(0)), amount)
-    for name, overhead in reader.resource_amounts(pod_spec.get("overhead"), f"{path}.overhead").items():
-        total[name] = total.get(name, Fraction(0)) + overhead
-    return {name: to_units(name, amount) for name, amount in sorted(total.items()) if amount > 0}
-
-
-def _object_name(obj: object) -> str:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not name:
-        return "<unnamed>"
-    return name if isinstance(name, str) and len(name) <= 253 and name.isprintable() else show_value(name)
-
-
-def _parser(kind: str, read: Callable[[_Reader, object], _T]) -> Callable[[object], _T]:
+def _parser(kind: str, read: Callable[[FieldReader, object], _T]) -> Callable[[object], _T]:
     def parse(obj: object) -> _T:
-        reader = _Reader()
+        reader = FieldReader()
         result = read(reader, obj)
-        return _finish(reader, kind, _object_name(obj), result)
+        return finish(reader, kind, object_name(obj), result)
 
     parse.__doc__ = f"Parse and default a {kind}; raise InvalidObjectError listing every bad field."
     return parse
@@ -890,25 +524,25 @@ validate_configuration = _collect(_read_configuration)
 def parse_required_node_affinity(raw: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
     """A ``requiredDuringSchedulingIgnoredDuringExecution`` node selector given outside a pod spec (the
     simulator's workloads); raise InvalidObjectError listing every bad field under ``path``."""
-    reader = _Reader()
-    terms = reader.required_node_terms(raw, path)
-    return _finish(reader, "node affinity", path, terms)
+    reader = FieldReader()
+    terms = read_node_selector(reader, raw, path)
+    return finish(reader, "node affinity", path, terms)
 
 
 def parse_workload(obj: object, priorities: Mapping[str, int] | None = None) -> Workload:
     """Parse a Workload; ``priorities`` maps WorkloadPriorityClass names to values for ``priorityClassRef``."""
-    reader = _Reader()
+    reader = FieldReader()
     workload = _read_workload(reader, obj, priorities or {})
-    return _finish(reader, "Workload", _object_name(obj), workload)
+    return finish(reader, "Workload", object_name(obj), workload)
 
 
 def validate_workload(obj: object) -> list[FieldError]:
-    reader = _Reader()
+    reader = FieldReader()
     _read_workload(reader, obj, {})
     return reader.errors
 
 
-_READERS: dict[tuple[str, str], Callable[[_Reader, object], ApiObject]] = {
+_READERS: dict[tuple[str, str], Callable[[FieldReader, object], ApiObject]] = {
     (KUEUE_API, "ResourceFlavor"): _read_resource_flavor,
     (KUEUE_API, "ClusterQueue"): _read_cluster_queue,
     (KUEUE_API, "LocalQueue"): _read_local_queue,
@@ -925,13 +559,13 @@ def parse_object(obj: object) -> ApiObject:
     kind = obj.get("kind") if isinstance(obj, Mapping) else None
     # Only strings name a kind: anything else (a list nested 5,000 deep, an aliased YAML bomb) is shown, not str()-ed.
     if isinstance(api_version, str) and isinstance(kind, str) and (read := _READERS.get((api_version, kind))):
-        reader = _Reader()
+        reader = FieldReader()
         result = read(reader, obj)
-        return _finish(reader, kind, _object_name(obj), result)
+        return finish(reader, kind, object_name(obj), result)
     known = ", ".join(f"{api} {k}" for api, k in _READERS)
     raise InvalidObjectError(
         kind if isinstance(kind, str) and kind.isprintable() else show_value(kind),
-        _object_name(obj),
+        object_name(obj),
         [
             FieldError(
                 "kind", f"Unsupported value: {show_value(kind)} ({show_value(api_version)}): the engine reads {known}"

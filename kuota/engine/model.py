@@ -1,6 +1,6 @@
 """Typed, frozen models of the API objects the engine decides over, with quantities as exact integers.
 
-These are what ``validation`` produces from decoded YAML/JSON; nothing deeper in the engine ever looks at a
+These are what ``decoding`` produces from decoded YAML/JSON; nothing deeper in the engine ever looks at a
 raw dict or a quantity string. Names follow Kueue's v1beta2 fields.
 """
 

@@ -17,12 +17,14 @@ cohort rules above (the own queue's rule is the same): see its docstring.
 These rules cannot cycle: a victim of an in-queue preemption has strictly lower priority (or equal and is
 newer) than its preemptor, and a reclaim leaves the preemptor's queue within its nominal quota, so the victim
 cannot take the quota back while that holds.
+
+With fair sharing, ``fair_sharing.fair_sharing_victims`` chooses among ``classic_candidates`` by share instead.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -30,7 +32,6 @@ from kuota.engine.flavor_assignment import Assignment
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
     ClusterQueue,
-    FairSharingStrategy,
     ReclaimPolicy,
     WithinClusterQueuePolicy,
     Workload,
@@ -338,75 +339,6 @@ def fewest_victims(
     for target in needed:
         tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
     return needed
-
-
-def fair_sharing_victims(
-    cq: ClusterQueue,
-    assignment: Assignment,
-    candidates: list[Target],
-    *,
-    tree: QuotaTree,
-    share: Callable[[str, Mapping[FlavorResource, int] | None], int],
-    strategies: tuple[FairSharingStrategy, ...],
-) -> list[Target]:
-    """Fair-sharing preemption: take victims from the queue with the highest share while the strategy allows.
-
-    Own-queue candidates need no share test, and neither do others' while the preemptor stays within its
-    nominal quota; a queue that stopped borrowing along the way is no target any more. Otherwise a victim in
-    queue T is taken only if the preemptor's share with the new workload is <= T's share after losing it
-    (LessThanOrEqualToFinalShare) or < T's share before (LessThanInitialShare).
-    Each strategy is tried in turn; the first that makes the workload fit wins.
-    """
-    node = tree.cluster_queues[cq.name]
-    usage = assignment.usage
-    by_queue: dict[str, list[Target]] = {}
-    for target in sorted(candidates, key=lambda t: victim_order(t, cq.name)):
-        by_queue.setdefault(target.victim.cluster_queue, []).append(target)
-    for strategy in strategies:
-        removed: list[Target] = []
-        pools = {queue: list(targets) for queue, targets in by_queue.items()}
-        fitted = False
-        while pools and not fitted:
-            queue = max(pools, key=lambda q: (q == cq.name, share(q, None), q))
-            target = pools[queue].pop(0)
-            if not pools[queue]:
-                del pools[queue]
-            within_nominal = all(
-                node.usage.get(fr, 0) + amount <= node.subtree.get(fr, 0) for fr, amount in usage.items()
-            )
-            if queue != cq.name and not tree.is_borrowing(queue, assignment.short):
-                continue  # it stopped borrowing: what it has left is its own
-            if queue != cq.name and not within_nominal:
-                victim_usage = target.victim.assignment.usage
-                before = share(queue, None)
-                tree.add_usage(queue, victim_usage, -1)
-                after = share(queue, None)
-                tree.add_usage(queue, victim_usage, 1)
-                mine = share(cq.name, usage)
-                allowed = (
-                    mine <= after
-                    if strategy is FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
-                    else mine < before
-                )
-                if not allowed:
-                    pools.pop(queue, None)
-                    continue
-            tree.add_usage(queue, target.victim.assignment.usage, -1)
-            removed.append(target)
-            fitted = fits(tree, cq.name, usage)
-        for target in removed:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-        if fitted:
-            return [
-                Target(
-                    t.victim,
-                    PreemptionReason.IN_CLUSTER_QUEUE
-                    if t.victim.cluster_queue == cq.name
-                    else PreemptionReason.IN_COHORT_FAIR_SHARING,
-                )
-                for t in removed
-            ]
-    return []
 
 
 def nested_classic_victims(

@@ -6,23 +6,30 @@ shape, or holding it with the reason it cannot go), rebuilds them when the confi
 rules by which a head the scheduler set aside waits and wakes. It decides no admission: ``scheduler`` does,
 and tells it what happened (``set_aside``, ``wake_on_free``, ``wake_preemptors``).
 
-A set-aside group is tried again only when something could make its head admissible:
+A set-aside group is woken (put back in its queue, to be tried again) only when something could make its head
+admissible (its ``WakeConditions``):
 
 - one that needs preemption (victims exist but do not suffice): any quota freed in its cohort tree;
-- one that only waits for quota: it sleeps in an index of its tree by what it needs, and the scheduling loop
-  wakes it when that is available to its queue (every flavor's requests, a request that kept it from
-  preempting, or, where it may preempt, all it waited for in one flavor: what else it requests may have been
-  taken meanwhile, by borrowers it could reclaim from), in order with the other heads, so freed quota wakes
-  only what can use it; one that would not get that even with the rest of the tree idle (its own usage and
-  borrowingLimit keep it out: ``QuotaTree.ceiling``) is held until its own queue frees quota;
+- one that only waits for quota: it awaits a free in its tree (``Tree.awaiting_free``), then is indexed by
+  what it needs (``Tree.by_need``), and the scheduling loop wakes it when that is available to its queue
+  (every flavor's requests, a request that kept it from preempting, or, where it may preempt, all it waited
+  for in one flavor: what else it requests may have been taken meanwhile, by borrowers it could reclaim
+  from), in order with the other heads, so freed quota wakes only what can use it; one that would not get
+  that even with the rest of the tree idle (its own usage and borrowingLimit keep it out:
+  ``QuotaTree.ceiling``) awaits a free in its own queue instead (``Queue.awaiting_own_free``);
 - one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
 - one that could preempt a newly admitted workload (by priority and policy): that admission.
 - one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
   later flavor is tried (``whenCanPreempt: MayStopSearch``): any admission in its tree.
 
 A set-aside group's reason is the one from its head's last attempt; as heads are tried only when they may
-succeed, the amounts "in use" it quotes can be older than the current ones. With fair sharing, a set-aside
-head is tried again at every instant so that it ranks its queue.
+succeed, the amounts "in use" it quotes can be older than the current ones. With fair sharing, every set-aside
+group is woken at every instant so that its head ranks its queue.
+
+Not to be confused with a workload *held* (``_held``: no queue can take it as configured, or its queue is
+stopped or inactive), a *blocked* StrictFIFO queue (``Queue.blocked``: its head was set aside, and the queue
+offers nothing behind it), or a PodsReady *backoff* (``WorkloadState.BACKOFF``: evicted, and requeued at a
+time, by ``scheduler``).
 """
 
 from __future__ import annotations
@@ -53,13 +60,13 @@ from kuota.engine.queues import (
     COMPACT_FLOOR,
     FitOptions,
     Group,
-    Help,
     NeedIndex,
     Queue,
     Record,
     SortKey,
     Tree,
-    lent_under,
+    WakeConditions,
+    lending_limited_under,
 )
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
 
@@ -94,7 +101,7 @@ def reason_of(record: Record) -> str | None:
     if queue.stopped:
         return f"ClusterQueue {queue.model.name} is stopped (stopPolicy {queue.model.stop_policy.value})"
     group = record.group
-    if group is not None and group.parked:
+    if group is not None and group.set_aside:
         return None if group.reason is None else str(group.reason)
     if queue.blocked is not None:
         return f"waiting in StrictFIFO ClusterQueue {queue.model.name} behind a head that does not fit: {queue.blocked}"
@@ -107,7 +114,7 @@ def workload_status(record: Record, reason: str | None) -> WorkloadStatus:
         queue = record.admitted.cluster_queue
     # A set-aside group's members share its head's verdict, as they share its reason.
     group = record.group
-    inadmissible = record.inadmissible or (group is not None and group.parked and group.inadmissible)
+    inadmissible = record.inadmissible or (group is not None and group.set_aside and group.inadmissible)
     return WorkloadStatus(record.state, queue, reason, inadmissible)
 
 
@@ -137,7 +144,7 @@ class QueueManager:
         self.drains: list[tuple[str, EvictionReason]] = []
         self._last_now: float | None = None
         # Heads set aside only because they were preempted at this instant: tried again at the next one.
-        self.guarded: list[Group] = []
+        self.wake_next_instant: list[Group] = []
         # Groups of workloads preempted at this instant: at the next one they join their shape's usual group.
         self._preempted_groups: list[Group] = []
         self.tree = QuotaTree({}, {})
@@ -172,7 +179,7 @@ class QueueManager:
             tree = self.trees.get(root)
             if tree is None:
                 top = self.tree.cluster_queues[name].root()
-                tree = self.trees[root] = Tree(top, lent_under(top))
+                tree = self.trees[root] = Tree(top, lending_limited_under(top))
             tree.queues.append(name)
             self.queues[name].heads = tree.heads
         self.dirty = set(self.trees)
@@ -205,15 +212,15 @@ class QueueManager:
             for group in self._preempted_groups:
                 self._regroup(group)
             self._preempted_groups.clear()
-            for group in self.guarded:
-                if id(group) in self.trees[group.queue.root].parked:
-                    self._unpark(group)
-            self.guarded.clear()
+            for group in self.wake_next_instant:
+                if id(group) in self.trees[group.queue.root].set_aside:
+                    self._wake(group)
+            self.wake_next_instant.clear()
             if self.configuration.fair_sharing is not None:
                 # Shares, not age, order the queues: a set-aside head ranks its queue by its own share at every
                 # instant (it is tried and set aside again), or the workload behind it would jump that rank.
                 for root, tree in self.trees.items():
-                    if tree.parked:
+                    if tree.set_aside:
                         self._wake_all(root)
 
     def _inactive_reason(self, cq: ClusterQueue) -> str | None:
@@ -258,7 +265,7 @@ class QueueManager:
         shape = record.shape(self._last_now)
         group = queue.groups.get(shape)
         if group is None or (
-            group.parked and (head := group.head(self.records)) is not None and record.sort_key < head.sort_key
+            group.set_aside and (head := group.head(self.records)) is not None and record.sort_key < head.sort_key
         ):
             # A newcomer that sorts before a set-aside head starts its own group: it may do better.
             elder = group
@@ -270,7 +277,7 @@ class QueueManager:
         record.group = group
         heapq.heappush(group.members, (record.sort_key, record.workload.key))
         head = group.head(self.records)
-        if not group.parked and head is record:
+        if not group.set_aside and head is record:
             queue.push(group, record)
         if queue.blocked is not None:
             peeked = queue.peek(self.records)
@@ -318,7 +325,7 @@ class QueueManager:
         group = record.group
         record.group = None
         record.queue = None
-        if group is not None and not group.parked:
+        if group is not None and not group.set_aside:
             head = group.head(self.records)
             if head is not None:
                 group.queue.push(group, head)
@@ -338,47 +345,48 @@ class QueueManager:
             and record.state is WorkloadState.PENDING
         ]
         group.members = []
-        if id(group) in self.trees[queue.root].parked:
-            self._unpark(group)
+        if id(group) in self.trees[queue.root].set_aside:
+            self._wake(group)
         for record in members:
             self._place(queue, record)
 
-    def set_aside(self, tree: Tree, queue: Queue, group: Group, head: Record, help_from: Help) -> None:
+    def set_aside(self, tree: Tree, queue: Queue, group: Group, head: Record, wake_conditions: WakeConditions) -> None:
         """``head``, the head of ``group``, could not be admitted: set the group aside (for a StrictFIFO queue,
-        block the queue) until ``help_from`` says something could make it admissible, with the head's reason."""
+        block the queue) until what ``wake_conditions`` names could make it admissible, with the head's
+        reason."""
         if queue.model.queueing_strategy is not QueueingStrategy.STRICT_FIFO:
             elder = group.elder
             group.elder = None
-            if elder is not None and elder.parked:
+            if elder is not None and elder.set_aside:
                 group = self._fold(tree, group, elder)
-        group.help = help_from
+        group.wake_conditions = wake_conditions
         self._index_set_aside(tree, group)
         if queue.model.queueing_strategy is QueueingStrategy.STRICT_FIFO:
             queue.blocked = head.reason
             head.reason = None
             group.reason = queue.blocked
         else:
-            group.parked = True
+            group.set_aside = True
             group.reason = head.reason
             group.inadmissible = head.inadmissible
             head.reason = None
 
     def _index_set_aside(self, tree: Tree, group: Group) -> None:
         group.epoch += 1
-        group.naps += 1
-        tree.parked[id(group)] = group
-        if group.help.own_queue:
+        group.need_epoch += 1
+        tree.set_aside[id(group)] = group
+        if group.wake_conditions.own_queue:
             group.queue.own_waiters[id(group)] = group
-        if group.help.other_queues:
+        if group.wake_conditions.other_queues:
             tree.reclaimers[id(group)] = group
-        if group.help.any_admission:
-            tree.fragile[id(group)] = group
-        needs = group.help.needs
+        if group.wake_conditions.any_admission:
+            tree.any_admission_waiters[id(group)] = group
+        needs = group.wake_conditions.needs
         if needs is None:
-            (group.queue.capped if group.help.own_frees_only else tree.any_free)[id(group)] = group
+            (group.queue.capped if group.wake_conditions.own_frees_only else tree.any_free)[id(group)] = group
             return
-        tree.cooling.append((group.naps, group))
-        for fr, limit in group.help.reclaim_limits.items():
+        tree.awaiting_free.append((group.need_epoch, group))
+        for fr, limit in group.wake_conditions.reclaim_limits.items():
             waiting = group.queue.reclaim_waiting.setdefault(fr, [])
             heapq.heappush(waiting, (-limit, next(self.sequence), group.epoch, group))
             # Outdated entries leave only from the top; drop them in bulk now and then (see NeedIndex.add).
@@ -400,19 +408,26 @@ class QueueManager:
         queue = young.queue
         if queue.groups.get(young.shape) is young:
             queue.groups[young.shape] = elder
-        for index in (tree.parked, tree.any_free, tree.reclaimers, tree.fragile, queue.own_waiters, queue.capped):
+        for index in (
+            tree.set_aside,
+            tree.any_free,
+            tree.reclaimers,
+            tree.any_admission_waiters,
+            queue.own_waiters,
+            queue.capped,
+        ):
             index.pop(id(elder), None)
         return elder
 
-    def _sleep(self, tree: Tree, group: Group) -> None:
-        """Index a cooled-down group under what could let it succeed: one resource of each flavor it waits for
+    def _index_by_need(self, tree: Tree, group: Group) -> None:
+        """Index a group that awaited a free under what could let it succeed: one resource of each flavor it waits for
         (all of a flavor's requests must be available to fit there), and each resource that keeps it from
         preempting (see ``_may_succeed``)."""
         head = group.head(self.records)
         if head is None:
-            self._unpark(group)
+            self._wake(group)
             return
-        needs = group.help.needs
+        needs = group.wake_conditions.needs
         assert needs is not None
         keys: dict[FlavorResource, int] = {}
         flavors: set[str] = set()
@@ -425,12 +440,12 @@ class QueueManager:
         blocking = self.prepare(group, head)[1]
         if blocking:
             keys.update(blocking)
-        sleeping = tree.sleeping
+        by_need = tree.by_need
         for fr, need in keys.items():
-            index = sleeping.get(fr)
+            index = by_need.get(fr)
             if index is None:
-                index = sleeping[fr] = NeedIndex()
-            index.add(need, (head.sort_key, next(self.sequence), group.naps, group))
+                index = by_need[fr] = NeedIndex()
+            index.add(need, (head.sort_key, next(self.sequence), group.need_epoch, group))
 
     def prepare(self, group: Group, head: Record) -> tuple[FitOptions, dict[FlavorResource, int]]:
         """What ``_may_succeed`` checks for the group's shape: what its (single) pod set would take per
@@ -484,10 +499,10 @@ class QueueManager:
                 return True
         if not may_preempt(queue.model, self.configuration.fair_sharing is not None):
             return False
-        # Its help was worked out when only the resources it waits for were short. If they are available now
+        # Its wake conditions were worked out when only the resources it waits for were short. If they are available now
         # and it still does not fit, others were taken since (by a borrower, say): it may preempt for those.
         # Or a shortage that is left only where it fits its nominal quota, which it may reclaim from borrowers.
-        needs = group.help.needs
+        needs = group.wake_conditions.needs
         assert needs is not None
         reclaims = may_reclaim(queue.model)
         usage = node.usage
@@ -502,7 +517,7 @@ class QueueManager:
 
     def _room(self, node: QuotaNode, fr: FlavorResource, *, ceiling: bool) -> int:
         """``QuotaTree.available`` or, with ``ceiling``, ``QuotaTree.ceiling``: chosen here, not passed in as a
-        bound method, so that the compiled call is a direct one (it runs for every sleeping group at a free)."""
+        bound method, so that the compiled call is a direct one (it runs for every group awaiting a free, at a free)."""
         return self.tree.ceiling(node, fr) if ceiling else self.tree.available(node, fr)
 
     @staticmethod
@@ -521,19 +536,20 @@ class QueueManager:
 
     def _bound(self, tree: Tree, fr: FlavorResource) -> int:
         """At least what any queue of the tree has available of ``fr`` (exact at the root without lendingLimits)."""
-        if fr in tree.lent:
+        if fr in tree.lending_limited:
             return max(self.tree.available(self.tree.cluster_queues[name], fr) for name in tree.queues)
         root = tree.root
         return root.subtree.get(fr, 0) - root.usage.get(fr, 0)
 
-    def best_sleeper(self, tree: Tree) -> tuple[SortKey, Group] | None:
-        """The best-ordered sleeping group whose needs may be available; stale entries are dropped on the way."""
+    def best_by_need(self, tree: Tree) -> tuple[SortKey, Group] | None:
+        """The best-ordered group in the need index whose needs may be available; stale entries are dropped on
+        the way."""
         best: tuple[SortKey, Group] | None = None
-        lent = tree.lent
+        limited = tree.lending_limited
         root = tree.root
-        for fr, index in list(tree.sleeping.items()):
+        for fr, index in list(tree.by_need.items()):
             amounts = index.amounts
-            bound = self._bound(tree, fr) if fr in lent else root.subtree.get(fr, 0) - root.usage.get(fr, 0)
+            bound = self._bound(tree, fr) if fr in limited else root.subtree.get(fr, 0) - root.usage.get(fr, 0)
             stop = bisect.bisect_right(amounts, bound)
             position = 0
             while position < stop:
@@ -547,55 +563,58 @@ class QueueManager:
                     best = top
                 position += 1
             if not amounts:
-                del tree.sleeping[fr]
+                del tree.by_need[fr]
         return best
 
     def _valid_top(self, bucket: list[tuple[SortKey, int, int, Group]]) -> tuple[SortKey, Group] | None:
         while bucket:
-            key, _, naps, group = bucket[0]
-            if naps == group.naps:
+            key, _, need_epoch, group = bucket[0]
+            if need_epoch == group.need_epoch:
                 head = group.head(self.records)
                 if head is None:
-                    self._unpark(group)
+                    self._wake(group)
                 elif head.sort_key == key:
                     return key, group
                 else:  # its head left: re-sort it under the new one
-                    heapq.heapreplace(bucket, (head.sort_key, next(self.sequence), naps, group))
+                    heapq.heapreplace(bucket, (head.sort_key, next(self.sequence), need_epoch, group))
                     continue
             heapq.heappop(bucket)
         return None
 
-    def wake_sleeper(self, tree: Tree, group: Group) -> None:
-        """Wake a sleeping group if what it needs is available to its queue; else it waits for the next free."""
+    def wake_if_needs_available(self, tree: Tree, group: Group) -> None:
+        """Wake a group from the need index if what it needs is available to its queue; else it awaits the next
+        free (in its tree, or in its own queue where only that can help)."""
         head = group.head(self.records)
         if head is not None and self._may_succeed(group, head, ceiling=False):
-            self._unpark(group)
+            self._wake(group)
             return
-        group.naps += 1
+        group.need_epoch += 1
         if head is not None and not self._may_succeed(group, head, ceiling=True):
             # Until its own queue frees quota its usage only grows, so no free elsewhere can let it succeed.
             queue = group.queue
-            held = queue.held_by_own_usage
-            held.append((group.naps, group))
+            awaiting = queue.awaiting_own_free
+            awaiting.append((group.need_epoch, group))
             # Outdated entries leave at the queue's next free; drop them in bulk if that is long in coming.
-            if len(held) > queue.held_compact_at:
-                held[:] = [entry for entry in held if entry[0] == entry[1].naps]
-                queue.held_compact_at = max(COMPACT_FLOOR, 2 * len(held))
+            if len(awaiting) > queue.awaiting_own_free_compact_at:
+                awaiting[:] = [entry for entry in awaiting if entry[0] == entry[1].need_epoch]
+                queue.awaiting_own_free_compact_at = max(COMPACT_FLOOR, 2 * len(awaiting))
         else:
-            tree.cooling.append((group.naps, group))
+            tree.awaiting_free.append((group.need_epoch, group))
 
-    def _unpark(self, group: Group) -> None:
+    def _wake(self, group: Group) -> None:
+        """Take a set-aside group out of every index it waits in and offer its head again (or unblock its
+        StrictFIFO queue)."""
         tree = self.trees[group.queue.root]
-        tree.parked.pop(id(group), None)
+        tree.set_aside.pop(id(group), None)
         tree.any_free.pop(id(group), None)
         tree.reclaimers.pop(id(group), None)
-        tree.fragile.pop(id(group), None)
+        tree.any_admission_waiters.pop(id(group), None)
         group.queue.own_waiters.pop(id(group), None)
         group.queue.capped.pop(id(group), None)
         group.epoch += 1
-        group.naps += 1
-        if group.parked:
-            group.parked = False
+        group.need_epoch += 1
+        if group.set_aside:
+            group.set_aside = False
             head = group.head(self.records)
             if head is not None:
                 group.queue.push(group, head)
@@ -609,14 +628,14 @@ class QueueManager:
 
     def _wake_all(self, root: str) -> None:
         tree = self.trees[root]
-        for group in list(tree.parked.values()):
-            self._unpark(group)
-        tree.cooling.clear()
-        tree.sleeping.clear()
+        for group in list(tree.set_aside.values()):
+            self._wake(group)
+        tree.awaiting_free.clear()
+        tree.by_need.clear()
         for name in tree.queues:
             self.queues[name].reclaim_waiting.clear()
             self.queues[name].reclaim_compact_at.clear()
-            self.queues[name].held_by_own_usage.clear()
+            self.queues[name].awaiting_own_free.clear()
         self.dirty.add(root)
 
     def wake_on_free(self, queue: Queue, freed: Mapping[FlavorResource, int]) -> None:
@@ -624,24 +643,24 @@ class QueueManager:
         tree = self.trees[queue.root]
         if tree.any_free or queue.capped:  # seldom: skip building the tuple
             for group in (*tree.any_free.values(), *queue.capped.values()):
-                self._unpark(group)
-        if queue.held_by_own_usage:
-            # Those that would still be held (even with nothing else in use) stay so without a detour.
-            held = []
-            for naps, group in queue.held_by_own_usage:
-                if naps != group.naps:
+                self._wake(group)
+        if queue.awaiting_own_free:
+            # Those that would still not fit (even with nothing else in use) keep awaiting a free here.
+            awaiting = []
+            for need_epoch, group in queue.awaiting_own_free:
+                if need_epoch != group.need_epoch:
                     continue
                 head = group.head(self.records)
                 if head is not None and not self._may_succeed(group, head, ceiling=True):
-                    held.append((naps, group))
+                    awaiting.append((need_epoch, group))
                 else:
-                    tree.cooling.append((naps, group))
-            queue.held_by_own_usage = held
-        if tree.cooling:
-            for naps, group in tree.cooling:
-                if naps == group.naps:
-                    self._sleep(tree, group)
-            tree.cooling.clear()
+                    tree.awaiting_free.append((need_epoch, group))
+            queue.awaiting_own_free = awaiting
+        if tree.awaiting_free:
+            for need_epoch, group in tree.awaiting_free:
+                if need_epoch == group.need_epoch:
+                    self._index_by_need(tree, group)
+            tree.awaiting_free.clear()
         if queue.reclaim_waiting:
             node = self.tree.cluster_queues[queue.model.name]
             for fr in freed:
@@ -651,15 +670,15 @@ class QueueManager:
                     while limited and -limited[0][0] >= usage:
                         _, _, epoch, group = heapq.heappop(limited)
                         if epoch == group.epoch:
-                            self._unpark(group)
+                            self._wake(group)
         self.dirty.add(queue.root)
 
     def wake_preemptors(self, queue: Queue, admitted: AdmittedWorkload) -> None:
         """Wake set-aside groups that could preempt the workload just admitted; nothing else can help them."""
         tree = self.trees[queue.root]
-        if tree.fragile:
-            for group in list(tree.fragile.values()):
-                self._unpark(group)
+        if tree.any_admission_waiters:
+            for group in list(tree.any_admission_waiters.values()):
+                self._wake(group)
         if not (queue.own_waiters or tree.reclaimers):
             return
         fair = self.configuration.fair_sharing is not None
@@ -672,7 +691,7 @@ class QueueManager:
                 head_priority = group.shape[2]
                 assert isinstance(head_priority, int)
                 if fair or priority < head_priority or (newer_equal and priority == head_priority):
-                    self._unpark(group)
+                    self._wake(group)
         if not tree.reclaimers:
             return
         if not (fair or self.tree.is_borrowing(queue.model.name, admitted.assignment.usage)):
@@ -685,4 +704,4 @@ class QueueManager:
             assert isinstance(head_priority, int)
             any_priority = owner.model.preemption.reclaim_within_cohort is ReclaimPolicy.ANY
             if fair or any_priority or priority < head_priority:
-                self._unpark(group)
+                self._wake(group)

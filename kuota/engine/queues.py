@@ -7,10 +7,11 @@ set-aside, wake-ups) and ``scheduler`` reads them to decide. They hold no policy
 How it stays fast. Pending workloads of a ClusterQueue are kept in groups of identical shape (LocalQueue, priority,
 pod sets, and whether preempted at the current instant): within a group only the head (oldest) can be the next
 admission, and if the head cannot be admitted then no member can, so a failed head sets the whole group aside at
-once (``Help`` says what may make it admissible again; ``queue_manager`` says how each kind waits). Heads across a
-tree's queues come from one heap (O(log queues) per step; with fair sharing the scheduler scans them, as shares
-move). Admitted workloads are kept per queue by priority, newest first, so victims are taken in Kueue's order
-lazily, without sorting every candidate. Usage is kept per node of the quota tree and updated in O(depth).
+once, until something could make its head admissible (``WakeConditions`` says what; ``queue_manager`` says how
+each kind waits and wakes). Heads across a tree's queues come from one heap (O(log queues) per step; with fair
+sharing the scheduler scans them, as shares move). Admitted workloads are kept per queue by priority, newest
+first, so victims are taken in Kueue's order lazily, without sorting every candidate. Usage is kept per node of
+the quota tree and updated in O(depth).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ COMPACT_FLOOR = 64
 FitOptions = tuple[tuple[tuple[tuple[FlavorResource, int], ...], ...], ...]
 
 
-class WhyNot:
-    """Why an attempt failed, as parts. Most are replaced by the next attempt before anyone reads them, so
-    the text is joined only when a status asks. (A plain class, built per failed attempt: see ``setup.py``.)"""
+class PendingReason:
+    """Why a pending workload's last attempt failed, as parts (``flavor_assignment.Reason``). Most are replaced
+    by the next attempt before anyone reads them, so the text is joined only when a status asks. (A plain
+    class, built per failed attempt: see ``setup.py``.)"""
 
     def __init__(self, parts: tuple[Reason, ...]) -> None:
         self.parts: Final = parts
@@ -79,7 +81,7 @@ class Record:
         self.state = WorkloadState.PENDING
         self.queue: Queue | None = None
         self.group: Group | None = None
-        self.reason: str | WhyNot | None = None
+        self.reason: str | PendingReason | None = None
         self.inadmissible = False
         self.admitted: AdmittedWorkload | None = None
         self.deadline: float | None = None
@@ -111,9 +113,10 @@ class Record:
         return (*self._shape, instant if self.preempted_at == instant else None)
 
 
-class Help:
-    """Which admissions could make a set-aside head admissible (freed quota always could). (A plain class,
-    built per failed attempt: see ``setup.py``.)"""
+class WakeConditions:
+    """What could make a set-aside head admissible, and so wakes its group: which admissions, and which frees
+    (freed quota always could, but most heads wait for an amount). (A plain class, built per failed attempt:
+    see ``setup.py``.)"""
 
     def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
         self,
@@ -146,32 +149,33 @@ class Group:
     __slots__ = (
         "elder",
         "epoch",
-        "help",
         "inadmissible",
         "members",
-        "naps",
-        "parked",
+        "need_epoch",
         "prepared",
         "queue",
         "reason",
+        "set_aside",
         "shape",
         "version",
+        "wake_conditions",
     )
 
     def __init__(self, queue: Queue, shape: tuple[object, ...]) -> None:
         self.queue = queue
         self.shape = shape
         self.members: list[tuple[SortKey, str]] = []
-        self.parked = False
-        self.reason: str | WhyNot | None = None
+        self.set_aside = False
+        self.reason: str | PendingReason | None = None
         self.inadmissible = False
         # The set-aside group of the same shape it split from, its newcomer sorting before that one's head.
         self.elder: Group | None = None
         self.version = 0
-        self.help = Help(False, False)
-        self.epoch = 0  # bumped whenever it is set aside or woken: older wake-index entries are stale
-        # Also bumped when a sleeping check finds it cannot succeed yet: older cooling/sleeping entries are stale.
-        self.naps = 0
+        self.wake_conditions = WakeConditions(False, False)
+        self.epoch = 0  # bumped whenever it is set aside or woken: older reclaim_waiting entries are stale
+        # Bumped then too, and when a check against the need index finds it cannot succeed yet: older entries in
+        # awaiting_free, by_need and awaiting_own_free are stale.
+        self.need_epoch = 0
         self.prepared: tuple[FitOptions, dict[FlavorResource, int]] | None = None  # see QueueManager.prepare
 
     def head(self, records: dict[str, Record]) -> Record | None:
@@ -193,7 +197,7 @@ class Queue:
         self.inactive = inactive
         self.heap: list[tuple[SortKey, int, int, Group]] = []
         self.groups: dict[tuple[object, ...], Group] = {}
-        self.blocked: str | WhyNot | None = None  # StrictFIFO: the reason its head waits
+        self.blocked: str | PendingReason | None = None  # StrictFIFO: the reason its head waits
         self.admitted: dict[str, AdmittedWorkload] = {}
         self.by_priority = AdmittedByPriority()  # the same workloads, in victim order
         # Set-aside heads waiting for this queue's usage to fall to a limit: (-limit, seq, epoch, group).
@@ -201,17 +205,18 @@ class Queue:
         self.reclaim_compact_at: dict[FlavorResource, int] = {}
         # Set-aside groups that an admission in this queue could give someone to preempt.
         self.own_waiters: dict[int, Group] = {}
-        # Set-aside groups that only quota freed in this queue may help (see Help.own_frees_only).
+        # Set-aside groups that only quota freed in this queue may help (see WakeConditions.own_frees_only).
         self.capped: dict[int, Group] = {}
-        # Sleeping groups that this queue's own usage keeps from fitting, however much the rest of the tree
-        # frees (see QuotaTree.ceiling), as (naps, group): they cool down again only when this queue frees.
-        self.held_by_own_usage: list[tuple[int, Group]] = []
-        self.held_compact_at = COMPACT_FLOOR
+        # Set-aside groups waiting for quota that this queue's own usage keeps from fitting, however much the
+        # rest of the tree frees (see QuotaTree.ceiling), as (need_epoch, group): they go back to awaiting a
+        # free in the tree (Tree.awaiting_free) only when this queue frees.
+        self.awaiting_own_free: list[tuple[int, Group]] = []
+        self.awaiting_own_free_compact_at = COMPACT_FLOOR
         # QueueManager.prepare's answers, per shape (without the preempted-at instant).
         self.prepared: dict[tuple[object, ...], tuple[FitOptions, dict[FlavorResource, int]]] = {}
         # Whether a flavor needing preemption can stop its flavor walk while a later one might fit: then more
         # usage (which can make that flavor not fit at all) may help a set-aside head.
-        self.fragile = (
+        self.preemption_may_stop_walk = (
             assigner is not None
             and not assigner.may_preempt_past_nominal
             and model.flavor_fungibility.when_can_preempt is WhenCanPreempt.MAY_STOP_SEARCH
@@ -239,7 +244,7 @@ class Queue:
     def peek(self, records: dict[str, Record]) -> tuple[Group, Record] | None:
         while self.heap:
             _, version, _, group = self.heap[0]
-            if version == group.version and not group.parked:
+            if version == group.version and not group.set_aside:
                 head = group.head(records)
                 if head is not None and head.sort_key == self.heap[0][0]:
                     return group, head
@@ -263,10 +268,11 @@ class NeedIndex:
             bucket = self.buckets[need] = []
             bisect.insort(self.amounts, need)
         heapq.heappush(bucket, entry)
-        # A group sleeps again after every wake, and only a bucket's top is checked: under a top that stays
-        # valid, outdated entries would pile up for the whole run. Dropping them keeps the live ones' order.
+        # A group is indexed again after every check that fails, and only a bucket's top is checked: under a top
+        # that stays valid, outdated entries would pile up for the whole run. Dropping them keeps the live ones'
+        # order.
         if len(bucket) > self.compact_at.get(need, COMPACT_FLOOR):
-            bucket[:] = [e for e in bucket if e[2] == e[3].naps]
+            bucket[:] = [e for e in bucket if e[2] == e[3].need_epoch]
             heapq.heapify(bucket)
             self.compact_at[need] = max(COMPACT_FLOOR, 2 * len(bucket))
 
@@ -283,29 +289,30 @@ class Tree:
 
     root: QuotaNode
     # Resources some node of the tree has a lendingLimit on: a queue may have more available than the root.
-    lent: frozenset[FlavorResource]
+    lending_limited: frozenset[FlavorResource]
     queues: list[str] = field(default_factory=list)
-    parked: dict[int, Group] = field(default_factory=dict)  # set aside, and heads of blocked StrictFIFO queues
+    set_aside: dict[int, Group] = field(default_factory=dict)  # set aside, and heads of blocked StrictFIFO queues
     any_free: dict[int, Group] = field(default_factory=dict)  # those any freed quota may help
-    # The others wait for quota to be freed (as (naps, group)); after that they sleep in ``sleeping``, under
-    # one resource per flavor they could use, until the scheduling loop finds what they need available.
-    cooling: list[tuple[int, Group]] = field(default_factory=list)
-    sleeping: dict[FlavorResource, NeedIndex] = field(default_factory=dict)
+    # The others wait for quota: first for some to be freed in the tree (as (need_epoch, group)); then they are
+    # indexed ``by_need``, under one resource per flavor they could use, until the scheduling loop finds what
+    # they need available (or they go back to awaiting a free).
+    awaiting_free: list[tuple[int, Group]] = field(default_factory=list)
+    by_need: dict[FlavorResource, NeedIndex] = field(default_factory=dict)
     # Set-aside groups that an admission in another queue could give someone to reclaim from.
     reclaimers: dict[int, Group] = field(default_factory=dict)
-    # Set-aside groups that any admission in the tree could help (see Help.any_admission).
-    fragile: dict[int, Group] = field(default_factory=dict)
+    # Set-aside groups that any admission in the tree could help (see WakeConditions.any_admission).
+    any_admission_waiters: dict[int, Group] = field(default_factory=dict)
     # Every queue with a head to offer has an entry here keyed at most by its head: the best-ordered head of
     # the tree is found in O(log queues); stale entries are fixed when they reach the top.
     heads: list[tuple[SortKey, int, Queue]] = field(default_factory=list)
 
 
-def lent_under(top: QuotaNode) -> frozenset[FlavorResource]:
+def lending_limited_under(top: QuotaNode) -> frozenset[FlavorResource]:
     """The (flavor, resource) pairs some node under ``top`` has a lendingLimit on."""
-    lent: set[FlavorResource] = set()
+    limited: set[FlavorResource] = set()
     nodes = [top]
     while nodes:
         node = nodes.pop()
-        lent.update(fr for fr, quota in node.quotas.items() if quota.lending_limit is not None)
+        limited.update(fr for fr, quota in node.quotas.items() if quota.lending_limit is not None)
         nodes.extend(node.children)
-    return frozenset(lent)
+    return frozenset(limited)

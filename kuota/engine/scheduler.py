@@ -2,28 +2,27 @@
 evicted, at each instant the shell asks about.
 
 Kueue's ``pkg/scheduler`` for this engine: it takes the heads ``queue_manager`` offers, assigns flavors
-(``flavor_assignment``), picks victims (``preemption``, ``fair_share``), records every admission and eviction
+(``flavor_assignment``), picks victims (``preemption``, ``fair_sharing``), records every admission and eviction
 in the state at once (a victim's quota is free for its preemptor) and hands a head that fails back to the
-queue manager with what could help it. It also keeps the time-driven decisions: maximum execution time
-deadlines and PodsReady backoffs. The rules are in docs/architecture.md (scheduler rules).
+queue manager to set aside, with its wake conditions (what could make it admissible). It also keeps the
+time-driven decisions: maximum execution time deadlines and PodsReady backoffs. The rules are in
+docs/architecture.md (scheduler rules).
 
 The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
 head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
 prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
-does, a queue's candidate being its first workload in order not tried since the last admission. Victims of
-a preemption free their quota at once and are requeued at once. Each cohort tree is scheduled independently
-and only when something in it changed.
+does (``fair_sharing``), a queue's candidate being its first workload in order not tried since the last
+admission. Victims of a preemption free their quota at once and are requeued at once. Each cohort tree is
+scheduled independently and only when something in it changed.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from kuota.engine.decisions import Admission, Decision, Eviction, EvictionReason, WorkloadState
-from kuota.engine.fair_share import path_shares, weighted_share
+from kuota.engine.fair_sharing import TournamentStep, fair_sharing_victims, path_shares, tournament_winner
 from kuota.engine.flavor_assignment import Assignment, Mode, Possibility, PreemptionProbe, reduce_counts
 from kuota.engine.model import (
     BorrowWithinCohortPolicy,
@@ -35,15 +34,13 @@ from kuota.engine.preemption import (
     AdmittedWorkload,
     PreemptionReason,
     Target,
-    classic_candidates,
     classic_candidates_in_order,
-    fair_sharing_victims,
     fewest_victims,
     nested_classic_victims,
 )
 from kuota.engine.queue_manager import QueueManager, may_preempt
-from kuota.engine.queues import Group, Help, Queue, Record, SortKey, Tree, WhyNot
-from kuota.engine.quota_tree import FlavorResource, QuotaNode
+from kuota.engine.queues import Group, PendingReason, Queue, Record, SortKey, Tree, WakeConditions
+from kuota.engine.quota_tree import FlavorResource
 
 
 class Scheduler:
@@ -102,43 +99,53 @@ class Scheduler:
         tree = self.manager.trees[root]
         fair = self.manager.configuration.fair_sharing is not None
         queues = [self.manager.queues[name] for name in tree.queues] if fair else []
-        step = _FairStep()
-        # The best sleeper, as of its group's nap: a failed attempt changes no usage, so it stays the best
-        # while its group sleeps on; an admission or a wake asks again.
-        sleeper: tuple[SortKey, Group] | None = None
-        sleeper_naps: int | None = None
+        step = TournamentStep()
+
+        def shares_of(queue: Queue, record: Record) -> list[int]:
+            return self._shares(queue, record, now)
+
+        # The best group in the need index, as of its need epoch: a failed attempt changes no usage, so it stays
+        # the best while its group waits on; an admission or a wake asks again.
+        best_waiting: tuple[SortKey, Group] | None = None
+        best_waiting_epoch: int | None = None
         while True:
-            if fair:  # shares, not age, order the heads: every sleeper that may fit now competes
-                while tree.sleeping and (woken := self.manager.best_sleeper(tree)) is not None:
-                    self.manager.wake_sleeper(tree, woken[1])
+            if fair:  # shares, not age, order the heads: every group in the need index that may fit now competes
+                while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
+                    self.manager.wake_if_needs_available(tree, woken[1])
             best: tuple[tuple[int, SortKey], Queue, Group, Record] | None = None
             if fair:
-                best = self._fair_best(tree, queues, now, step)
+                winner = tournament_winner(
+                    tree, queues, records=self.manager.records, quota=self.manager.tree, step=step, shares_of=shares_of
+                )
+                if winner is not None:
+                    best = ((winner.shares[-1], winner.head.sort_key), winner.queue, winner.group, winner.head)
             else:
                 found = self._best_head(tree)
                 if found is not None:
                     best = ((0, found[2].sort_key), *found)
-            if tree.sleeping and not fair:
-                if sleeper_naps is None or (sleeper is not None and sleeper[1].naps != sleeper_naps):
-                    sleeper = self.manager.best_sleeper(tree)
-                    sleeper_naps = -1 if sleeper is None else sleeper[1].naps
-                if sleeper is not None and (best is None or sleeper[0] < best[0][1]):
-                    self.manager.wake_sleeper(tree, sleeper[1])
-                    sleeper_naps = None
+            if tree.by_need and not fair:
+                if best_waiting_epoch is None or (
+                    best_waiting is not None and best_waiting[1].need_epoch != best_waiting_epoch
+                ):
+                    best_waiting = self.manager.best_by_need(tree)
+                    best_waiting_epoch = -1 if best_waiting is None else best_waiting[1].need_epoch
+                if best_waiting is not None and (best is None or best_waiting[0] < best[0][1]):
+                    self.manager.wake_if_needs_available(tree, best_waiting[1])
+                    best_waiting_epoch = None
                     continue
             if best is None:
                 return True
             if budget[0] == 0:
                 return False
             _, queue, group, head = best
-            help_from = self._attempt(queue, head, now, decisions)
-            if help_from is None:
-                sleeper_naps = None
+            wake_conditions = self._attempt(queue, head, now, decisions)
+            if wake_conditions is None:
+                best_waiting_epoch = None
                 budget[0] -= 1
                 if fair:
-                    step = _FairStep()
+                    step = TournamentStep()
                 continue
-            self.manager.set_aside(tree, queue, group, head, help_from)
+            self.manager.set_aside(tree, queue, group, head, wake_conditions)
             if fair:
                 step.passed.add(head.workload.key)
                 step.ordered.clear()  # set aside, the group may have taken in a younger one's members
@@ -158,68 +165,6 @@ class Scheduler:
             heapq.heappop(heads)
         return None
 
-    def _fair_best(
-        self, tree: Tree, queues: list[Queue], now: float, step: _FairStep
-    ) -> tuple[tuple[int, SortKey], Queue, Group, Record] | None:
-        """The head Kueue's fair-sharing tournament picks: every queue's first workload in order enters with its
-        shares along its path; each cohort keeps the child (with the head it nominates) of lowest share, then
-        best order. A queue's first may be in a group set aside in this step: it would fail again, so when it
-        wins it is passed over and its queue enters with its next one, as when each is tried in turn."""
-        parked: dict[str, list[Group]] = {}
-        for group in tree.parked.values():
-            if group.parked:
-                parked.setdefault(group.queue.model.name, []).append(group)
-        nodes = self.manager.tree.cluster_queues
-        entries: dict[QuotaNode, _FairEntry] = {}
-        for queue in queues:
-            if queue.blocked is not None or queue.assigner is None or queue.stopped:
-                continue
-            entry = self._fair_entry(queue, parked.get(queue.model.name, []), now, step)
-            if entry is not None:
-                entries[nodes[queue.model.name]] = entry
-        nominees: dict[QuotaNode, _FairEntry] = {}
-        while (best := _tournament(tree.root, entries, nominees)) is not None and best.set_aside:
-            name = best.queue.model.name
-            node = nodes[name]
-            # Its group's next members win in turn until one sorts after what could beat it, or after its
-            # queue's next workload of another shape: they are passed over at once.
-            rivals = _tied_rivals(best, node, nominees)
-            peeked = best.queue.peek(self.manager.records)
-            if peeked is not None:
-                rivals.append(peeked[1].sort_key)
-            for group in parked.get(name, []):
-                if group is not best.group and (member := step.first(group, self.manager.records)) is not None:
-                    rivals.append(member.sort_key)
-            step.pass_over(best.group, self.manager.records, min(rivals, default=None))
-            entry = self._fair_entry(best.queue, parked.get(name, []), now, step)
-            if entry is None:
-                del entries[node]
-            else:
-                entries[node] = entry
-        if best is None:
-            return None
-        return (best.shares[-1], best.head.sort_key), best.queue, best.group, best.head
-
-    def _fair_entry(self, queue: Queue, parked: list[Group], now: float, step: _FairStep) -> _FairEntry | None:
-        """``queue``'s first workload in order not passed over in ``step``, with its shares along its path."""
-        records = self.manager.records
-        peeked = queue.peek(records)
-        waiting: tuple[Group, Record] | None = None
-        for group in parked:
-            member = step.first(group, records)
-            if member is not None and (waiting is None or member.sort_key < waiting[1].sort_key):
-                waiting = (group, member)
-        if waiting is not None and (peeked is None or waiting[1].sort_key < peeked[1].sort_key):
-            group, member = waiting
-            shares = step.shares.get(id(group))
-            if shares is None:  # one shape, one share: computed once a step
-                shares = step.shares[id(group)] = self._shares(queue, member, now)
-            return _FairEntry(shares, queue, group, member, True)
-        if peeked is None:
-            return None
-        group, head = peeked
-        return _FairEntry(self._shares(queue, head, now), queue, group, head, False)
-
     def _shares(self, queue: Queue, record: Record, now: float) -> list[int]:
         """The shares along its path of ``queue`` (and its cohorts) with ``record`` admitted in full."""
         assert queue.assigner is not None
@@ -227,7 +172,7 @@ class Scheduler:
         assignment = queue.assigner.assign(pod_sets, tuple(p.count for p in pod_sets), self._probe(queue, record, now))
         return path_shares(self.manager.tree, self.manager.tree.cluster_queues[queue.model.name], assignment.usage)
 
-    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> Help | None:
+    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> WakeConditions | None:
         """Admit ``record`` if it can be now (None); otherwise say what could change that."""
         assert queue.assigner is not None
         workload = record.workload
@@ -240,9 +185,9 @@ class Scheduler:
         just_preempted = record.preempted_at == now
         victims_possible = False
         # Preemption leaves the tree as it found it, so this holds after a failed search too.
-        help_from = self._help_for(queue.model, assignment)
+        conditions = self._preemption_wake_conditions(queue.model, assignment)
         if assignment.mode is Mode.PREEMPT and not just_preempted:
-            victims_possible = self._has_candidates(queue, record, help_from)
+            victims_possible = self._has_candidates(queue, record, conditions)
             if victims_possible:
                 victims = self._victims(queue, record, assignment)
         victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
@@ -258,10 +203,10 @@ class Scheduler:
         if just_preempted and (assignment.mode is Mode.PREEMPT or may_preempt_smaller):
             reasons.append("it was itself preempted at this instant, so it may preempt others only later")
             if record.group is not None:
-                self.manager.guarded.append(record.group)
+                self.manager.wake_next_instant.append(record.group)
         if assignment.mode is Mode.PREEMPT and may_preempt(queue.model, fair):
             reasons.append("preempting what the ClusterQueue's preemption policy allows would not free enough")
-        record.reason = WhyNot(tuple(reasons))
+        record.reason = PendingReason(tuple(reasons))
         record.inadmissible = assignment.never_fits
         # Freed quota can only help once what it needs is available, unless preemption or a partial admission
         # could use a smaller amount (then any free may help).
@@ -272,30 +217,32 @@ class Scheduler:
             and assignment.short_needs
         )
         if simple:
-            help_from = Help(
-                help_from.own_queue, help_from.other_queues, assignment.short_needs, help_from.reclaim_limits
+            conditions = WakeConditions(
+                conditions.own_queue, conditions.other_queues, assignment.short_needs, conditions.reclaim_limits
             )
-        elif help_from.needs is None and not fair and self._capped(queue, record):
-            help_from = Help(help_from.own_queue, help_from.other_queues, None, help_from.reclaim_limits, False, True)
+        elif conditions.needs is None and not fair and self._capped(queue, record):
+            conditions = WakeConditions(
+                conditions.own_queue, conditions.other_queues, None, conditions.reclaim_limits, False, True
+            )
         if may_preempt_smaller:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
-            help_from = Help(True, True, None, {}, True)
+            conditions = WakeConditions(True, True, None, {}, True)
         if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
             # the room left for the later ones.
-            help_from = Help(True, True, None, {}, True)
-        elif assignment.mode is Mode.PREEMPT and queue.fragile:
-            help_from = Help(
-                help_from.own_queue,
-                help_from.other_queues,
-                help_from.needs,
-                help_from.reclaim_limits,
+            conditions = WakeConditions(True, True, None, {}, True)
+        elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
+            conditions = WakeConditions(
+                conditions.own_queue,
+                conditions.other_queues,
+                conditions.needs,
+                conditions.reclaim_limits,
                 True,
-                help_from.own_frees_only,
+                conditions.own_frees_only,
             )
-        return help_from
+        return conditions
 
     def _nested(self, queue: Queue) -> bool:
         """Whether ``queue``'s cohort tree nests cohorts."""
@@ -314,7 +261,7 @@ class Scheduler:
             trial = Assignment((), Mode.PREEMPT, False, {fr: need}, short=frozenset((fr,)))
             victims = (
                 self._victims(queue, record, trial)
-                if self._has_candidates(queue, record, self._help_for(queue.model, trial))
+                if self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, trial))
                 else []
             )
             if not victims:
@@ -362,12 +309,12 @@ class Scheduler:
 
         return any(all(any(short(fr, need) for fr, need in flavor) for flavor in flavors) for flavors in options)
 
-    def _help_for(self, cq: ClusterQueue, assignment: Assignment) -> Help:
+    def _preemption_wake_conditions(self, cq: ClusterQueue, assignment: Assignment) -> WakeConditions:
         """Which admissions could give a workload that needs preemption something to preempt."""
         if assignment.mode is not Mode.PREEMPT:
-            return Help(False, False)
+            return WakeConditions(False, False)
         if self.manager.configuration.fair_sharing is not None:
-            return Help(True, True)
+            return WakeConditions(True, True)
         preemption = cq.preemption
         node = self.manager.tree.cluster_queues[cq.name]
         usage = node.usage
@@ -391,18 +338,18 @@ class Scheduler:
                 if 0 <= limit < node.usage.get(fr, 0):
                     limits[fr] = limit
         own = preemption.within_cluster_queue is not WithinClusterQueuePolicy.NEVER
-        return Help(own, reclaims, None, limits)
+        return WakeConditions(own, reclaims, None, limits)
 
-    def _has_candidates(self, queue: Queue, record: Record, help_from: Help) -> bool:
+    def _has_candidates(self, queue: Queue, record: Record, conditions: WakeConditions) -> bool:
         """Cheap test: could any admitted workload be a candidate at all (spares scanning them when not)?"""
-        if help_from.other_queues:
+        if conditions.other_queues:
             return True
         lowest = queue.by_priority.lowest()
         within = queue.model.preemption.within_cluster_queue
         newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
         priority = record.workload.priority
         return (
-            help_from.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
+            conditions.own_queue and lowest is not None and (lowest < priority or (newer_equal and lowest == priority))
         )
 
     def _victims(self, queue: Queue, record: Record, assignment: Assignment) -> list[Target]:
@@ -427,23 +374,14 @@ class Scheduler:
                 cohort_queues=cohort_queues,
             )
             return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
-        candidates = classic_candidates(
+        return fair_sharing_victims(
             record.workload,
             cq,
             assignment,
             tree=self.manager.tree,
             admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
             cohort_queues=cohort_queues,
-            fair_sharing=True,
-        )
-        if not candidates:
-            return []
-
-        def share(name: str, request: Mapping[FlavorResource, int] | None) -> int:
-            return weighted_share(self.manager.tree, self.manager.tree.cluster_queues[name], request)
-
-        return fair_sharing_victims(
-            cq, assignment, candidates, tree=self.manager.tree, share=share, strategies=fair.preemption_strategies
+            strategies=fair.preemption_strategies,
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
@@ -465,7 +403,7 @@ class Scheduler:
             if (
                 attempt.mode is Mode.PREEMPT
                 and free_to_preempt
-                and self._has_candidates(queue, record, self._help_for(queue.model, attempt))
+                and self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, attempt))
             ):
                 victims = self._victims(queue, record, attempt)
                 if victims:
@@ -595,97 +533,3 @@ class Scheduler:
     def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
         record = self.manager.records.get(entry[2])
         return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
-
-
-@dataclass(slots=True)
-class _FairEntry:
-    """A queue's head in the fair-sharing tournament, with its shares along ``upward`` of its ClusterQueue;
-    ``set_aside``: a member of a group set aside in this step, which would fail again."""
-
-    shares: list[int]
-    queue: Queue
-    group: Group
-    head: Record
-    set_aside: bool
-
-
-class _FairStep:
-    """What a fair-sharing step (the attempts up to an admission, which changes every share) has passed over."""
-
-    __slots__ = ("ordered", "passed", "shares")
-
-    def __init__(self) -> None:
-        self.passed: set[str] = set()  # workloads tried, or passed over, in this step
-        self.shares: dict[int, list[int]] = {}  # per set-aside group: its members' shares
-        self.ordered: dict[int, list[tuple[SortKey, str]]] = {}  # per set-aside group: members, last first
-
-    def pass_over(self, group: Group, records: dict[str, Record], bound: SortKey | None) -> None:
-        """Pass over ``group``'s first member not passed yet, and those after it that sort before ``bound``."""
-        member = self.first(group, records)
-        while member is not None:
-            self.passed.add(member.workload.key)
-            member = self.first(group, records)
-            if member is not None and bound is not None and not member.sort_key < bound:
-                return
-
-    def first(self, group: Group, records: dict[str, Record]) -> Record | None:
-        """``group``'s first pending member in order not passed over yet."""
-        head = group.head(records)
-        if head is None or head.workload.key not in self.passed:
-            return head
-        ordered = self.ordered.get(id(group))
-        if ordered is None:
-            ordered = self.ordered[id(group)] = sorted(group.members, reverse=True)
-        while ordered:
-            key = ordered[-1][1]
-            record = records.get(key)
-            if (
-                record is not None
-                and record.group is group
-                and record.state is WorkloadState.PENDING
-                and key not in self.passed
-            ):
-                return record
-            ordered.pop()
-        return None
-
-
-def _tournament(
-    node: QuotaNode, entries: Mapping[QuotaNode, _FairEntry], nominees: dict[QuotaNode, _FairEntry]
-) -> _FairEntry | None:
-    """The entry ``node`` nominates (also kept in ``nominees``): its own head for a ClusterQueue; for a cohort,
-    the nominee of the child with the lowest share (the child's, head counted in), ties to the best-ordered
-    head, as in Kueue."""
-    if node.is_cluster_queue:
-        best = entries.get(node)
-    else:
-        best = None
-        best_rank: tuple[int, SortKey] | None = None
-        for child in node.children:
-            found = _tournament(child, entries, nominees)
-            if found is None:
-                continue
-            # The child's place in the head's path: the cohort's own path is its tail.
-            rank = (found.shares[len(found.shares) - len(node.upward) - 1], found.head.sort_key)
-            if best_rank is None or rank < best_rank:
-                best, best_rank = found, rank
-    if best is None:
-        nominees.pop(node, None)
-    else:
-        nominees[node] = best
-    return best
-
-
-def _tied_rivals(winner: _FairEntry, node: QuotaNode, nominees: Mapping[QuotaNode, _FairEntry]) -> list[SortKey]:
-    """The sort keys of the nominees ``winner`` (from the ClusterQueue ``node``) beat only by being older, tying
-    with it in share where they meet: a workload of its shape sorting after one of them loses to it there."""
-    keys: list[SortKey] = []
-    upward = node.upward
-    for level in range(1, len(upward)):
-        cohort, path = upward[level], upward[level - 1]
-        share = winner.shares[level - 1]
-        for child in cohort.children:
-            rival = nominees.get(child) if child is not path else None
-            if rival is not None and rival.shares[len(rival.shares) - len(cohort.upward) - 1] == share:
-                keys.append(rival.head.sort_key)
-    return keys

@@ -46,17 +46,17 @@ def _module(folder: Path, name: str, source_mtime: float, compiled_mtime: float)
 
 
 def test_a_source_newer_than_its_compiled_module_is_stale(tmp_path: Path) -> None:
-    _module(tmp_path / "kuota" / "engine", "engine", source_mtime=2000, compiled_mtime=1000)
+    _module(tmp_path / "kuota" / "engine", "quota_engine", source_mtime=2000, compiled_mtime=1000)
     _module(tmp_path / "kuota" / "engine", "model", source_mtime=1000, compiled_mtime=2000)
     _module(tmp_path / "kuota" / "simulator", "replay", source_mtime=3000, compiled_mtime=1000)
     (tmp_path / "kuota" / "engine" / "decoding.py").write_text("")  # never compiled: not stale
 
-    assert stale_compiled_modules(tmp_path) == ["kuota/engine/engine.py", "kuota/simulator/replay.py"]
+    assert stale_compiled_modules(tmp_path) == ["kuota/engine/quota_engine.py", "kuota/simulator/replay.py"]
 
 
 def test_a_pure_python_checkout_has_nothing_stale(tmp_path: Path) -> None:
     (tmp_path / "kuota" / "engine").mkdir(parents=True)
-    (tmp_path / "kuota" / "engine" / "engine.py").write_text("")
+    (tmp_path / "kuota" / "engine" / "quota_engine.py").write_text("")
     assert stale_compiled_modules(tmp_path) == []
 
 

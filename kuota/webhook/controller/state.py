@@ -19,8 +19,8 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.engine import QuotaEngine
 from kuota.engine.model import Configuration, Workload
+from kuota.engine.quota_engine import QuotaEngine
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 
 _SHARED_STRING_LENGTH = 256

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kuota.engine import quantities
-from kuota.engine.engine import Admission, Eviction, EvictionReason
 from kuota.engine.errors import FieldError, InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
+from kuota.engine.quota_engine import Admission, Eviction, EvictionReason
 
 Condition = dict[str, Any]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kuota.engine.decoding import parse_workload
-from kuota.engine.engine import WorkloadState
 from kuota.engine.errors import EngineError, InvalidObjectError
+from kuota.engine.quota_engine import WorkloadState
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.event_recorder import EventRecorder

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from kuota.engine.decoding import parse_object
-from kuota.engine.engine import Admission, Decision, Eviction, QuotaEngine
 from kuota.engine.model import Configuration, PodSet, Toleration, Workload
 from kuota.engine.quantities import parse_quantity
+from kuota.engine.quota_engine import Admission, Decision, Eviction, QuotaEngine
 
 API = "kueue.x-k8s.io/v1beta2"
 

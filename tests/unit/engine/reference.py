@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kuota.engine.engine import Admission, Decision, Eviction, EvictionReason
-from kuota.engine.fair_share import path_shares, weighted_share
+from kuota.engine.fair_sharing import fair_sharing_victims, path_shares
 from kuota.engine.flavor_assignment import (
     Assignment,
     FlavorAssigner,
@@ -26,10 +25,10 @@ from kuota.engine.preemption import (
     AdmittedWorkload,
     Target,
     classic_candidates,
-    fair_sharing_victims,
     minimal_victims,
     nested_classic_victims,
 )
+from kuota.engine.quota_engine import Admission, Decision, Eviction, EvictionReason
 from kuota.engine.quota_tree import FlavorResource, QuotaTree
 
 
@@ -228,27 +227,22 @@ class ReferenceScheduler:
             return nested_classic_victims(
                 workload, self.cluster_queues[name], assignment, tree=tree, admitted=admitted_by_queue
             )
+        if fair is not None:
+            return fair_sharing_victims(
+                workload,
+                self.cluster_queues[name],
+                assignment,
+                tree=tree,
+                admitted=admitted_by_queue,
+                cohort_queues=queues,
+                strategies=fair.preemption_strategies,
+            )
         candidates = classic_candidates(
-            workload,
-            self.cluster_queues[name],
-            assignment,
-            tree=tree,
-            admitted=admitted_by_queue,
-            cohort_queues=queues,
-            fair_sharing=fair is not None,
+            workload, self.cluster_queues[name], assignment, tree=tree, admitted=admitted_by_queue, cohort_queues=queues
         )
         if not candidates:
             return []
-        if fair is None:
-            return minimal_victims(name, assignment.usage, assignment.short, candidates, tree)
-        return fair_sharing_victims(
-            self.cluster_queues[name],
-            assignment,
-            candidates,
-            tree=tree,
-            share=lambda q, r: weighted_share(tree, tree.cluster_queues[q], r),
-            strategies=fair.preemption_strategies,
-        )
+        return minimal_victims(name, assignment.usage, assignment.short, candidates, tree)
 
     def _partial(
         self,

@@ -1,8 +1,8 @@
 """Admission rules, each on a small hand-checked scenario."""
 
 from kuota.engine.decoding import parse_object
-from kuota.engine.engine import Admission, EvictionReason, WorkloadState
 from kuota.engine.model import Configuration, PodSet, Toleration, WaitForPodsReady
+from kuota.engine.quota_engine import Admission, EvictionReason, WorkloadState
 
 from .builders import admitted, cluster_queue, engine_with, evicted, flavor, gpu_queue, local_queue, quota, workload
 

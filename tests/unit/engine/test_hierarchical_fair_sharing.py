@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine.engine import QuotaEngine
 from kuota.engine.model import Configuration, FairSharing
+from kuota.engine.quota_engine import QuotaEngine
 
 from .builders import API, admitted, engine_with, gpu_queue, workload
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine.engine import Admission, Eviction, QuotaEngine
 from kuota.engine.preemption import PreemptionReason
+from kuota.engine.quota_engine import Admission, Eviction, QuotaEngine
 
 from .builders import API, admitted, engine_with, evicted, gpu_queue, workload
 

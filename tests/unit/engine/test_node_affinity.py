@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kuota.engine.decoding import parse_workload
-from kuota.engine.engine import Admission, QuotaEngine
 from kuota.engine.errors import InvalidObjectError
 from kuota.engine.model import PodSet, Requirement
+from kuota.engine.quota_engine import Admission, QuotaEngine
 
 from .builders import cluster_queue, engine_with, flavor, quota, workload
 

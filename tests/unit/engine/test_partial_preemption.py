@@ -3,7 +3,7 @@ victims the policy allows are gone, when the full count can be admitted neither 
 
 from __future__ import annotations
 
-from kuota.engine.engine import Admission, Eviction
+from kuota.engine.quota_engine import Admission, Eviction
 
 from .builders import admitted, engine_with, evicted, gpu_queue, workload
 

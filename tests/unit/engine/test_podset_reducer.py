@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kuota.engine.engine import Admission, Decision
 from kuota.engine.flavor_assignment import reduce_counts
 from kuota.engine.model import PodSet
+from kuota.engine.quota_engine import Admission, Decision
 
 from .builders import cluster_queue, engine_with, flavor, quota, workload
 

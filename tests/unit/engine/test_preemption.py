@@ -1,8 +1,8 @@
 """Classic and fair-sharing preemption, each on a small hand-checked scenario."""
 
-from kuota.engine.engine import Admission, Eviction, QuotaEngine
 from kuota.engine.model import Configuration, FairSharing, FairSharingStrategy
 from kuota.engine.preemption import PreemptionReason
+from kuota.engine.quota_engine import Admission, Eviction, QuotaEngine
 
 from .builders import admitted, cluster_queue, engine_with, evicted, gpu_queue, quota, workload
 

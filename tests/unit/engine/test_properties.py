@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuota.engine.decoding import parse_object
-from kuota.engine.engine import Admission, Decision, Eviction, QuotaEngine
 from kuota.engine.model import (
     ClusterQueue,
     Cohort,
@@ -33,6 +32,7 @@ from kuota.engine.model import (
     WithinClusterQueuePolicy,
     Workload,
 )
+from kuota.engine.quota_engine import Admission, Decision, Eviction, QuotaEngine
 from kuota.engine.quota_tree import QuotaTree
 
 from .builders import API, cluster_queue, flavor, local_queue, quota

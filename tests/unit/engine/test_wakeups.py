@@ -1,7 +1,7 @@
 """When a set-aside head is tried again: never later than the one-at-a-time rules would admit it."""
 
-from kuota.engine.engine import WorkloadState
 from kuota.engine.model import ClusterQueue, Cohort, FlavorQuotas, ResourceGroup, ResourceQuota
+from kuota.engine.quota_engine import WorkloadState
 from kuota.engine.quota_tree import QuotaTree
 
 from .builders import admitted, cluster_queue, engine_with, evicted, gpu_queue, quota, workload

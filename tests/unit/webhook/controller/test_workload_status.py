@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine.engine import Admission, Eviction, EvictionReason
 from kuota.engine.errors import InvalidObjectError
 from kuota.engine.flavor_assignment import PodSetAssignment
 from kuota.engine.preemption import PreemptionReason
+from kuota.engine.quota_engine import Admission, Eviction, EvictionReason
 from kuota.webhook.controller.workload_status import (
     admission_patch,
     admitted_pod_sets,

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuota.engine.decoding import parse_object
-from kuota.engine.engine import Admission, QuotaEngine
+from kuota.engine.quota_engine import Admission, QuotaEngine
 from kuota.webhook.visibility.errors import BadQueryError
 from kuota.webhook.visibility.pending import (
     DEFAULT_LIMIT,

@@ -27,7 +27,7 @@ from kuota.engine.decisions import (
     WorkloadStatus,
 )
 from kuota.engine.errors import UnknownObjectError
-from kuota.engine.fair_share import weighted_share
+from kuota.engine.fair_sharing import weighted_share
 from kuota.engine.flavor_assignment import Assignment, Mode, PodSetAssignment
 from kuota.engine.model import (
     ApiObject,
