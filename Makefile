@@ -19,6 +19,7 @@ system-packages:
 
 install:
 	@$(PHASE) "Python environment ($(VENV))" bash -c '[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV); \
+		find kuota -name "*.so" -delete; \
 		$(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ".[test]"'
 
 control-plane:

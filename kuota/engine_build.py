@@ -42,23 +42,25 @@ def prefer_pure_python() -> None:
 
 def engine_build() -> str:
     """``compiled (mypyc)`` or ``pure Python``: how ``kuota.engine.quota_engine`` was loaded."""
-    from kuota.engine import quota_engine
+    from kuota.engine import QuotaEngine
 
-    return "compiled (mypyc)" if _compiled(quota_engine) else "pure Python"
+    return "compiled (mypyc)" if _compiled(sys.modules[QuotaEngine.__module__]) else "pure Python"
 
 
 def stale_compiled_modules(checkout: Path = _CHECKOUT) -> list[str]:
-    """Sources edited after their compiled module was built, as paths relative to ``checkout``."""
+    """Compiled modules that would run other code than their source, as paths relative to ``checkout``: the
+    source edited after the build, or gone (a module moved or renamed; ``pip install -e .`` leaves its old
+    compiled copy behind, and that copy still wins the import of the old name)."""
     root = checkout / "kuota"
-    # Each plane is a symlink in kuota/: search each one from its own root (rglob does not follow links).
-    folders = [root, *(path for path in root.iterdir() if path.is_dir())] if root.is_dir() else []
     stale = []
-    for folder in folders:
-        pattern = "*" if folder == root else "**/*"
-        for extension in (path for path in folder.glob(pattern) if path.name.endswith(_EXTENSIONS)):
-            source = extension.with_name(extension.name.split(".")[0] + ".py")
-            if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
-                stale.append(str(source.relative_to(checkout)))
+    for extension in (path for path in root.rglob("*") if path.name.endswith(_EXTENSIONS)):
+        if extension.parent == root and extension.name.startswith("engine__mypyc"):
+            continue  # mypyc's runtime library of the group, not a module of ours
+        source = extension.with_name(extension.name.split(".")[0] + ".py")
+        if not source.exists():
+            stale.append(str(extension.relative_to(checkout)))
+        elif source.stat().st_mtime > extension.stat().st_mtime:
+            stale.append(str(source.relative_to(checkout)))
     return sorted(set(stale))
 
 

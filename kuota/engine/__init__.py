@@ -59,6 +59,10 @@ Differences from Kueue, on purpose: many admissions per call from one snapshot (
 ClusterQueue per cycle); heads across queues are ordered by priority then age (with fair sharing, by share
 first) instead of "not borrowing first". Fair sharing follows Kueue's tournament over cohort levels
 (``fair_sharing``); partial admission may preempt, as Kueue's reducer does (``scheduler``).
+
+The other planes import the engine through this package only (``from kuota.engine import QuotaEngine``): its
+modules are the engine's own business, free to move and split, and an import-linter ``protected`` contract keeps
+them so. What a shell needs is exported here.
 """
 
 from kuota.engine.decoding import (
@@ -68,6 +72,7 @@ from kuota.engine.decoding import (
     parse_local_queue,
     parse_namespace,
     parse_object,
+    parse_required_node_affinity,
     parse_resource_flavor,
     parse_workload,
     parse_workload_priority_class,
@@ -80,10 +85,44 @@ from kuota.engine.decoding import (
     validate_workload,
     validate_workload_priority_class,
 )
-from kuota.engine.errors import EngineError, FieldError, InvalidObjectError, QuantityError, UnknownObjectError
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.preemption import PreemptionReason
-from kuota.engine.quantities import format_quantity, parse_quantity
+from kuota.engine.errors import (
+    EngineError,
+    FieldError,
+    InvalidObjectError,
+    QuantityError,
+    UnknownObjectError,
+)
+from kuota.engine.fair_sharing import (
+    INFINITE_SHARE,
+    weighted_share,
+)
+from kuota.engine.flavor_assignment import (
+    PodSetAssignment,
+)
+from kuota.engine.model import (
+    ApiObject,
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    LabelSelector,
+    LocalQueue,
+    Namespace,
+    PodSet,
+    Requirement,
+    StopPolicy,
+    TaintEffect,
+    Toleration,
+    Workload,
+    WorkloadPriorityClass,
+)
+from kuota.engine.preemption import (
+    PreemptionReason,
+)
+from kuota.engine.quantities import (
+    format_quantity,
+    parse_amount,
+    parse_quantity,
+)
 from kuota.engine.quota_engine import (
     Admission,
     ClusterQueueStatus,
@@ -97,23 +136,39 @@ from kuota.engine.quota_engine import (
 )
 
 __all__ = [
+    "INFINITE_SHARE",
     "Admission",
+    "ApiObject",
+    "ClusterQueue",
     "ClusterQueueStatus",
+    "Cohort",
+    "Configuration",
     "Decision",
     "EngineError",
     "Eviction",
     "EvictionReason",
     "FieldError",
     "InvalidObjectError",
+    "LabelSelector",
+    "LocalQueue",
+    "Namespace",
+    "PodSet",
     "PodSetAssignment",
     "PreemptionReason",
     "QuantityError",
     "QuotaEngine",
+    "Requirement",
     "ResourceUsage",
+    "StopPolicy",
+    "TaintEffect",
+    "Toleration",
     "UnknownObjectError",
+    "Workload",
+    "WorkloadPriorityClass",
     "WorkloadState",
     "WorkloadStatus",
     "format_quantity",
+    "parse_amount",
     "parse_cluster_queue",
     "parse_cohort",
     "parse_configuration",
@@ -121,6 +176,7 @@ __all__ = [
     "parse_namespace",
     "parse_object",
     "parse_quantity",
+    "parse_required_node_affinity",
     "parse_resource_flavor",
     "parse_workload",
     "parse_workload_priority_class",
@@ -132,4 +188,5 @@ __all__ = [
     "validate_resource_flavor",
     "validate_workload",
     "validate_workload_priority_class",
+    "weighted_share",
 ]

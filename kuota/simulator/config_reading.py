@@ -10,9 +10,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kuota.engine.decoding import parse_object
-from kuota.engine.errors import InvalidObjectError
-from kuota.engine.model import ApiObject, ClusterQueue, Cohort, Configuration, LocalQueue, WorkloadPriorityClass
+from kuota.engine import (
+    ApiObject,
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    InvalidObjectError,
+    LocalQueue,
+    WorkloadPriorityClass,
+    parse_object,
+)
 from kuota.simulator.errors import ConfigFileError
 from kuota.simulator.limits import MAX_CONFIG_BYTES
 from kuota.simulator.quoting import listed, one_line, quoted

@@ -18,9 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.decisions import EvictionReason
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.model import ApiObject, Workload
+from kuota.engine import ApiObject, EvictionReason, PodSetAssignment, Workload
 from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, DEFAULT_HORIZON_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.replay import ReplayResult, WorkloadHistory
 from kuota.simulator.runtimes import (

@@ -29,10 +29,20 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.errors import EngineError
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.model import ApiObject, ClusterQueue, Cohort, Configuration, LocalQueue, Namespace, Workload
-from kuota.engine.quota_engine import Admission, Eviction, QuotaEngine
+from kuota.engine import (
+    Admission,
+    ApiObject,
+    ClusterQueue,
+    Cohort,
+    Configuration,
+    EngineError,
+    Eviction,
+    LocalQueue,
+    Namespace,
+    PodSetAssignment,
+    QuotaEngine,
+    Workload,
+)
 from kuota.simulator.runtimes import Runtime, RuntimeSource
 
 DEFAULT_HORIZON_SECONDS = 30 * 24 * 3600.0

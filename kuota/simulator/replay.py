@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from kuota.engine.model import ApiObject, ClusterQueue, Configuration
-from kuota.engine.quota_engine import Admission, Eviction, QuotaEngine
+from kuota.engine import Admission, ApiObject, ClusterQueue, Configuration, Eviction, QuotaEngine
 from kuota.simulator.errors import WorkloadFileError
 from kuota.simulator.limits import check_until
 from kuota.simulator.workload_reading import SimulatedWorkload

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kuota.durations import parse_duration
-from kuota.engine.model import Workload
+from kuota.engine import Workload
 from kuota.simulator.errors import HistoryFormatError
 
 GPU = "nvidia.com/gpu"

@@ -20,10 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kuota.engine.decoding import parse_required_node_affinity
-from kuota.engine.errors import InvalidObjectError, QuantityError
-from kuota.engine.model import ApiObject, PodSet, TaintEffect, Toleration, Workload
-from kuota.engine.quantities import parse_quantity
+from kuota.engine import (
+    ApiObject,
+    InvalidObjectError,
+    PodSet,
+    QuantityError,
+    TaintEffect,
+    Toleration,
+    Workload,
+    parse_quantity,
+    parse_required_node_affinity,
+)
 from kuota.simulator.config_reading import local_queues, priority_values
 from kuota.simulator.errors import SourceSpecError, WorkloadFileError
 from kuota.simulator.limits import MAX_INT32, MAX_NAME_LENGTH, MAX_POD_SETS, MAX_SECONDS, SECONDS_RANGE

@@ -120,7 +120,7 @@ class _Manager:
 
         from kuota.addresses import parse_host_port
         from kuota.durations import parse_duration
-        from kuota.engine.errors import EngineError
+        from kuota.engine import EngineError
         from kuota.webhook.manager import ManagerError, ManagerOptions, run_manager
 
         logging.basicConfig(

@@ -25,8 +25,7 @@ from kuota.certs.ca_bundle_injection import WebhookConfigurations
 from kuota.certs.rotation import DirectoryCertificates, SecretBackedCertificates
 from kuota.certs.secret_store import SecretLocation, read_bundle
 from kuota.certs.serving_context import ReloadableServerContext
-from kuota.engine.decoding import parse_configuration
-from kuota.engine.model import Configuration, LabelSelector, Requirement
+from kuota.engine import Configuration, LabelSelector, Requirement, parse_configuration
 from kuota.errors import ConfigurationError, KuotaError
 from kuota.http_serving import serve
 from kuota.kube.client import KubeApi

@@ -54,6 +54,15 @@ def test_a_source_newer_than_its_compiled_module_is_stale(tmp_path: Path) -> Non
     assert stale_compiled_modules(tmp_path) == ["kuota/engine/quota_engine.py", "kuota/simulator/replay.py"]
 
 
+def test_a_compiled_module_whose_source_is_gone_is_stale(tmp_path: Path) -> None:
+    """A renamed module's old compiled copy stays beside the sources and still answers the old import."""
+    _module(tmp_path / "kuota" / "simulator", "inputs", source_mtime=1000, compiled_mtime=2000)
+    (tmp_path / "kuota" / "simulator" / "inputs.py").unlink()
+    (tmp_path / "kuota" / f"engine__mypyc{EXTENSION}").write_bytes(b"")  # the group's runtime, no module
+
+    assert stale_compiled_modules(tmp_path) == [f"kuota/simulator/inputs{EXTENSION}"]
+
+
 def test_a_pure_python_checkout_has_nothing_stale(tmp_path: Path) -> None:
     (tmp_path / "kuota" / "engine").mkdir(parents=True)
     (tmp_path / "kuota" / "engine" / "quota_engine.py").write_text("")

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kuota.engine.errors import QuantityError
-from kuota.engine.quantities import parse_amount
+from kuota.engine import QuantityError, parse_amount
 from kuota.report.errors import WhatIfError
 from kuota.report.figures.quantiles import percentile
 from kuota.report.figures.schema import WhatIfScenario

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from kuota.engine.errors import QuantityError
-from kuota.engine.quantities import format_quantity, parse_quantity
+from kuota.engine import QuantityError, format_quantity, parse_quantity
 from kuota.report.errors import UnreadableWorkloadError
 from kuota.report.sources.quoting import excerpt, quoted
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.model import LabelSelector
+from kuota.engine import LabelSelector
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.errors import MalformedObjectError

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kuota.engine.decoding import (
+from kuota.engine import (
+    FieldError,
     validate_cluster_queue,
     validate_cohort,
     validate_local_queue,
     validate_resource_flavor,
     validate_workload,
 )
-from kuota.engine.errors import FieldError
 from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.job_policy import KuotaIdentity
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict

@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine.errors import EngineError
-from kuota.engine.quota_engine import Admission, Eviction, EvictionReason
+from kuota.engine import Admission, EngineError, Eviction, EvictionReason
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError

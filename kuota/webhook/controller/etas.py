@@ -29,10 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kuota.durations import DurationError
-from kuota.engine.decoding import parse_workload
-from kuota.engine.errors import InvalidObjectError
-from kuota.engine.model import ApiObject, Workload
-from kuota.engine.quota_engine import QuotaEngine, WorkloadState
+from kuota.engine import ApiObject, InvalidObjectError, QuotaEngine, Workload, WorkloadState, parse_workload
 from kuota.simulator.errors import HistoryFormatError
 from kuota.simulator.forecast import ARRIVAL_WINDOW_SECONDS, Eta, Pending, Running, forecast
 from kuota.simulator.runtimes import (

@@ -10,10 +10,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from kuota.engine.errors import EngineError, InvalidObjectError
-from kuota.engine.fair_sharing import INFINITE_SHARE, weighted_share
-from kuota.engine.model import StopPolicy
-from kuota.engine.quota_engine import QuotaEngine, WorkloadState
+from kuota.engine import (
+    INFINITE_SHARE,
+    EngineError,
+    InvalidObjectError,
+    QuotaEngine,
+    StopPolicy,
+    WorkloadState,
+    weighted_share,
+)
 from kuota.simulator.forecast import Eta
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.metrics import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kuota.engine import quantities
+from kuota.engine import format_quantity
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import CLUSTER_QUEUES, LOCAL_QUEUES, ApiWriter, Resource
 from kuota.webhook.controller.errors import StaleObjectError
@@ -94,8 +94,8 @@ class QueueStatusWriter:
             flavors.setdefault(usage.flavor, []).append(
                 {
                     "name": usage.resource,
-                    "total": quantities.format_quantity(usage.resource, usage.total),
-                    "borrowed": quantities.format_quantity(usage.resource, usage.borrowed),
+                    "total": format_quantity(usage.resource, usage.total),
+                    "borrowed": format_quantity(usage.resource, usage.borrowed),
                 }
             )
         usage_list = [{"name": flavor, "resources": resources} for flavor, resources in flavors.items()]

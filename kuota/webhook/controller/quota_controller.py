@@ -34,10 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine.decoding import parse_object
-from kuota.engine.errors import EngineError
-from kuota.engine.model import Configuration
-from kuota.engine.quota_engine import QuotaEngine
+from kuota.engine import Configuration, EngineError, QuotaEngine, parse_object
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.api_writes import ApiWriter

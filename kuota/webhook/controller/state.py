@@ -19,8 +19,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.model import Configuration, Workload
-from kuota.engine.quota_engine import QuotaEngine
+from kuota.engine import Configuration, QuotaEngine, Workload
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 
 _SHARED_STRING_LENGTH = 256

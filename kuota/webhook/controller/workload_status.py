@@ -11,10 +11,16 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kuota.engine import quantities
-from kuota.engine.errors import FieldError, InvalidObjectError
-from kuota.engine.flavor_assignment import PodSetAssignment
-from kuota.engine.quota_engine import Admission, Eviction, EvictionReason
+from kuota.engine import (
+    Admission,
+    Eviction,
+    EvictionReason,
+    FieldError,
+    InvalidObjectError,
+    PodSetAssignment,
+    format_quantity,
+    parse_quantity,
+)
 
 Condition = dict[str, Any]
 
@@ -91,9 +97,7 @@ def _assignment(pod_set: PodSetAssignment) -> dict[str, Any]:
     return {
         "name": pod_set.name,
         "flavors": dict(pod_set.flavors),
-        "resourceUsage": {
-            resource: quantities.format_quantity(resource, amount) for resource, amount in pod_set.usage.items()
-        },
+        "resourceUsage": {resource: format_quantity(resource, amount) for resource, amount in pod_set.usage.items()},
         "count": pod_set.count,
     }
 
@@ -234,7 +238,7 @@ def admitted_pod_sets(workload: Mapping[str, Any]) -> tuple[PodSetAssignment, ..
                     flavors={str(resource): str(flavor) for resource, flavor in (entry.get("flavors") or {}).items()},
                     count=int(entry.get("count") or 0),
                     usage={
-                        str(resource): quantities.parse_quantity(str(resource), amount)
+                        str(resource): parse_quantity(str(resource), amount)
                         for resource, amount in (entry.get("resourceUsage") or {}).items()
                     },
                 )

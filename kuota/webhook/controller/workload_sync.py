@@ -11,9 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kuota.engine.decoding import parse_workload
-from kuota.engine.errors import EngineError, InvalidObjectError
-from kuota.engine.quota_engine import WorkloadState
+from kuota.engine import EngineError, InvalidObjectError, WorkloadState, parse_workload
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.event_recorder import EventRecorder

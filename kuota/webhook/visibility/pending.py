@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.engine.quota_engine import QuotaEngine, WorkloadState
+from kuota.engine import QuotaEngine, WorkloadState
 from kuota.webhook.visibility.errors import BadQueryError
 
 GROUP = "visibility.kueue.x-k8s.io"

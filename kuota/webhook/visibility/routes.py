@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kuota.engine.quota_engine import QuotaEngine
+from kuota.engine import QuotaEngine
 from kuota.http_serving import Handler
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
