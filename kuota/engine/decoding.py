@@ -721,6 +721,10 @@ def _wait_for_pods_ready(reader: _Reader, value: object) -> WaitForPodsReady:
     timeout = 1800
     if spec.get("timeout") is not None:
         timeout = _duration_seconds(reader, spec["timeout"], "waitForPodsReady.timeout") or timeout
+    recovery: int | None = timeout  # as Kueue: the timeout's value when absent; "0s" turns it off
+    if spec.get("recoveryTimeout") is not None:
+        recovery = _duration_seconds(reader, spec["recoveryTimeout"], "waitForPodsReady.recoveryTimeout") or None
+    block = reader.boolean(spec.get("blockAdmission"), "waitForPodsReady.blockAdmission", False)
     requeuing = (
         reader.fields(
             spec.get("requeuingStrategy"),
@@ -733,11 +737,18 @@ def _wait_for_pods_ready(reader: _Reader, value: object) -> WaitForPodsReady:
     base = reader.integer(requeuing.get("backoffBaseSeconds"), f"{where}.backoffBaseSeconds", minimum=1)
     maximum = reader.integer(requeuing.get("backoffMaxSeconds"), f"{where}.backoffMaxSeconds", minimum=1)
     limit = reader.integer(requeuing.get("backoffLimitCount"), f"{where}.backoffLimitCount", minimum=0)
-    return WaitForPodsReady(timeout, base or 60, maximum or 3600, limit)
+    stamp = requeuing.get("timestamp", "Eviction")
+    if stamp not in ("Eviction", "Creation"):
+        reader.invalid(f"{where}.timestamp", stamp, 'must be "Eviction" or "Creation"')
+        stamp = "Eviction"
+    return WaitForPodsReady(timeout, base or 60, maximum or 3600, limit, recovery, block, str(stamp))
 
 
 def _duration_seconds(reader: _Reader, value: object, path: str) -> int | None:
     """A duration (:mod:`kuota.durations`: ``"30m"``, ``"1h30m"``) in whole seconds."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        reader.invalid(path, value, "must not be negative")
+        return None
     if isinstance(value, str):
         try:
             return int(parse_duration(value))
