@@ -174,22 +174,22 @@ class PodsReadyClock:
         return evictions
 
     def backoffs_ended(self, now: float) -> list[str]:
-        """The Workloads whose backoff ended, which the engine queued again (call after ``schedule(now)``):
-        their ``Requeued`` condition is to be written."""
+        """The Workloads whose backoff ended (their ``requeueAt`` passed): their ``Requeued`` is to be written
+        before the engine admits them again (call before ``schedule(now)``, which queues them again)."""
         ended: list[str] = []
         state = self._state
         for key in self._backoffs.due(now):
             workload = state.workloads.get(key)
             if workload is None or backing_off_until(workload) is None:
                 continue
+            if key in state.writing:  # a decision about it is being written: look again once it is
+                self._backoffs.set(key, now + _RETRY_SECONDS)
+                continue
             try:
                 engine_state = state.engine.status(key).state
             except EngineError:
                 continue
-            if engine_state is WorkloadState.BACKOFF or key in state.writing:
-                # the engine's own requeue time (requeueAt is written to the second, cut), or a write in flight
-                self._backoffs.set(key, now + _RETRY_SECONDS)
-            elif engine_state is WorkloadState.PENDING:
+            if engine_state in (WorkloadState.BACKOFF, WorkloadState.PENDING):
                 ended.append(key)
         return ended
 

@@ -352,14 +352,15 @@ class QuotaController:
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
         room = self._decisions.room()
         timed_out: list[Decision] = []
-        if self._pods_ready is not None and room > 0:  # PodsReady timeouts are evicted before anything is admitted
+        if self._pods_ready is not None and room > 0:
+            # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
+            # and PodsReady timeouts are evicted before anything is admitted.
+            ended = self._pods_ready.backoffs_ended(now)
+            await gather(write_backoff_finished(self.writer, state, key) for key in ended)
             timed_out += self._pods_ready.timed_out(now)
         decisions = timed_out + (state.engine.schedule(now, limit=room) if room > 0 else [])
         if decisions:
             self._decisions.write(decisions, now)
-        if self._pods_ready is not None:
-            for key in self._pods_ready.backoffs_ended(now):  # one admitted at once: its admission says it all
-                state.spawn(write_backoff_finished(self.writer, state, key))
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
 
