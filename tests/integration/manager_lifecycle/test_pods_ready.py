@@ -1,0 +1,183 @@
+"""waitForPodsReady on a real control plane: a Job whose pods run gets PodsReady=True (Started); a Job whose pods can
+never be scheduled waits (WaitForStart), is evicted on the timeout (PodsReadyTimeout) and suspended, backs off,
+is requeued (BackoffFinished), and is deactivated past backoffLimitCount."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster import Cluster
+from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects, wait_for_event
+from tests.integration.manager.guide_objects import VERBATIM, gpu_job
+from tests.integration.manager.test_guide import create_job, workload_of
+from tests.manager_process import ManagerProcess
+from tests.paths import GUIDE
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "research"
+NOT_READY = "Not all pods are ready or succeeded"
+
+
+class WorkloadVersions:
+    """Every version of the namespace's Workloads, as ``kubectl get -w`` shows them: a condition that holds only
+    for an instant is still seen."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        command = [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.kubeconfig}"]
+        command += ["get", "workloads", "-n", namespace, "-w", "-o", "json"]
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.seen: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._process.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    obj, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                with self._lock:
+                    self.seen.append(obj)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [obj for obj in self.seen if obj["metadata"]["name"] == name]
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=10)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
+    found = next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+    return None if found is None else (found["status"], found["reason"], found.get("message", ""))
+
+
+def _first(versions: list[dict[str, Any]], what: str, check: Any, after: int = -1) -> int:
+    for index, obj in enumerate(versions):
+        if index > after and check(obj):
+            return index
+    raise AssertionError(f"no version of the Workload after #{after} where {what}: {versions!r}"[:4000])
+
+
+@pytest.fixture
+def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator[ManagerProcess]:
+    del kuota_crds
+    ensure_namespace(cluster, "kuota-pods-ready", managed=False)
+    ensure_namespace(cluster, NAMESPACE)
+    config = cluster.workdir / "pods-ready-config.yaml"
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "waitForPodsReady": {
+            "timeout": "5s",
+            "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1},
+        },
+    }
+    config.write_text(yaml.safe_dump(configuration))
+    manager = ManagerProcess(cluster, "kuota-pods-ready", identity="pods-ready", extra_args=(f"--config={config}",))
+    manager.start()
+    try:
+        yield manager
+    finally:
+        remove_queue_objects(cluster, [NAMESPACE])
+        manager.stop()
+        manager.unregister()
+
+
+def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_ready_pods_start(
+    cluster: Cluster, pods_ready_manager: ManagerProcess
+) -> None:
+    del pods_ready_manager
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    versions = WorkloadVersions(cluster, NAMESPACE)
+    try:
+        stuck_manifest = gpu_job("never-ready", NAMESPACE, pods=1, gpus_per_pod=1)
+        stuck_manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+        stuck = create_job(cluster, stuck_manifest)
+        runs = create_job(cluster, gpu_job("gets-ready", NAMESPACE, pods=1, gpus_per_pod=1))
+
+        def started() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, runs["metadata"]["uid"])
+            ready = None if workload is None else _condition(workload, "PodsReady")
+            return workload if ready is not None and ready[:2] == ("True", "Started") else None
+
+        ready = _condition(wait_until(started, "the running Job's Workload to be PodsReady", timeout=60), "PodsReady")
+        assert ready == ("True", "Started", "All pods reached readiness and the workload is running")
+
+        def deactivated() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, stuck["metadata"]["uid"])
+            return workload if workload is not None and workload["spec"].get("active") is False else None
+
+        workload = wait_until(deactivated, "the never-ready Job's Workload to be deactivated", timeout=90)
+        name = workload["metadata"]["name"]
+        assert _condition(workload, "Evicted") == (
+            "True",
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        )
+        assert _condition(workload, "Requeued")[:2] == ("False", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        wait_until(
+            lambda: (
+                cluster.kubectl(
+                    "get", "job", "never-ready", "-n", NAMESPACE, "-o", "jsonpath={.spec.suspend}"
+                ).stdout.strip()
+                == "true"
+            ),
+            "the deactivated Workload's Job to be suspended",
+        )
+        message = f"Exceeded the PodsReady timeout {NAMESPACE}/{name}"
+        assert wait_for_event(cluster, NAMESPACE, "Workload", name, ("Normal", "EvictedDueToPodsReadyTimeout")) == (
+            message
+        )
+
+        seen = versions.of(name)
+        waiting = _first(
+            seen,
+            "PodsReady is False, WaitForStart",
+            lambda obj: (
+                _condition(obj, "PodsReady") == ("False", "WaitForStart", "Not all pods are ready or succeeded")
+            ),
+        )
+        evicted = _first(
+            seen,
+            "it is evicted on the PodsReady timeout, not requeued yet",
+            lambda obj: (
+                _condition(obj, "Evicted") == ("True", "PodsReadyTimeout", message)
+                and _condition(obj, "Requeued") == ("False", "PodsReadyTimeout", message)
+                and (obj["status"].get("requeueState") or {}).get("count") == 1
+                and "requeueAt" in obj["status"]["requeueState"]
+                and not obj["status"].get("admission")
+            ),
+            after=waiting,
+        )
+        requeued = _first(
+            seen,
+            "its backoff finished",
+            lambda obj: (
+                _condition(obj, "Requeued") == ("True", "BackoffFinished", "The workload backoff was finished")
+                and "requeueAt" not in (obj["status"].get("requeueState") or {})
+            ),
+            after=evicted,
+        )
+        readmitted = _first(seen, "it is admitted again", lambda obj: bool(obj["status"].get("admission")), requeued)
+        _first(seen, "it is deactivated", lambda obj: obj["spec"].get("active") is False, readmitted)
+    finally:
+        versions.stop()
