@@ -177,7 +177,41 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             ),
             after=evicted,
         )
-        readmitted = _first(seen, "it is admitted again", lambda obj: bool(obj["status"].get("admission")), requeued)
+        readmitted = _first(
+            seen, "it is admitted again", lambda obj: bool(obj.get("status", {}).get("admission")), after=requeued
+        )
         _first(seen, "it is deactivated", lambda obj: obj["spec"].get("active") is False, readmitted)
+    finally:
+        versions.stop()
+
+
+def test_the_requeue_count_survives_a_manager_restart(cluster: Cluster, pods_ready_manager: ManagerProcess) -> None:
+    """Restarted after the first timeout, the manager reads requeueState back: the next timeout is past
+    backoffLimitCount 1 and deactivates, where a forgotten count would evict and requeue once more."""
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    versions = WorkloadVersions(cluster, NAMESPACE)
+    try:
+        manifest = gpu_job("never-ready-restarted", NAMESPACE, pods=1, gpus_per_pod=1)
+        manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+        uid = create_job(cluster, manifest)["metadata"]["uid"]
+
+        def evicted_once() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            count = None if workload is None else (workload["status"].get("requeueState") or {}).get("count")
+            return workload if count == 1 else None
+
+        name = wait_until(evicted_once, "the first PodsReady timeout", timeout=60)["metadata"]["name"]
+        pods_ready_manager.stop()
+        pods_ready_manager.start()
+
+        def deactivated() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            return workload if workload is not None and workload["spec"].get("active") is False else None
+
+        workload = wait_until(deactivated, "the Workload to be deactivated after the restart", timeout=90)
+        assert _condition(workload, "Evicted")[:2] == ("True", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        counts = {(obj.get("status", {}).get("requeueState") or {}).get("count") for obj in versions.of(name)}
+        assert counts <= {None, 1}, f"requeued again after the restart: counts {counts}"
     finally:
         versions.stop()
