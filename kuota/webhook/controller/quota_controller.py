@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine.decisions import Decision
+from kuota.engine.decisions import Admission, Decision
 from kuota.engine.decoding import parse_object
 from kuota.engine.engine import QuotaEngine
 from kuota.engine.errors import EngineError
@@ -328,9 +328,14 @@ class QuotaController:
         if self._pods_ready is None:
             return
         obj = self.workloads.get(key)
-        owner = owner_job(obj) if obj is not None else None
-        if obj is None or (owner is not None and owner[0] in self._job_reconcilers):
+        if obj is None or self._owned_by_a_job(obj):
             self._pods_ready.track(key, obj)
+
+    def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
+        """Whether a Workload (or the one of that key) belongs to a job whose pods' readiness kuota writes."""
+        obj = self.workloads.get(workload) if isinstance(workload, str) else workload
+        owner = owner_job(obj) if obj is not None else None
+        return owner is not None and owner[0] in self._job_reconcilers
 
     async def _cycle(self) -> None:
         state = self.state
@@ -352,15 +357,24 @@ class QuotaController:
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
         room = self._decisions.room()
         timed_out: list[Decision] = []
+        limit = room
         if self._pods_ready is not None and room > 0:
             # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
             # and PodsReady timeouts are evicted before anything is admitted.
             ended = self._pods_ready.backoffs_ended(now)
             await gather(write_backoff_finished(self.writer, state, key) for key in ended)
             timed_out += self._pods_ready.timed_out(now)
-        decisions = timed_out + (state.engine.schedule(now, limit=room) if room > 0 else [])
+            if self._pods_ready.wait.block_admission:
+                # blockAdmission, as Kueue's scheduler: one admission at a time, none while an admitted job's
+                # pods are not ready (what is due is still evicted)
+                limit = 0 if self._pods_ready.blocks_admission() else 1
+        decisions = timed_out + (state.engine.schedule(now, limit=limit) if room > 0 else [])
         if decisions:
             self._decisions.write(decisions, now)
+        if self._pods_ready is not None and self._pods_ready.wait.block_admission:
+            for decision in decisions:
+                if isinstance(decision, Admission) and self._owned_by_a_job(decision.workload):
+                    self._pods_ready.admitted(decision.workload, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
 

@@ -4,6 +4,7 @@ is requeued (BackoffFinished), and is deactivated past backoffLimitCount."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -16,7 +17,7 @@ import yaml
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects, wait_for_event
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
-from tests.integration.manager.test_guide import create_job, workload_of
+from tests.integration.manager.test_guide import admitted_workload, create_job, workload_of
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
@@ -76,19 +77,16 @@ def _first(versions: list[dict[str, Any]], what: str, check: Any, after: int = -
     raise AssertionError(f"no version of the Workload after #{after} where {what}: {versions!r}"[:4000])
 
 
-@pytest.fixture
-def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator[ManagerProcess]:
-    del kuota_crds
+@contextlib.contextmanager
+def _manager(cluster: Cluster, wait_for_pods_ready: dict[str, Any]) -> Iterator[ManagerProcess]:
+    """A manager whose Configuration sets ``wait_for_pods_ready``; the guide's queue objects and jobs gone after."""
     ensure_namespace(cluster, "kuota-pods-ready", managed=False)
     ensure_namespace(cluster, NAMESPACE)
     config = cluster.workdir / "pods-ready-config.yaml"
     configuration = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
-        "waitForPodsReady": {
-            "timeout": "5s",
-            "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1},
-        },
+        "waitForPodsReady": wait_for_pods_ready,
     }
     config.write_text(yaml.safe_dump(configuration))
     manager = ManagerProcess(cluster, "kuota-pods-ready", identity="pods-ready", extra_args=(f"--config={config}",))
@@ -99,6 +97,14 @@ def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> It
         remove_queue_objects(cluster, [NAMESPACE])
         manager.stop()
         manager.unregister()
+
+
+@pytest.fixture
+def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator[ManagerProcess]:
+    del kuota_crds
+    wait = {"timeout": "5s", "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1}}
+    with _manager(cluster, wait) as manager:
+        yield manager
 
 
 def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_ready_pods_start(
@@ -215,3 +221,36 @@ def test_the_requeue_count_survives_a_manager_restart(cluster: Cluster, pods_rea
         assert counts <= {None, 1}, f"requeued again after the restart: counts {counts}"
     finally:
         versions.stop()
+
+
+def _never_ready_job(name: str) -> dict[str, Any]:
+    manifest = gpu_job(name, NAMESPACE, pods=1, gpus_per_pod=1)
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+    return manifest
+
+
+def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its_pods(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]]
+) -> None:
+    del kuota_crds
+    wait = {"timeout": "6s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    with _manager(cluster, wait):
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        stuck_uid = create_job(cluster, _never_ready_job("blocks-admission"))["metadata"]["uid"]
+        stuck = admitted_workload(cluster, NAMESPACE, stuck_uid)
+        waiting_uid = create_job(cluster, gpu_job("waits-its-turn", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
+            "uid"
+        ]
+        admitted = admitted_workload(cluster, NAMESPACE, waiting_uid)
+
+        def evicted_at(workload: dict[str, Any]) -> str | None:
+            found = next((c for c in workload["status"]["conditions"] if c["type"] == "Evicted"), None)
+            return None if found is None or found["status"] != "True" else str(found["lastTransitionTime"])
+
+        stuck = workload_of(cluster, NAMESPACE, stuck_uid) or stuck
+        deactivated_at = evicted_at(stuck)
+        assert deactivated_at is not None, "admitted while the first Workload's pods were not ready"
+        assert stuck["spec"].get("active") is False  # backoffLimitCount 0: the first timeout deactivates
+        admitted_condition = next(c for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
+        assert admitted_condition["lastTransitionTime"] >= deactivated_at

@@ -177,3 +177,22 @@ def test_a_workload_whose_pods_got_ready_in_time_is_not_evicted() -> None:
     assert clock.next_wakeup() is None
     assert clock.timed_out(T0 + 1000) == []
     assert state.engine.status("a/w").state is WorkloadState.ADMITTED
+
+
+def test_block_admission_holds_while_an_admitted_workload_waits_for_its_pods() -> None:
+    blocking = WaitForPodsReady(timeout_seconds=300, block_admission=True)
+    state = _controller_state(blocking)
+    clock = PodsReadyClock(state, blocking)
+    assert not clock.blocks_admission()
+    obj = _admitted_in(state)
+    clock.admitted("a/w", T0)  # decided, its write not seen yet
+    assert clock.blocks_admission()
+    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", True, "Started")))
+    assert not clock.blocks_admission()
+    clock.track("a/w", obj)
+    assert clock.blocks_admission()
+    unblocked = PodsReadyClock(state, WAIT)  # blockAdmission false (its default): a waiting workload blocks none
+    unblocked.track("a/w", obj)
+    assert not unblocked.blocks_admission()
+    clock.track("a/w", None)
+    assert not clock.blocks_admission()
