@@ -127,7 +127,10 @@ def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configura
         configuration = parse_configuration(document)
         integrations = read_integrations(document, f"--config {path}")
     gates = document.get("featureGates") if isinstance(document, dict) else None
-    if isinstance(gates, dict) and gates.get("DisableWaitForPodsReady") is True:
+    wait = document.get("waitForPodsReady") if isinstance(document, dict) else None
+    if (isinstance(gates, dict) and gates.get("DisableWaitForPodsReady") is True) or (
+        isinstance(wait, dict) and wait.get("enable") is False  # v1beta1's switch, where a file still has it
+    ):
         configuration = replace(configuration, wait_for_pods_ready=None)
     elif configuration.wait_for_pods_ready is None:
         configuration = replace(configuration, wait_for_pods_ready=WaitForPodsReady())

@@ -46,6 +46,7 @@ def test_the_named_frameworks_are_enabled_and_kueues_others_skipped_with_a_warni
         ("fairSharing: {}\n", 1800),  # on by default, as in Kueue v0.19+
         ("featureGates:\n  DisableWaitForPodsReady: true\n", None),
         ("featureGates:\n  DisableWaitForPodsReady: true\nwaitForPodsReady:\n  timeout: 5m\n", None),
+        ("waitForPodsReady:\n  enable: false\n", None),
     ],
 )
 def test_wait_for_pods_ready_is_on_unless_kueues_feature_gate_turns_it_off(
