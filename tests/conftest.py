@@ -29,8 +29,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     stale = [] if SOURCES else stale_compiled_modules()
     if stale:
         pytest.exit(
-            f"{', '.join(stale)} changed since the last compile (or lost its source), so the tests would run the old code: "
-            "run `make install` (or `pip install -e .`) to compile it again, or `make unit` to test the sources",
+            f"{', '.join(stale)} changed since the last compile (or lost its source), so the tests would run the "
+            "old code: run `make install` (or `pip install -e .`) to compile it again, or `make unit` to test the "
+            "sources",
             returncode=2,
         )
 
@@ -41,8 +42,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     stale = stale_compiled_modules()
     if stale:
         pytest.exit(
-            f"{', '.join(stale)} changed since the last compile (or lost its source), and the tests outside tests/unit run kuota's "
-            "installed build in processes of their own: run `make install` (or `pip install -e .`) to compile it "
-            "again",
+            f"{', '.join(stale)} changed since the last compile (or lost its source), and the tests outside "
+            "tests/unit run kuota's installed build in processes of their own: run `make install` (or "
+            "`pip install -e .`) to compile it again",
             returncode=2,
         )

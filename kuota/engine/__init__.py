@@ -112,6 +112,7 @@ from kuota.engine.model import (
     StopPolicy,
     TaintEffect,
     Toleration,
+    WaitForPodsReady,
     Workload,
     WorkloadPriorityClass,
 )
@@ -163,6 +164,7 @@ __all__ = [
     "TaintEffect",
     "Toleration",
     "UnknownObjectError",
+    "WaitForPodsReady",
     "Workload",
     "WorkloadPriorityClass",
     "WorkloadState",

@@ -400,6 +400,10 @@ def _wait_for_pods_ready(reader: FieldReader, value: object) -> WaitForPodsReady
     timeout = 1800
     if spec.get("timeout") is not None:
         timeout = reader.duration(spec["timeout"], "waitForPodsReady.timeout") or timeout
+    recovery: int | None = timeout  # as Kueue: the timeout's value when absent; "0s" turns it off
+    if spec.get("recoveryTimeout") is not None:
+        recovery = reader.duration(spec["recoveryTimeout"], "waitForPodsReady.recoveryTimeout") or None
+    block = reader.boolean(spec.get("blockAdmission"), "waitForPodsReady.blockAdmission", False)
     requeuing = (
         reader.fields(
             spec.get("requeuingStrategy"),
@@ -412,7 +416,11 @@ def _wait_for_pods_ready(reader: FieldReader, value: object) -> WaitForPodsReady
     base = reader.integer(requeuing.get("backoffBaseSeconds"), f"{where}.backoffBaseSeconds", minimum=1)
     maximum = reader.integer(requeuing.get("backoffMaxSeconds"), f"{where}.backoffMaxSeconds", minimum=1)
     limit = reader.integer(requeuing.get("backoffLimitCount"), f"{where}.backoffLimitCount", minimum=0)
-    return WaitForPodsReady(timeout, base or 60, maximum or 3600, limit)
+    stamp = requeuing.get("timestamp", "Eviction")
+    if stamp not in ("Eviction", "Creation"):
+        reader.invalid(f"{where}.timestamp", stamp, 'must be "Eviction" or "Creation"')
+        stamp = "Eviction"
+    return WaitForPodsReady(timeout, base or 60, maximum or 3600, limit, recovery, block, str(stamp))
 
 
 def _read_workload(reader: FieldReader, obj: object, priorities: Mapping[str, int]) -> Workload:

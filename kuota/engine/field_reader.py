@@ -223,7 +223,10 @@ class FieldReader:
         return top
 
     def duration(self, value: object, path: str) -> int | None:
-        """A duration (:mod:`kuota.durations`: ``"30m"``, ``"1h30m"``) in whole seconds."""
+        """A duration (:mod:`kuota.durations`: ``"30m"``, ``"1h30m"``) in whole seconds; a negative one is named."""
+        if isinstance(value, str) and value.strip().startswith("-"):
+            self.invalid(path, value, "must not be negative")
+            return None
         if isinstance(value, str):
             try:
                 return int(parse_duration(value))

@@ -305,6 +305,9 @@ class WaitForPodsReady:
     backoff_base_seconds: int = 60
     backoff_max_seconds: int = 3600
     backoff_limit_count: int | None = None
+    recovery_timeout_seconds: int | None = 1800  # None: recovery is not timed ("0s")
+    block_admission: bool = False
+    timestamp: str = "Eviction"  # requeuingStrategy.timestamp: Eviction or Creation
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,6 +200,18 @@ class QuotaEngine:
             raise UnknownObjectError("admitted Workload", key)
         return self._scheduler.evict(record, reason, now)
 
+    def restore_requeue_state(self, key: str, count: int, requeue_at: float | None) -> None:
+        """A PodsReady backoff read back from a Workload's ``status.requeueState`` (a restarted controller): its
+        count, and a pending workload waits until ``requeue_at``."""
+        self._refresh()
+        record = self._manager.records.get(key)
+        if record is None:
+            raise UnknownObjectError("Workload", key)
+        record.requeue_count = count
+        if requeue_at is not None and record.state is WorkloadState.PENDING:
+            self._manager.unroute(record)
+            self._scheduler.back_off(record, requeue_at)
+
     def status(self, key: str) -> WorkloadStatus:
         self._refresh()
         record = self._manager.records.get(key)

@@ -526,6 +526,12 @@ class Scheduler:
             deactivate,
         )
 
+    def back_off(self, record: Record, requeue_at: float) -> None:
+        """Keep a workload (taken out of its queue) out of every queue until ``requeue_at``."""
+        record.state = WorkloadState.BACKOFF
+        record.requeue_at = requeue_at
+        heapq.heappush(self._backoffs, (requeue_at, record.workload.key))
+
     def _backoff_stale(self, entry: tuple[float, str]) -> bool:
         record = self.manager.records.get(entry[1])
         return record is None or record.state is not WorkloadState.BACKOFF or record.requeue_at != entry[0]

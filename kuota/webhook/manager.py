@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,7 @@ from kuota.certs.ca_bundle_injection import WebhookConfigurations
 from kuota.certs.rotation import DirectoryCertificates, SecretBackedCertificates
 from kuota.certs.secret_store import SecretLocation, read_bundle
 from kuota.certs.serving_context import ReloadableServerContext
-from kuota.engine import Configuration, LabelSelector, Requirement, parse_configuration
+from kuota.engine import Configuration, LabelSelector, Requirement, WaitForPodsReady, parse_configuration
 from kuota.errors import ConfigurationError, KuotaError
 from kuota.http_serving import serve
 from kuota.kube.client import KubeApi
@@ -111,7 +111,11 @@ class ManagerOptions:
 
 def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configuration, Registry]:
     """The Configuration file, or Kueue's defaults; jobs in kube-system and kuota's namespace are never managed.
-    With it, the integrations it enables (:func:`read_integrations`)."""
+    With it, the integrations it enables (:func:`read_integrations`).
+
+    waitForPodsReady is on by default, as in Kueue v0.19+ (its defaults: a 30 minute timeout); the file's
+    ``featureGates: {DisableWaitForPodsReady: true}`` turns it off, as Kueue's feature gate of that name does."""
+    document: Any = None
     if path is None:
         configuration, integrations = Configuration(), DEFAULT_REGISTRY
     else:
@@ -121,13 +125,14 @@ def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configura
             raise ManagerError(f"--config {path}: {error}") from error
         configuration = parse_configuration(document)
         integrations = read_integrations(document, f"--config {path}")
-        if configuration.wait_for_pods_ready is not None:
-            # The engine requeues a PodsReady timeout a shell reports, but this one watches no pod readiness yet.
-            log.warning(
-                "--config %s: waitForPodsReady is not enforced by the controller: it sets no PodsReady condition "
-                "and evicts no Workload on its timeout",
-                path,
-            )
+    gates = document.get("featureGates") if isinstance(document, dict) else None
+    wait = document.get("waitForPodsReady") if isinstance(document, dict) else None
+    if (isinstance(gates, dict) and gates.get("DisableWaitForPodsReady") is True) or (
+        isinstance(wait, dict) and wait.get("enable") is False  # v1beta1's switch, where a file still has it
+    ):
+        configuration = replace(configuration, wait_for_pods_ready=None)
+    elif configuration.wait_for_pods_ready is None:
+        configuration = replace(configuration, wait_for_pods_ready=WaitForPodsReady())
     if configuration.managed_jobs_namespace_selector is None:
         excluded = Requirement("kubernetes.io/metadata.name", "NotIn", ("kube-system", own_namespace))
         configuration = Configuration(

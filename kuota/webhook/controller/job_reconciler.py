@@ -20,6 +20,7 @@ from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.pods_ready import PodsReadyClock, write_pods_ready
 from kuota.webhook.controller.state import ControllerState, JobKey, NewestCopies, key_of, owner_job
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import adapter as jobs
@@ -42,8 +43,10 @@ class JobReconciler:
         events: EventRecorder,
         flavors: Reflector[dict[str, Any]],
         metrics: ControllerMetrics,
+        pods_ready: PodsReadyClock | None = None,
     ) -> None:
         self._adapter = adapter
+        self._pods_ready = pods_ready  # None: waitForPodsReady is off
         self._registry = registry
         self._kind = f"{adapter.kind.kind}.{adapter.kind.group}" if adapter.kind.group else adapter.kind.kind
         self._resource = Resource(adapter.kind.group, adapter.kind.version, adapter.plural)
@@ -109,17 +112,32 @@ class JobReconciler:
             if status.admitted_pod_sets(workload) is not None:
                 if adapter.is_suspended(job):
                     await self._start_job(job, workload)
+                else:
+                    await self._pods_ready_step(job, workload)
             elif not adapter.is_suspended(job):
                 await self._suspend(job, workload)
-            elif not adapter.has_active_pods(job):
-                restore = adapter.restore_patch(job, jobs.workload_pod_sets(workload))
-                if restore is not None:
-                    await self._patch_job(job, restore)
+            else:
+                if not adapter.has_active_pods(job):
+                    restore = adapter.restore_patch(job, jobs.workload_pod_sets(workload))
+                    if restore is not None:
+                        await self._patch_job(job, restore)
+                await self._pods_ready_step(job, workload)
         except StaleObjectError:
             state.dirty_jobs.add(dirty)  # re-read by the watch; decided again next cycle
         except ApiWriteError as error:
             log.warning("%s %s: %s", adapter.kind.kind, key, error)
             state.dirty_jobs.add(dirty)
+
+    async def _pods_ready_step(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
+        """waitForPodsReady: the Workload's PodsReady condition from the job's pods, and its clocks."""
+        if self._pods_ready is None:
+            return
+        try:
+            workload = await write_pods_ready(self._writer, self._state, workload, self._adapter.pods_ready(job))
+        except StaleObjectError:
+            await self._decisions.refresh_workload(key_of(workload))
+            raise
+        self._pods_ready.track(key_of(workload), workload)
 
     async def _delete_workload_of(self, key: str, job: dict[str, Any]) -> None:
         """A deleted job gives its quota back at once: its Workload is deleted now, not when the garbage

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine import Configuration, EngineError, QuotaEngine, parse_object
+from kuota.engine import Admission, Configuration, Decision, EngineError, QuotaEngine, parse_object
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.api_writes import ApiWriter
@@ -46,6 +46,7 @@ from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
 from kuota.webhook.controller.pod_reconciler import POD, PodReconciler
+from kuota.webhook.controller.pods_ready import PodsReadyClock, write_backoff_finished
 from kuota.webhook.controller.queue_gauges import (
     cluster_queue_gauges,
     cohort_gauges,
@@ -114,6 +115,8 @@ class QuotaController:
         self._reasons = PendingReasons(self.state, self.reporter, self._events, self.etas.phrase)
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
+        wait = configuration.wait_for_pods_ready
+        self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
         self._job_reconcilers = {
             job_kind(adapter): JobReconciler(
                 adapter,
@@ -125,6 +128,7 @@ class QuotaController:
                 events=self._events,
                 flavors=self.watches.config["ResourceFlavor"],
                 metrics=metrics,
+                pods_ready=self._pods_ready,
             )
             for adapter in registry.adapters
         }
@@ -268,6 +272,10 @@ class QuotaController:
                     if state.dirty_workloads or state.dirty_jobs or state.needs_rebuild:
                         continue
                     wakeup = state.engine.next_wakeup()
+                    if self._pods_ready is not None:  # a PodsReady deadline or backoff end, if sooner
+                        ready_wakeup = self._pods_ready.next_wakeup()
+                        if ready_wakeup is not None and (wakeup is None or ready_wakeup < wakeup):
+                            wakeup = ready_wakeup
                     timeout = None if wakeup is None else max(0.0, wakeup - self.clock())
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(state.wake.wait(), timeout)
@@ -291,6 +299,7 @@ class QuotaController:
                 self._apply_config(kind, key_of(obj), obj)
         for key in sorted(self.workloads):
             self._sync_contained(key)
+            self._track_pods_ready(key)
         state.dirty_workloads.clear()
         for kind, view in state.jobs.items():
             if kind == POD:
@@ -310,6 +319,20 @@ class QuotaController:
         except Exception:
             log.exception("syncing Workload %s failed; it waits for its next change, every other object is served", key)
 
+    def _track_pods_ready(self, key: str) -> None:
+        """A Workload's PodsReady clocks, for the Workloads of the jobs whose pods' readiness kuota writes."""
+        if self._pods_ready is None:
+            return
+        obj = self.workloads.get(key)
+        if obj is None or self._owned_by_a_job(obj):
+            self._pods_ready.track(key, obj)
+
+    def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
+        """Whether a Workload (or the one of that key) belongs to a job whose pods' readiness kuota writes."""
+        obj = self.workloads.get(workload) if isinstance(workload, str) else workload
+        owner = owner_job(obj) if obj is not None else None
+        return owner is not None and owner[0] in self._job_reconcilers
+
     async def _cycle(self) -> None:
         state = self.state
         started = time.perf_counter()
@@ -322,15 +345,32 @@ class QuotaController:
         for key in sorted(dirty_workloads):
             if not self._decisions.hold_back(key):
                 self._sync_contained(key)
+                self._track_pods_ready(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
         now = self.clock()
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
         room = self._decisions.room()
-        decisions = state.engine.schedule(now, limit=room) if room > 0 else []
+        timed_out: list[Decision] = []
+        limit = room
+        if self._pods_ready is not None and room > 0:
+            # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
+            # and PodsReady timeouts are evicted before anything is admitted.
+            ended = self._pods_ready.backoffs_ended(now)
+            await gather(write_backoff_finished(self.writer, state, key) for key in ended)
+            timed_out += self._pods_ready.timed_out(now)
+            if self._pods_ready.wait.block_admission:
+                # blockAdmission, as Kueue's scheduler: one admission at a time, none while an admitted job's
+                # pods are not ready (what is due is still evicted)
+                limit = 0 if self._pods_ready.blocks_admission() else 1
+        decisions = timed_out + (state.engine.schedule(now, limit=limit) if room > 0 else [])
         if decisions:
             self._decisions.write(decisions, now)
+        if self._pods_ready is not None and self._pods_ready.wait.block_admission:
+            for decision in decisions:
+                if isinstance(decision, Admission) and self._owned_by_a_job(decision.workload):
+                    self._pods_ready.admitted(decision.workload, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
 

@@ -88,7 +88,6 @@ def admission_patch(workload: Mapping[str, Any], admission: Admission) -> dict[s
                 "podSetAssignments": [_assignment(pod_set) for pod_set in admission.pod_sets],
             },
             "conditions": set_conditions(conditions, updates, admission.at),
-            "requeueState": None,
         },
     )
 
@@ -164,9 +163,10 @@ def eviction_patch(
     ]
     if eviction.preemption_reason is not None:
         updates.append(("Preempted", True, eviction.preemption_reason.value, message))
+    # Not requeued while deactivated, nor while backing off (Requeued True, BackoffFinished, when that ends).
     updates.append(
         ("Requeued", False, reason, message)
-        if eviction.deactivated
+        if eviction.deactivated or eviction.requeue_at is not None
         else ("Requeued", True, reason, "The workload is back in its queue")
     )
     status: dict[str, Any] = {

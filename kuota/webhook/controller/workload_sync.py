@@ -16,6 +16,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.pending_reasons import PendingReasons
+from kuota.webhook.controller.pods_ready import backing_off_until, requeue_state
 from kuota.webhook.controller.state import ControllerState
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class WorkloadSync:
             try:
                 at = status.quota_reserved_at(obj) or parsed.created
                 engine.restore_admitted(parsed, cluster_queue, pod_sets, at)
+                engine.restore_requeue_state(key, requeue_state(obj)[0], None)
             except EngineError as error:
                 log.error("Workload %s holds an admission the engine cannot restore: %s", key, error)
             return
@@ -105,5 +107,9 @@ class WorkloadSync:
             log.info("workload %s was reactivated; it is queued again", key)
             engine.finish(key)  # the engine keeps a deactivated workload out of every queue until it forgets it
         engine.submit(parsed)
+        count, _ = requeue_state(obj)
+        backoff = backing_off_until(obj)
+        if count or backoff is not None:  # the PodsReady backoff survives a restart (as the engine's count)
+            engine.restore_requeue_state(key, count, backoff)
         if parsed.active and status.was_deactivated(obj):
             state.spawn(self._decisions.write_reactivated(obj))

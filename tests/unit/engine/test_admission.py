@@ -451,3 +451,16 @@ def test_restored_admissions_count_against_quota() -> None:
     fresh.restore_admitted(workload("a", "probe", 2), "a", decision.pod_sets, 0)
     fresh.submit(workload("a", "next", 1, at=1))
     assert fresh.schedule(1) == []
+
+
+def test_a_pods_ready_backoff_read_back_from_the_api_keeps_its_count_and_its_wait() -> None:
+    """A restarted controller restores requeueState: the workload waits out its backoff, and its count goes on."""
+    config = Configuration(wait_for_pods_ready=WaitForPodsReady(backoff_base_seconds=60, backoff_limit_count=2))
+    engine = engine_with(gpu_queue("a", 2, cohort=None), configuration=config)
+    engine.submit(workload("a", "w", 2))
+    engine.restore_requeue_state("a/w", 2, 100.0)
+    assert engine.status("a/w").state is WorkloadState.BACKOFF
+    assert engine.next_wakeup() == 100.0
+    assert engine.schedule(99) == []
+    assert admitted(engine.schedule(100)) == ["a/w"]
+    assert engine.evict("a/w", EvictionReason.PODS_READY_TIMEOUT, 110).deactivated  # the third timeout

@@ -271,3 +271,31 @@ def test_workload_min_count_cannot_exceed_count() -> None:
     assert _messages(validate_workload(obj)) == [
         "spec.podSets[0].minCount: Invalid value: 3: must be less than or equal to count"
     ]
+
+
+def _wait_config(wait: dict[str, Any]) -> Any:
+    return parse_configuration(
+        {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "waitForPodsReady": wait}
+    ).wait_for_pods_ready
+
+
+def test_wait_for_pods_ready_recovery_defaults_to_the_timeout_and_0s_turns_it_off() -> None:
+    defaults = _wait_config({})
+    assert (defaults.timeout_seconds, defaults.recovery_timeout_seconds) == (1800, 1800)
+    assert (defaults.block_admission, defaults.timestamp) == (False, "Eviction")
+    assert _wait_config({"timeout": "5m"}).recovery_timeout_seconds == 300
+    assert _wait_config({"timeout": "5m", "recoveryTimeout": "0s"}).recovery_timeout_seconds is None
+    chosen = _wait_config(
+        {"recoveryTimeout": "1m", "blockAdmission": True, "requeuingStrategy": {"timestamp": "Creation"}}
+    )
+    assert (chosen.recovery_timeout_seconds, chosen.block_admission, chosen.timestamp) == (60, True, "Creation")
+
+
+def test_wait_for_pods_ready_refuses_a_negative_timeout_and_an_unknown_timestamp_one_line_each() -> None:
+    with pytest.raises(InvalidObjectError) as caught:
+        _wait_config({"timeout": "-5s", "recoveryTimeout": "-1m", "requeuingStrategy": {"timestamp": "Admission"}})
+    assert [str(error) for error in caught.value.errors] == [
+        'waitForPodsReady.timeout: Invalid value: "-5s": must not be negative',
+        'waitForPodsReady.recoveryTimeout: Invalid value: "-1m": must not be negative',
+        'waitForPodsReady.requeuingStrategy.timestamp: Invalid value: "Admission": must be "Eviction" or "Creation"',
+    ]

@@ -40,15 +40,21 @@ def test_the_named_frameworks_are_enabled_and_kueues_others_skipped_with_a_warni
 
 
 @pytest.mark.parametrize(
-    ("body", "warned"), [("waitForPodsReady:\n  timeout: 5m\n", True), ("fairSharing: {}\n", False)]
+    ("body", "timeout"),
+    [
+        ("waitForPodsReady:\n  timeout: 5m\n", 300),
+        ("fairSharing: {}\n", 1800),  # on by default, as in Kueue v0.19+
+        ("featureGates:\n  DisableWaitForPodsReady: true\n", None),
+        ("featureGates:\n  DisableWaitForPodsReady: true\nwaitForPodsReady:\n  timeout: 5m\n", None),
+        ("waitForPodsReady:\n  enable: false\n", None),
+    ],
 )
-def test_a_wait_for_pods_ready_the_controller_does_not_enforce_is_said_at_start(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, body: str, warned: bool
+def test_wait_for_pods_ready_is_on_unless_kueues_feature_gate_turns_it_off(
+    tmp_path: Path, body: str, timeout: int | None
 ) -> None:
-    with caplog.at_level(logging.WARNING):
-        configuration = load_configuration(_config(tmp_path, body), "kuota-system")[0]
-    assert (configuration.wait_for_pods_ready is not None) is warned
-    assert ("waitForPodsReady is not enforced by the controller" in caplog.text) is warned
+    wait = load_configuration(_config(tmp_path, body), "kuota-system")[0].wait_for_pods_ready
+    assert (wait.timeout_seconds if wait is not None else None) == timeout
+    assert load_configuration(None, "kuota-system")[0].wait_for_pods_ready is not None
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,278 @@
+"""Kueue's waitForPodsReady, live: the ``PodsReady`` condition of each admitted Workload, written from its job's
+readiness, and the two clocks on it (docs/architecture.md, "waitForPodsReady").
+
+- The condition follows Kueue's ``generatePodsReadyCondition``: ``WaitForStart`` until every pod is ready (or
+  succeeded), then ``Started``; ``WaitForRecovery`` once a ready workload loses a pod, then ``Recovered``. It is
+  written only when its status or reason changes.
+- The start clock runs from the ``Admitted`` condition's transition, the recovery clock from ``PodsReady``'s
+  (Kueue's ``admittedNotReadyWorkload``). On expiry the engine evicts the workload (``PodsReadyTimeout``): it
+  backs off ``base * 2^(n-1)`` seconds, capped, or is deactivated past ``backoffLimitCount``; the decision
+  writer writes that as any eviction. When a backoff ends, ``Requeued`` turns True (``BackoffFinished``).
+
+:class:`PodsReadyClock` keeps both kinds of deadline (fed by the job reconciler, which sees every admitted
+Workload of a job and every Workload it evicts) and tells the controller's loop when to wake.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.engine import EngineError, Eviction, EvictionReason, WaitForPodsReady, WorkloadState
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
+from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.state import ControllerState
+
+log = logging.getLogger(__name__)
+
+PODS_READY = "PodsReady"
+WAIT_FOR_START = "WaitForStart"
+STARTED = "Started"
+WAIT_FOR_RECOVERY = "WaitForRecovery"
+RECOVERED = "Recovered"
+NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+READY_MESSAGE = "All pods reached readiness and the workload is running"
+BACKOFF_FINISHED = "BackoffFinished"
+BACKOFF_FINISHED_MESSAGE = "The workload backoff was finished"
+_RETRY_SECONDS = 1.0  # a deadline met while the Workload's decision is still being written is looked at again
+
+
+def _conditions(workload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(workload.get("status", {}).get("conditions") or [])
+
+
+def pods_ready_condition(workload: Mapping[str, Any], ready: bool) -> tuple[bool, str, str]:
+    """The ``PodsReady`` condition (status, reason, message) a Workload should have, its job's pods being
+    ``ready`` or not (Kueue's ``generatePodsReadyCondition``)."""
+    if not status.is_true(workload, "Admitted"):
+        return False, WAIT_FOR_START, NOT_READY_MESSAGE
+    current = status.condition(_conditions(workload), PODS_READY)
+    if ready:
+        recovering = current is not None and current.get("reason") in (WAIT_FOR_RECOVERY, RECOVERED)
+        return True, RECOVERED if recovering else STARTED, READY_MESSAGE
+    if current is not None and (current.get("status") == "True" or current.get("reason") == WAIT_FOR_RECOVERY):
+        return False, WAIT_FOR_RECOVERY, RECOVERY_MESSAGE
+    return False, WAIT_FOR_START, NOT_READY_MESSAGE
+
+
+def pods_ready_patch(workload: Mapping[str, Any], ready: bool, at: float) -> dict[str, Any] | None:
+    """The status patch that sets ``PodsReady``, or None when its status and reason are already so (no write).
+    A Workload never admitted gets none: the condition starts with its first admission."""
+    current = status.condition(_conditions(workload), PODS_READY)
+    if current is None and not status.is_true(workload, "Admitted"):
+        return None
+    wanted, reason, message = pods_ready_condition(workload, ready)
+    if (
+        current is not None
+        and current.get("status") == ("True" if wanted else "False")
+        and current.get("reason") == reason
+    ):
+        return None
+    conditions = status.set_conditions(_conditions(workload), [(PODS_READY, wanted, reason, message)], at)
+    metadata = {"resourceVersion": workload["metadata"]["resourceVersion"]}
+    return {"metadata": metadata, "status": {"conditions": conditions}}
+
+
+def timeout_deadline(workload: Mapping[str, Any], wait: WaitForPodsReady) -> float | None:
+    """When an admitted Workload whose pods are not ready times out (Kueue's ``admittedNotReadyWorkload``):
+    ``timeout`` after its admission while it waits to start, ``recoveryTimeout`` after it lost readiness while it
+    waits to recover; None when no clock runs (not admitted, ready, inactive, evicted, recovery untimed)."""
+    if not status.is_true(workload, "Admitted") or status.is_true(workload, "Evicted"):
+        return None
+    if workload.get("spec", {}).get("active", True) is False:
+        return None
+    conditions = _conditions(workload)
+    current = status.condition(conditions, PODS_READY)
+    if current is not None and current.get("status") == "True":
+        return None
+    if current is None or current.get("reason") in (WAIT_FOR_START, "PodsReady"):
+        admitted = status.condition(conditions, "Admitted") or {}
+        since = status.parse_time(admitted.get("lastTransitionTime"))
+        return None if since is None else since + wait.timeout_seconds
+    if current.get("reason") == WAIT_FOR_RECOVERY and wait.recovery_timeout_seconds is not None:
+        since = status.parse_time(current.get("lastTransitionTime"))
+        return None if since is None else since + wait.recovery_timeout_seconds
+    return None
+
+
+def requeue_state(workload: Mapping[str, Any]) -> tuple[int, float | None]:
+    """``status.requeueState``: the PodsReady timeouts counted so far, and when the backoff ends (None: none)."""
+    state = workload.get("status", {}).get("requeueState") or {}
+    count = state.get("count") if isinstance(state, Mapping) else None
+    requeue_at = state.get("requeueAt") if isinstance(state, Mapping) else None
+    try:
+        return int(count or 0), status.parse_time(requeue_at) if isinstance(requeue_at, str) else None
+    except (TypeError, ValueError):
+        return 0, None
+
+
+def backing_off_until(workload: Mapping[str, Any]) -> float | None:
+    """When the PodsReady backoff of an evicted Workload ends; None when it is not backing off."""
+    requeued = status.condition(_conditions(workload), "Requeued")
+    if requeued is None or requeued.get("status") != "False" or requeued.get("reason") != "PodsReadyTimeout":
+        return None
+    return requeue_state(workload)[1]
+
+
+def backoff_finished_patch(workload: Mapping[str, Any], at: float) -> dict[str, Any]:
+    """``Requeued`` True (``BackoffFinished``) and ``requeueAt`` cleared; the count stays (Kueue's words)."""
+    conditions = status.set_conditions(
+        _conditions(workload), [("Requeued", True, BACKOFF_FINISHED, BACKOFF_FINISHED_MESSAGE)], at
+    )
+    return {
+        "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
+        "status": {"conditions": conditions, "requeueState": {"requeueAt": None}},
+    }
+
+
+class PodsReadyClock:
+    """The PodsReady deadlines and backoff ends of the Workloads the controller has seen, earliest first."""
+
+    def __init__(self, state: ControllerState, wait: WaitForPodsReady) -> None:
+        self.wait = wait
+        self._state = state
+        self._timeouts = _Deadlines()
+        self._backoffs = _Deadlines()
+
+    def track(self, key: str, workload: Mapping[str, Any] | None) -> None:
+        """Take the newest copy of a Workload (None: gone) and keep its deadlines, if it has any."""
+        changed = self._timeouts.set(key, None if workload is None else timeout_deadline(workload, self.wait))
+        changed |= self._backoffs.set(key, None if workload is None else backing_off_until(workload))
+        if changed:
+            self._state.wake.set()
+
+    def admitted(self, key: str, now: float) -> None:
+        """A job's Workload the engine just admitted: not ready until its own copy says otherwise (its deadline,
+        ``timeout`` from now, is replaced by the one its ``Admitted`` condition gives once it is tracked)."""
+        if key not in self._timeouts:
+            self._timeouts.set(key, now + self.wait.timeout_seconds)
+
+    def blocks_admission(self) -> bool:
+        """``blockAdmission``: no new admission while an admitted job's Workload waits for its pods."""
+        return self.wait.block_admission and len(self._timeouts) > 0
+
+    def next_wakeup(self) -> float | None:
+        times = [at for at in (self._timeouts.first(), self._backoffs.first()) if at is not None]
+        return min(times, default=None)
+
+    def timed_out(self, now: float) -> list[Eviction]:
+        """The evictions (made by the engine now) of the Workloads whose pods did not get ready in time."""
+        evictions: list[Eviction] = []
+        state = self._state
+        for key in self._timeouts.due(now):
+            workload = state.workloads.get(key)
+            deadline = None if workload is None else timeout_deadline(workload, self.wait)
+            if deadline is None:
+                continue
+            if deadline > now or key in state.writing:  # a decision about it is being written: look again later
+                self._timeouts.set(key, max(deadline, now + _RETRY_SECONDS) if deadline <= now else deadline)
+                continue
+            if state.engine.admission(key) is None:
+                continue
+            try:
+                evictions.append(state.engine.evict(key, EvictionReason.PODS_READY_TIMEOUT, now))
+            except EngineError as error:
+                log.warning("PodsReady timeout of %s not acted on: %s", key, error)
+                continue
+            log.info("Workload %s: its pods were not ready in time; it is evicted (PodsReadyTimeout)", key)
+        return evictions
+
+    def backoffs_ended(self, now: float) -> list[str]:
+        """The Workloads whose backoff ended (their ``requeueAt`` passed): their ``Requeued`` is to be written
+        before the engine admits them again (call before ``schedule(now)``, which queues them again)."""
+        ended: list[str] = []
+        state = self._state
+        for key in self._backoffs.due(now):
+            workload = state.workloads.get(key)
+            if workload is None or backing_off_until(workload) is None:
+                continue
+            if key in state.writing:  # a decision about it is being written: look again once it is
+                self._backoffs.set(key, now + _RETRY_SECONDS)
+                continue
+            try:
+                engine_state = state.engine.status(key).state
+            except EngineError:
+                continue
+            if engine_state in (WorkloadState.BACKOFF, WorkloadState.PENDING):
+                ended.append(key)
+        return ended
+
+
+class _Deadlines:
+    """One deadline per key, earliest first; a replaced deadline's heap entry is skipped when it comes up."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, float] = {}
+        self._heap: list[tuple[float, str]] = []
+
+    def set(self, key: str, when: float | None) -> bool:
+        """Set (None: clear) ``key``'s deadline; True when it is a new one."""
+        if when is None:
+            self._at.pop(key, None)
+            return False
+        if self._at.get(key) == when:
+            return False
+        self._at[key] = when
+        heapq.heappush(self._heap, (when, key))
+        return True
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def first(self) -> float | None:
+        while self._heap and self._at.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def due(self, now: float) -> list[str]:
+        """Take out every key whose deadline is at or before ``now``."""
+        keys: list[str] = []
+        while (first := self.first()) is not None and first <= now:
+            _, key = heapq.heappop(self._heap)
+            del self._at[key]
+            keys.append(key)
+        return keys
+
+
+async def write_pods_ready(
+    writer: ApiWriter, state: ControllerState, workload: Mapping[str, Any], ready: bool
+) -> Mapping[str, Any]:
+    """Write the Workload's ``PodsReady`` condition if it changed; the newest copy of the Workload. Raises
+    StaleObjectError (the caller re-reads) and ApiWriteError."""
+    patch = pods_ready_patch(workload, ready, state.clock())
+    if patch is None:
+        return workload
+    metadata = workload["metadata"]
+    written = await writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch, "status")
+    state.workloads.wrote(written)
+    return written
+
+
+async def write_backoff_finished(writer: ApiWriter, state: ControllerState, key: str) -> None:
+    """Say that a Workload's PodsReady backoff ended (``Requeued`` True, ``BackoffFinished``)."""
+    workload = state.workloads.get(key)
+    if workload is None or backing_off_until(workload) is None:
+        return
+    metadata = workload["metadata"]
+    patch = backoff_finished_patch(workload, state.clock())
+    try:
+        written = await writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch, "status")
+    except StaleObjectError:
+        try:
+            fresh = await writer.get(WORKLOADS, metadata["namespace"], metadata["name"])
+        except ApiWriteError as error:
+            log.warning("could not re-read Workload %s: %s", key, error)
+            return
+        state.take_fresh(key, fresh)
+        return
+    except ApiWriteError as error:
+        log.warning("end of the backoff of %s not written: %s", key, error)
+        return
+    state.workloads.wrote(written)

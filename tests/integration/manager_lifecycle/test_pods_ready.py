@@ -1,0 +1,256 @@
+"""waitForPodsReady on a real control plane: a Job whose pods run gets PodsReady=True (Started); a Job whose pods can
+never be scheduled waits (WaitForStart), is evicted on the timeout (PodsReadyTimeout) and suspended, backs off,
+is requeued (BackoffFinished), and is deactivated past backoffLimitCount."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster import Cluster
+from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects, wait_for_event
+from tests.integration.manager.guide_objects import VERBATIM, gpu_job
+from tests.integration.manager.test_guide import admitted_workload, create_job, workload_of
+from tests.manager_process import ManagerProcess
+from tests.paths import GUIDE
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "research"
+NOT_READY = "Not all pods are ready or succeeded"
+
+
+class WorkloadVersions:
+    """Every version of the namespace's Workloads, as ``kubectl get -w`` shows them: a condition that holds only
+    for an instant is still seen."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        command = [str(cluster.binaries.kubectl), f"--kubeconfig={cluster.kubeconfig}"]
+        command += ["get", "workloads", "-n", namespace, "-w", "-o", "json"]
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.seen: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._process.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    obj, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                with self._lock:
+                    self.seen.append(obj)
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [obj for obj in self.seen if obj["metadata"]["name"] == name]
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=10)
+
+
+def _condition(obj: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
+    found = next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+    return None if found is None else (found["status"], found["reason"], found.get("message", ""))
+
+
+def _first(versions: list[dict[str, Any]], what: str, check: Any, after: int = -1) -> int:
+    for index, obj in enumerate(versions):
+        if index > after and check(obj):
+            return index
+    raise AssertionError(f"no version of the Workload after #{after} where {what}: {versions!r}"[:4000])
+
+
+@contextlib.contextmanager
+def _manager(cluster: Cluster, wait_for_pods_ready: dict[str, Any]) -> Iterator[ManagerProcess]:
+    """A manager whose Configuration sets ``wait_for_pods_ready``; the guide's queue objects and jobs gone after."""
+    ensure_namespace(cluster, "kuota-pods-ready", managed=False)
+    ensure_namespace(cluster, NAMESPACE)
+    config = cluster.workdir / "pods-ready-config.yaml"
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "waitForPodsReady": wait_for_pods_ready,
+    }
+    config.write_text(yaml.safe_dump(configuration))
+    manager = ManagerProcess(cluster, "kuota-pods-ready", identity="pods-ready", extra_args=(f"--config={config}",))
+    manager.start()
+    try:
+        yield manager
+    finally:
+        remove_queue_objects(cluster, [NAMESPACE])
+        manager.stop()
+        manager.unregister()
+
+
+@pytest.fixture
+def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterator[ManagerProcess]:
+    del kuota_crds
+    wait = {"timeout": "5s", "requeuingStrategy": {"backoffBaseSeconds": 1, "backoffLimitCount": 1}}
+    with _manager(cluster, wait) as manager:
+        yield manager
+
+
+def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_ready_pods_start(
+    cluster: Cluster, pods_ready_manager: ManagerProcess
+) -> None:
+    del pods_ready_manager
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    versions = WorkloadVersions(cluster, NAMESPACE)
+    try:
+        stuck_manifest = gpu_job("never-ready", NAMESPACE, pods=1, gpus_per_pod=1)
+        stuck_manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+        stuck = create_job(cluster, stuck_manifest)
+        runs = create_job(cluster, gpu_job("gets-ready", NAMESPACE, pods=1, gpus_per_pod=1))
+
+        def started() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, runs["metadata"]["uid"])
+            ready = None if workload is None else _condition(workload, "PodsReady")
+            return workload if ready is not None and ready[:2] == ("True", "Started") else None
+
+        ready = _condition(wait_until(started, "the running Job's Workload to be PodsReady", timeout=60), "PodsReady")
+        assert ready == ("True", "Started", "All pods reached readiness and the workload is running")
+
+        def deactivated() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, stuck["metadata"]["uid"])
+            return workload if workload is not None and workload["spec"].get("active") is False else None
+
+        workload = wait_until(deactivated, "the never-ready Job's Workload to be deactivated", timeout=90)
+        name = workload["metadata"]["name"]
+        assert _condition(workload, "Evicted") == (
+            "True",
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        )
+        assert _condition(workload, "Requeued")[:2] == ("False", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        wait_until(
+            lambda: (
+                cluster.kubectl(
+                    "get", "job", "never-ready", "-n", NAMESPACE, "-o", "jsonpath={.spec.suspend}"
+                ).stdout.strip()
+                == "true"
+            ),
+            "the deactivated Workload's Job to be suspended",
+        )
+        message = f"Exceeded the PodsReady timeout {NAMESPACE}/{name}"
+        assert wait_for_event(cluster, NAMESPACE, "Workload", name, ("Normal", "EvictedDueToPodsReadyTimeout")) == (
+            message
+        )
+
+        seen = versions.of(name)
+        waiting = _first(
+            seen,
+            "PodsReady is False, WaitForStart",
+            lambda obj: (
+                _condition(obj, "PodsReady") == ("False", "WaitForStart", "Not all pods are ready or succeeded")
+            ),
+        )
+        evicted = _first(
+            seen,
+            "it is evicted on the PodsReady timeout, not requeued yet",
+            lambda obj: (
+                _condition(obj, "Evicted") == ("True", "PodsReadyTimeout", message)
+                and _condition(obj, "Requeued") == ("False", "PodsReadyTimeout", message)
+                and (obj["status"].get("requeueState") or {}).get("count") == 1
+                and "requeueAt" in obj["status"]["requeueState"]
+                and not obj["status"].get("admission")
+            ),
+            after=waiting,
+        )
+        requeued = _first(
+            seen,
+            "its backoff finished",
+            lambda obj: (
+                _condition(obj, "Requeued") == ("True", "BackoffFinished", "The workload backoff was finished")
+                and "requeueAt" not in (obj["status"].get("requeueState") or {})
+            ),
+            after=evicted,
+        )
+        readmitted = _first(
+            seen, "it is admitted again", lambda obj: bool(obj.get("status", {}).get("admission")), after=requeued
+        )
+        _first(seen, "it is deactivated", lambda obj: obj["spec"].get("active") is False, readmitted)
+    finally:
+        versions.stop()
+
+
+def test_the_requeue_count_survives_a_manager_restart(cluster: Cluster, pods_ready_manager: ManagerProcess) -> None:
+    """Restarted after the first timeout, the manager reads requeueState back: the next timeout is past
+    backoffLimitCount 1 and deactivates, where a forgotten count would evict and requeue once more."""
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    versions = WorkloadVersions(cluster, NAMESPACE)
+    try:
+        manifest = gpu_job("never-ready-restarted", NAMESPACE, pods=1, gpus_per_pod=1)
+        manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+        uid = create_job(cluster, manifest)["metadata"]["uid"]
+
+        def evicted_once() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            count = None if workload is None else (workload["status"].get("requeueState") or {}).get("count")
+            return workload if count == 1 else None
+
+        name = wait_until(evicted_once, "the first PodsReady timeout", timeout=60)["metadata"]["name"]
+        pods_ready_manager.stop()
+        pods_ready_manager.start()
+
+        def deactivated() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            return workload if workload is not None and workload["spec"].get("active") is False else None
+
+        workload = wait_until(deactivated, "the Workload to be deactivated after the restart", timeout=90)
+        assert _condition(workload, "Evicted")[:2] == ("True", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        counts = {(obj.get("status", {}).get("requeueState") or {}).get("count") for obj in versions.of(name)}
+        assert counts <= {None, 1}, f"requeued again after the restart: counts {counts}"
+    finally:
+        versions.stop()
+
+
+def _never_ready_job(name: str) -> dict[str, Any]:
+    manifest = gpu_job(name, NAMESPACE, pods=1, gpus_per_pod=1)
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+    return manifest
+
+
+def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its_pods(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]]
+) -> None:
+    del kuota_crds
+    wait = {"timeout": "6s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    with _manager(cluster, wait):
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        stuck_uid = create_job(cluster, _never_ready_job("blocks-admission"))["metadata"]["uid"]
+        stuck = admitted_workload(cluster, NAMESPACE, stuck_uid)
+        waiting_uid = create_job(cluster, gpu_job("waits-its-turn", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
+            "uid"
+        ]
+        admitted = admitted_workload(cluster, NAMESPACE, waiting_uid)
+
+        def evicted_at(workload: dict[str, Any]) -> str | None:
+            found = next((c for c in workload["status"]["conditions"] if c["type"] == "Evicted"), None)
+            return None if found is None or found["status"] != "True" else str(found["lastTransitionTime"])
+
+        stuck = workload_of(cluster, NAMESPACE, stuck_uid) or stuck
+        deactivated_at = evicted_at(stuck)
+        assert deactivated_at is not None, "admitted while the first Workload's pods were not ready"
+        assert stuck["spec"].get("active") is False  # backoffLimitCount 0: the first timeout deactivates
+        admitted_condition = next(c for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
+        assert admitted_condition["lastTransitionTime"] >= deactivated_at
