@@ -38,4 +38,4 @@ pytest:
 # The engine from its sources even where `make install` compiled it (tests/conftest.py), so an edit needs no
 # compile; the chart's tests need helm, built once into ~/.cache/kuota by `make control-plane`.
 unit:
-	@$(PHASE) "unit tests (sources; no control plane)" env KUOTA_PURE_PYTHON=1 $(BIN)/pytest -p no:cacheprovider -q -m "not integration" tests/unit
+	@$(PHASE) "unit tests (sources; no control plane)" env KUOTA_PURE_PYTHON=1 KUOTA_QUICK_PROPERTIES=1 $(BIN)/pytest -p no:cacheprovider -q -m "not integration" tests/unit

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kuota.engine_build import prefer_pure_python, stale_compiled_modules
+from tests import examples  # noqa: F401  (loads the quick Hypothesis profile in make unit)
 
 SOURCES = os.environ.get("KUOTA_PURE_PYTHON") == "1"
 UNIT = Path(__file__).parent / "unit"

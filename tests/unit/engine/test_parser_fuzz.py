@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kuota.engine.decoding import parse_object, parse_workload, validate_workload
 from kuota.engine.errors import InvalidObjectError, QuantityError
 from kuota.engine.quantities import LARGEST_AMOUNT, parse_amount, parse_quantity
+from tests.examples import examples
 
 # Generous for the pure-Python build on a slow machine; the hostile inputs once took 30 s.
 _BOUND_SECONDS = 0.05
@@ -69,7 +70,7 @@ def _parse_or_refuse(text: object) -> None:
     assert abs(amount) <= LARGEST_AMOUNT
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(_quantity_like, st.text(max_size=200), _hostile_values))
 def test_the_quantity_parser_only_raises_quantity_error_and_answers_in_bounded_time(text: object) -> None:
     assert _timed(lambda: _parse_or_refuse(text)) <= _BOUND_SECONDS
@@ -191,7 +192,7 @@ def _parse(obj: object) -> None:
     assert isinstance(errors, list)
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(800), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(_PATHS), _hostile_values)
 def test_the_workload_parser_only_raises_invalid_object_and_answers_in_bounded_time(
     path: tuple[str | int, ...], value: object
@@ -200,7 +201,7 @@ def test_the_workload_parser_only_raises_invalid_object_and_answers_in_bounded_t
     assert _timed(lambda: _parse(obj)) <= _BOUND_SECONDS
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_hostile_values)
 def test_the_workload_parser_refuses_any_top_level_value(value: object) -> None:
     assert _timed(lambda: _parse(value)) <= _BOUND_SECONDS

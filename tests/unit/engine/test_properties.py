@@ -34,6 +34,7 @@ from kuota.engine.model import (
 )
 from kuota.engine.quota_engine import Admission, Decision, Eviction, QuotaEngine
 from kuota.engine.quota_tree import QuotaTree
+from tests.examples import examples
 
 from .builders import API, cluster_queue, flavor, local_queue, quota
 from .reference import ReferenceScheduler
@@ -294,7 +295,7 @@ def _run(
         checker.apply(at_once)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_batched_equals_sequential_and_invariants_hold(scenario: tuple[list[dict[str, Any]], bool, list[Any]]) -> None:
     _run(*scenario)
@@ -317,7 +318,7 @@ def adversarial(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple
     return queues, draw(st.booleans()), ops
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(adversarial())
 def test_no_preemption_cycles_under_adversarial_streams(scenario: tuple[list[dict[str, Any]], bool, list[Any]]) -> None:
     _run(*scenario)
@@ -380,7 +381,7 @@ def two_resource_scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool,
     return queues, draw(st.booleans()), ops
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(two_resource_scenarios())
 def test_batched_equals_sequential_with_two_resources(
     scenario: tuple[list[dict[str, Any]], bool, list[Any]],
@@ -423,7 +424,7 @@ def nested_scenarios(
     return queues, fair, ops, cohorts
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nested_scenarios())
 def test_batched_equals_sequential_in_nested_cohorts_with_quota_at_cohort_levels(
     scenario: tuple[list[dict[str, Any]], bool, list[Any], list[dict[str, Any]]],
@@ -456,7 +457,7 @@ def fair_ties(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, list[tuple[A
     return queues, True, ops
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fair_ties())
 def test_batched_equals_sequential_when_fair_sharing_breaks_ties_in_set_aside_groups(
     scenario: tuple[list[dict[str, Any]], bool, list[Any]],
@@ -495,7 +496,7 @@ def two_pod_set_scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], bool, 
     return queues, draw(st.booleans()), ops
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(two_pod_set_scenarios())
 def test_batched_equals_sequential_and_invariants_hold_with_two_pod_sets_cut_toward_min_count(
     scenario: tuple[list[dict[str, Any]], bool, list[Any]],

@@ -6,6 +6,7 @@ from kuota.exporter.attribution import attribute
 from kuota.exporter.cgroup_pod_uid import ContainerRef
 from kuota.exporter.pod_directory import PodInfo
 from kuota.exporter.readings import GpuProcess
+from tests.examples import examples
 
 GPU = "GPU-aaaa"
 MIG = "MIG-bbbb"
@@ -105,7 +106,7 @@ def test_exited_processes_still_count_within_the_window() -> None:
     assert figure.sm_percent == 33.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     loads=st.lists(st.tuples(st.sampled_from(["uid-a", "uid-b"]), st.floats(0, 100)), min_size=0, max_size=12),
     allocated=st.sets(st.sampled_from([A, B])),

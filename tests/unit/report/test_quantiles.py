@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuota.report.figures.quantiles import histogram_count, histogram_quantile, percentile
+from tests.examples import examples
 
 INF = math.inf
 
@@ -34,7 +35,7 @@ def test_histogram_without_infinite_bucket_is_rejected_as_unknown() -> None:
     assert histogram_quantile(0.5, [(10.0, 5.0)]) is None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=50), min_size=2, max_size=8), st.floats(0.01, 0.99))
 def test_quantile_is_monotonic_in_q_and_within_the_bounds(counts: list[int], q: float) -> None:
     bounds = [float(2**i) for i in range(len(counts))] + [INF]

@@ -41,6 +41,7 @@ from kuota.report.sources.workload_history import (
 from kuota.report.writers import json_file, markdown_file
 from kuota.report.writers.markdown_file import markdown_text
 from kuota.simulator.workload_reading import convert_lines
+from tests.examples import examples
 
 # Generous for inputs of this size (a few kB; a typical one takes well under a millisecond, a whole
 # collect-and-report a few milliseconds), and far below what a parse of unbounded cost would take.
@@ -50,7 +51,7 @@ WINDOW = Window.build(3 * 3600, END, 60, WorkHours())
 HOUR_ENDS = WINDOW.hour_ends()
 URL = "http://prometheus.test"
 FUZZ = settings(
-    max_examples=200,
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
@@ -250,7 +251,7 @@ def _script(
     )
 
 
-@settings(FUZZ, max_examples=100)  # each example draws 34 answers: generating them is most of the test's time
+@settings(FUZZ, max_examples=examples(100))  # each example draws 34 answers: generating them is most of the test's time
 @given(
     # 11 presence queries, then up to 12 more instant ones; up to 9 range queries
     instant=_script(PLAUSIBLE_INSTANT, _vector(SANE_VALUES | EDGE_VALUES) | INSTANT_ANSWERS, 24),
@@ -505,7 +506,7 @@ SHOWABLE = st.characters(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(label=st.text(SHOWABLE) | st.text(st.sampled_from("\\`*_{}[]()#+-.!|~$<>&:;/ x\t")))
 def test_a_label_through_markdown_text_renders_as_its_own_characters(label: str) -> None:
 

@@ -28,6 +28,7 @@ from kuota.simulator.errors import SimulateError
 from kuota.simulator.replay import replay
 from kuota.simulator.summary import output_document, summary
 from kuota.simulator.workload_reading import read_workloads
+from tests.examples import examples
 
 # Generous for the pure-Python build on a busy machine: a read of one small input takes about a millisecond,
 # a replay of a few workloads a few; the hostile inputs once took 51 s, or forever.
@@ -35,7 +36,7 @@ _BOUND_SECONDS = 0.05
 # A read of the seven-document _CONFIG: about 3 ms on a quiet machine, so 15 of them are about the bound.
 _REFERENCE_RATIO = 15
 _FUZZ = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     # Not the explain phase: it traces every line run, which makes a failing example slower than it is.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kuota.simulator.errors import SourceSpecError
 from kuota.simulator.queue_mapping import QueueTarget, queue_for_user
+from tests.examples import examples
 
 TEAMS = [QueueTarget(f"team-{i:02d}", f"team-{i:02d}-queue") for i in range(1, 15)]
 USERS = [str(user) for user in range(1, 2001)]
@@ -31,7 +32,7 @@ def test_a_user_goes_to_the_queue_with_the_highest_documented_sha256_score() -> 
     assert queue_for_user("42", TEAMS) == max(TEAMS, key=score)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.permutations(TEAMS), st.sampled_from(USERS))
 def test_the_order_the_queues_are_listed_in_does_not_matter(queues: list[QueueTarget], user: str) -> None:
     assert queue_for_user(user, queues) == queue_for_user(user, TEAMS)

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS
+from tests.examples import examples
 from tests.unit.webhook.admission.conftest import make_app
 from tests.unit.webhook.admission.static_facts import StaticClusterFacts
 
@@ -166,7 +167,9 @@ def _check_answer(status: int, raw: bytes, sent: Any) -> None:
 
 
 SETTINGS = settings(
-    max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    max_examples=examples(1000),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
 
@@ -185,7 +188,7 @@ def test_a_review_with_a_uid_is_always_answered_as_a_review(harness: _Harness, d
     _check_answer(status, raw, document)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
 def test_arbitrary_bytes_get_a_400_and_never_a_500(harness: _Harness, body: bytes) -> None:
     status, raw = harness.post("/validate-batch-v1-job", body)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine.engine import Admission, Eviction, EvictionReason
-
+from kuota.engine import Admission, Eviction, EvictionReason
 from kuota.engine.decisions import WorkloadState
 from kuota.engine.decoding import parse_object
 from kuota.engine.model import Configuration, WaitForPodsReady

@@ -17,6 +17,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, 
 from kuota.webhook.admission.unmanaged import warn_unmanaged
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.registry import select
+from tests.examples import examples
 from tests.unit.webhook.admission.static_facts import StaticClusterFacts, apply_patch
 
 KUOTA = UserInfo("system:serviceaccount:kuota-system:kuota-manager", frozenset())
@@ -148,7 +149,7 @@ objects = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(obj=st.dictionaries(field_names, objects, max_size=4), old=st.dictionaries(field_names, objects, max_size=4))
 def test_a_hostile_pod_is_answered_or_named_never_a_crash(obj: dict[str, Any], old: dict[str, Any]) -> None:
     for rule in (default_pod, validate_pod):

@@ -20,6 +20,7 @@ from kuota.webhook.visibility.pending import (
     parse_window,
     summary,
 )
+from tests.examples import examples
 from tests.unit.engine.builders import engine_with, gpu_queue, local_queue, workload
 
 
@@ -63,7 +64,7 @@ def test_the_listed_order_is_the_order_the_engine_admits_in() -> None:
     assert admissions == ["old-high", "new-high", "same-time-a", "same-time-b", "old-low", "mid-low", "newest-low"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from([0, 10, 100]), st.integers(0, 5), st.sampled_from(["q", "other"]), st.integers(1, 2)),
