@@ -1,8 +1,10 @@
-"""The engine's decisions on four fixed streams, each as one SHA-256: a refactor must leave every digest as it was.
+"""The engine's decisions on five fixed streams, each as one SHA-256: a refactor must leave every digest as it was.
 
 Run: ``.venv/bin/python benchmarks/decision_digest.py [--trace PATH]``. The streams are the Philly 15k trace on
-the 14-team config (as shipped, one cohort with borrowing and preemption, and with each team isolated),
-Kueue's performance harness, and the synthetic 100k stream of ``benchmarks/engine_scale.py``. Each digest is
+the 14-team config (as shipped, one cohort with borrowing and preemption, and with each team isolated), the
+trace's first 1,000 jobs on that config with fair sharing on (the guide's Configuration, both preemption
+strategies: fair sharing costs far more per decision, hence the shorter stream), Kueue's performance harness,
+and the synthetic 100k stream of ``benchmarks/engine_scale.py``. Each digest is
 over ``kuota simulate``'s output document (every workload's admissions, with flavors and borrowing, its
 evictions with reason and preemptor, its finish time; every ClusterQueue's totals), serialized with sorted
 keys, so any change in any decision changes it. Prints one line a stream: its name, workloads, decisions and
@@ -31,6 +33,11 @@ from kuota.simulator.summary import output_document
 from kuota.simulator.traces import read_trace, trace_workloads
 from kuota.simulator.workload_reading import convert_lines
 
+FAIR_SHARING = {  # the guide's configuration-fairsharing.yaml, as the manager's --config would read it
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+}
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces" / "philly-15k.csv"
 
 
@@ -53,6 +60,7 @@ def main() -> None:
     philly_lines = list(trace_workloads(read_trace(args.trace), philly.queues))
     _digest("philly, cohort", philly.objects, philly_lines)
     _digest("philly, isolated teams", isolated_teams(philly.objects), philly_lines)
+    _digest("philly 1k, fair sharing", [*philly.objects, FAIR_SHARING], philly_lines[:1000])
     harness = HarnessSpec()
     _digest("kueue harness", harness_config(harness).objects, harness_workloads(harness))
     synthetic = SyntheticSpec(workloads=100_000)
