@@ -8,11 +8,14 @@ cache makes :func:`ensure_binaries` a few ``stat`` calls. Nothing built here is 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +128,17 @@ def _run(command: list[str], cwd: Path, label: str, extra_env: dict[str, str] | 
     print(f"[build] {label}: done in {time.monotonic() - started:.0f}s", flush=True)
 
 
+@contextlib.contextmanager
+def _one_builder(target: Path) -> Iterator[None]:
+    """Hold ``target``'s build for this process alone: two processes building the same binary (``make
+    control-plane`` and a test that needs helm, say) would share its ``.partial`` folder, one deleting what the
+    other builds, and leave a folder with binaries missing. Whoever waits here finds the folder built."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f"{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _write_module(folder: Path, go_mod: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "go.mod").exists() or (folder / "go.mod").read_text() != go_mod:
@@ -198,8 +212,9 @@ def _go_install(target: Path, package: str, label: str, ldflags: str = "-s -w") 
 def ensure_vegeta() -> Path:
     """Return the cached vegeta binary, building it when missing (about a minute when cold)."""
     folder = cache_root() / "bin" / f"vegeta-{VEGETA_VERSION}"
-    if not folder.is_dir():
-        _go_install(folder, f"{VEGETA_MODULE}@{VEGETA_VERSION}", f"vegeta {VEGETA_VERSION}")
+    with _one_builder(folder):
+        if not folder.is_dir():
+            _go_install(folder, f"{VEGETA_MODULE}@{VEGETA_VERSION}", f"vegeta {VEGETA_VERSION}")
     return folder / "vegeta"
 
 
@@ -216,8 +231,9 @@ def kueue_module_dir() -> Path:
 def ensure_kueue() -> Path:
     """Return the cached Kueue manager binary, building it when missing (about ten minutes when cold)."""
     folder = cache_root() / "bin" / f"kueue-{KUEUE_VERSION}"
-    if not folder.is_dir():
-        _build_kueue(folder)
+    with _one_builder(folder):
+        if not folder.is_dir():
+            _build_kueue(folder)
     return folder / "kueue"
 
 
@@ -233,9 +249,10 @@ def ensure_kueuectl() -> Path:
     """Return the cached ``kubectl-kueue`` (Kueue's kueuectl), building it when missing (minutes when cold)."""
     folder = cache_root() / "bin" / f"kueuectl-{KUEUE_VERSION}"
     binary = folder / "kubectl-kueue"
-    if not binary.is_file():
-        shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
-        _build_kueuectl(folder)
+    with _one_builder(folder):
+        if not binary.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
+            _build_kueuectl(folder)
     return binary
 
 
@@ -252,10 +269,11 @@ def module_dir(module: str, version: str) -> Path:
 def _ensure_go_binary(name: str, version: str, package: str, built_name: str) -> Path:
     folder = cache_root() / "bin" / f"{name}-{version}"
     binary = folder / name
-    if not binary.is_file():
-        shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
-        _go_install(folder, f"{package}@{version}", f"{name} {version}")
-        (folder / built_name).rename(binary)
+    with _one_builder(folder):
+        if not binary.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build cut short between the install and the rename
+            _go_install(folder, f"{package}@{version}", f"{name} {version}")
+            (folder / built_name).rename(binary)
     return binary
 
 
@@ -265,17 +283,18 @@ def ensure_jobset() -> Path:
     Built from a wrapper module as etcd is: ``go install jobset@version`` asks the proxy for the module's
     version list (to report deprecations), which the proxy refuses for sigs.k8s.io/jobset."""
     folder = cache_root() / "bin" / f"jobset-{JOBSET_VERSION}"
-    if not folder.is_dir():
-        module = cache_root() / "modules" / f"jobset-{JOBSET_VERSION}"
-        _write_module(module, "module kuota.invalid/jobset\n\ngo 1.26.0\n")
-        if not (module / "go.sum").exists():
-            _run(["go", "get", "-tool", f"{JOBSET_MODULE}@{JOBSET_VERSION}"], module, "jobset deps")
-        tmp = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "jobset"), JOBSET_MODULE]
-        _run(command, module, f"jobset {JOBSET_VERSION}")
-        tmp.rename(folder)
+    with _one_builder(folder):
+        if not folder.is_dir():
+            module = cache_root() / "modules" / f"jobset-{JOBSET_VERSION}"
+            _write_module(module, "module kuota.invalid/jobset\n\ngo 1.26.0\n")
+            if not (module / "go.sum").exists():
+                _run(["go", "get", "-tool", f"{JOBSET_MODULE}@{JOBSET_VERSION}"], module, "jobset deps")
+            tmp = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "jobset"), JOBSET_MODULE]
+            _run(command, module, f"jobset {JOBSET_VERSION}")
+            tmp.rename(folder)
     return folder / "jobset"
 
 
@@ -297,8 +316,9 @@ def ensure_binaries() -> Binaries:
     etcd = bin_root / f"etcd-{ETCD_VERSION}"
     helm = bin_root / f"helm-{HELM_VERSION}"
     for folder, build in ((etcd, _build_etcd), (helm, _build_helm), (kubernetes, _build_kubernetes)):
-        if not folder.is_dir():
-            build(folder)
+        with _one_builder(folder):
+            if not folder.is_dir():
+                build(folder)
     return Binaries(
         kube_apiserver=kubernetes / "kube-apiserver",
         kube_controller_manager=kubernetes / "kube-controller-manager",
