@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kuota.report.figures.levers import Lever
 from kuota.report.figures.prices import Price, PriceTable
-from kuota.report.figures.verdicts import Lever, Thresholds, Verdict
+from kuota.report.figures.verdicts import Thresholds, Verdict
 from kuota.report.figures.window import Window
 
 SCHEMA_VERSION = 1

@@ -11,6 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kuota.report.figures.levers import (
+    Lever,
+    QueueLeverInputs,
+    UtilizationLeverInputs,
+    cluster_levers,
+    priced,
+    queue_levers,
+    ranked,
+    utilization_levers,
+)
 from kuota.report.figures.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
 from kuota.report.figures.prices import Price, PriceTable
 from kuota.report.figures.quantiles import histogram_count, histogram_quantile, percentile
@@ -27,16 +37,7 @@ from kuota.report.figures.schema import (
     Utilization,
     WhatIfScenario,
 )
-from kuota.report.figures.verdicts import (
-    WORST_QUEUE,
-    Lever,
-    LeverInputs,
-    Thresholds,
-    Verdict,
-    decide,
-    rank_levers,
-    settle_with_whatif,
-)
+from kuota.report.figures.verdicts import WORST_QUEUE, Thresholds, Verdict, decide, settle_with_whatif
 from kuota.report.figures.week_over_week import PreviousReport, compare
 from kuota.report.figures.window import HOURS_PER_WEEK, HourClass, Window, trend_day_s
 
@@ -481,7 +482,9 @@ def _team_report(
         scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
     verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
     idle_total = gpu.idle_gpu_hours if gpu is not None else None
-    levers = rank_levers(_lever_inputs(utilization, queueing, idle_total, reclaimable, thresholds), thresholds)
+    levers = _team_levers(utilization, queueing, idle_total, reclaimable, thresholds)
+    price = gpu.money.price_per_gpu_hour if gpu is not None else None
+    levers = ranked(priced(lever, price, window.length_s / 3600) for lever in levers)
     failed = None
     if failed_gpu_hours is not None:
         failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
@@ -530,27 +533,30 @@ def _verdict(utilization: float | None, queueing: Queueing | None, thresholds: T
     return decide(utilization, queueing.wait_p95_s if queueing else None, share, thresholds)
 
 
-def _lever_inputs(
+def _team_levers(
     utilization: Utilization | None,
     queueing: Queueing | None,
     idle_total: float | None,
     reclaimable: float | None,
     thresholds: Thresholds,
-) -> LeverInputs:
+) -> list[Lever]:
     long_queue = bool(queueing and queueing.wait_p95_s is not None and queueing.wait_p95_s > thresholds.long_wait_s)
     average = utilization.average_percent if utilization else None
-    return LeverInputs(
-        long_queue=long_queue,
+    gpu_inputs = UtilizationLeverInputs(
         low_utilization=average is not None and average < thresholds.low_utilization_percent,
         utilization_p95_percent=utilization.p95_percent if utilization else None,
         allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
         used_gpu_hours=utilization.used_gpu_hours if utilization else None,
         idle_held_gpu_hours=idle_total,
+    )
+    queue_inputs = QueueLeverInputs(
+        long_queue=long_queue,
         waiting_while_idle_hours=queueing.waiting_while_idle_elsewhere_hours if queueing else None,
         reclaimable_gpu_hours=reclaimable,
         cohort=queueing.cohort if queueing else None,
         preemptions=queueing.preemptions if queueing else None,
     )
+    return utilization_levers(gpu_inputs, thresholds) + queue_levers(queue_inputs, thresholds)
 
 
 def _cluster(
@@ -623,7 +629,7 @@ def _cluster(
     if worst is not None and verdict_queueing is not queueing:
         verdict = Verdict(verdict.quadrant, f"{verdict.reason} ({WORST_QUEUE}, {worst.name})")
     verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
-    levers = _cluster_levers(teams)
+    levers = cluster_levers([(team.name, team.levers) for team in teams])
     return ClusterReport(
         capacity_gpu_hours=_total(capacity),
         capacity_source=capacity_source,
@@ -663,26 +669,3 @@ def _cluster_wide(queueing: Queueing, queues: QueueMeasurements, resolution_s: i
             else queueing.pending_max,
         },
     )
-
-
-def _cluster_levers(teams: Sequence[TeamReport]) -> list[Lever]:
-    totals: dict[str, float | None] = {}
-    evidence: dict[str, list[str]] = {}
-    for team in teams:
-        for lever in team.levers:
-            if lever.gpu_hours is None:
-                totals.setdefault(lever.name, None)
-            else:
-                totals[lever.name] = (totals.get(lever.name) or 0.0) + lever.gpu_hours
-            evidence.setdefault(lever.name, []).append(team.name)
-    levers = [
-        Lever(
-            name,
-            value,
-            f"indicated for {len(evidence[name])} team(s): {', '.join(evidence[name][:8])}"
-            + (" ..." if len(evidence[name]) > 8 else ""),
-        )
-        for name, value in totals.items()
-    ]
-    quantified = sorted((lever for lever in levers if lever.gpu_hours is not None), key=lambda lv: -(lv.gpu_hours or 0))
-    return quantified + [lever for lever in levers if lever.gpu_hours is None]

@@ -1,4 +1,5 @@
-"""``report.csv``: the main figures, one row for the cluster, one per team and one per namespace (``scope``).
+"""``report.csv``: the main figures, one row for the cluster, one per team and one per namespace, then one per
+lever of the cluster and of each team (``scope``).
 
 The columns and their order are a contract (docs/report.md): new columns are only ever added at the end.
 Numbers are plain decimals, in the units the column names; a missing figure is an empty cell, never 0. Names
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 
+from kuota.report.figures.levers import Lever
 from kuota.report.figures.schema import Money, NamespaceReport, Report, TeamReport
 
 COLUMNS = (
@@ -30,6 +32,11 @@ COLUMNS = (
     "wait_p50_s",
     "wait_p95_s",
     "verdict",
+    # lever rows (scope "lever"): name is the lever's, team its team (empty for the cluster's)
+    "lever_dollars_per_month",
+    "lever_gpu_hours",
+    "lever_effort",
+    "lever_missing",
 )
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -117,11 +124,17 @@ def _cluster_row(report: Report) -> list[str]:
     ]
 
 
+def _lever_row(lever: Lever, team: str) -> list[str]:
+    figures = [_number(lever.dollars_per_month), _number(lever.gpu_hours), lever.effort.value, lever.missing or ""]
+    return ["lever", text_cell(lever.name), text_cell(team), *[""] * (len(COLUMNS) - 7), *figures]
+
+
 def render(report: Report) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(COLUMNS)
-    writer.writerow(_cluster_row(report))
-    writer.writerows(_team_row(team) for team in report.teams)
-    writer.writerows(_namespace_row(namespace) for namespace in report.namespaces)
+    figures = [_cluster_row(report), *map(_team_row, report.teams), *map(_namespace_row, report.namespaces)]
+    writer.writerows(row + [""] * (len(COLUMNS) - len(row)) for row in figures)
+    writer.writerows(_lever_row(lever, "") for lever in report.cluster.levers)
+    writer.writerows(_lever_row(lever, team.name) for team in report.teams for lever in team.levers)
     return buffer.getvalue()

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from kuota.report.figures.levers import Lever
 from kuota.report.figures.schema import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
 from kuota.report.figures.window import trend_day_s
 from kuota.report.writers.trends import TREND_CHARTS
@@ -216,6 +217,40 @@ def prices_text(report: Report) -> list[str]:
     return [f"{key}: ${price.per_gpu_hour:.3f} per GPU-hour ({price.source})" for key, price in named.items()]
 
 
+# the items listed under each lever (report.json has them all)
+LEVER_ITEMS_SHOWN = 10
+
+
+def lever_lines(levers: Sequence[Lever]) -> list[str]:
+    """The levers' table, then the pods or Workloads behind each."""
+    lines = _table(
+        ["#", "lever", "$ per month", "GPU-hours", "effort", "evidence"],
+        (
+            [
+                str(i),
+                f"**{markdown_text(lv.name)}**",
+                money(lv.dollars_per_month),
+                number(lv.gpu_hours),
+                lv.effort.value,
+                markdown_text(lv.evidence + (f"; missing: {lv.missing}" if lv.missing else "")),
+            ]
+            for i, lv in enumerate(levers, 1)
+        ),
+    )
+    for lv in levers:
+        if not lv.items:
+            continue
+        lines += [f"Behind *{markdown_text(lv.name)}*:", ""]
+        lines += [
+            f"- {markdown_text(item.namespace)}/{markdown_text(item.name)}: {number(item.gpu_hours)} GPU-h, "
+            f"{money(item.dollars)} ({markdown_text(item.detail)})"
+            for item in lv.items[:LEVER_ITEMS_SHOWN]
+        ]
+        more = len(lv.items) - LEVER_ITEMS_SHOWN
+        lines += [f"- ... and {more} more (report.json lists them)"] * (more > 0) + [""]
+    return lines
+
+
 def _markdown_team_row(team: TeamReport) -> list[str]:
     cells = team_row(team)
     return [markdown_text(team.name), markdown_text(", ".join(team.namespaces)) or "-", *cells[2:]]
@@ -276,11 +311,8 @@ def render(report: Report) -> str:
         ],
     )
     if c.levers:
-        lines += ["Levers for the cluster, ranked:", ""]
-        lines += [
-            f"{i}. **{markdown_text(lv.name)}** ({number(lv.gpu_hours)} GPU-h): {markdown_text(lv.evidence)}"
-            for i, lv in enumerate(c.levers, 1)
-        ] + [""]
+        lines += ["Levers for the cluster, ranked by dollars per month:", ""]
+        lines += lever_lines(c.levers)
     lines += ["## Teams", ""]
     lines += _table(TEAM_COLUMNS, (_markdown_team_row(team) for team in report.teams))
     for team in report.teams:
@@ -326,10 +358,8 @@ def render(report: Report) -> str:
                 ),
             )
         if team.levers:
-            lines += [
-                f"{i}. **{markdown_text(lv.name)}** ({number(lv.gpu_hours)} GPU-h): {markdown_text(lv.evidence)}"
-                for i, lv in enumerate(team.levers, 1)
-            ] + [""]
+            lines += ["Levers, ranked by dollars per month:", ""]
+            lines += lever_lines(team.levers)
     lines += _money_and_namespaces(report)
     lines += _trends(report)
     lines += _week_over_week(report)

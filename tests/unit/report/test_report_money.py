@@ -91,9 +91,10 @@ def _by_name(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return found
 
 
-def _csv(run: ReportRun) -> tuple[list[str], dict[tuple[str, str], dict[str, str]]]:
+def _csv(run: ReportRun) -> tuple[list[str], dict[tuple[str, ...], dict[str, str]]]:
     reader = csv.DictReader(io.StringIO((run.out / "report.csv").read_text(encoding="utf-8"), newline=""))
-    rows = {(row["scope"], row["name"]): row for row in reader}
+    # lever rows are keyed by their team too: two teams can have the same lever
+    rows = {(row["scope"], row["name"]) + (row["team"],) * (row["scope"] == "lever"): row for row in reader}
     return list(reader.fieldnames or []), rows
 
 
@@ -173,16 +174,25 @@ def test_report_csv_has_the_documented_columns_and_a_row_per_team_and_namespace(
     assert run.exit_code == 0, run.stderr
     header, rows = _csv(run)
     assert header == list(COLUMNS)
-    assert set(rows) == {
+    report = _json(run)
+    levers = {("lever", lv["name"], "") for lv in report["cluster"]["levers"]} | {
+        ("lever", lv["name"], team["name"]) for team in report["teams"] for lv in team["levers"]
+    }
+    assert levers and {key for key in rows if key[0] == "lever"} == levers
+    for scope, name, team in levers:
+        source = _by_name(report["cluster"]["levers"] if not team else _by_name(report["teams"], team)["levers"], name)
+        row = rows[(scope, name, team)]
+        assert float(row["lever_dollars_per_month"]) == pytest.approx(source["dollars_per_month"], abs=1e-4)
+        assert (row["lever_effort"], row["allocated_gpu_hours"]) == (source["effort"], "")
+    assert {key for key in rows if key[0] != "lever"} == {
         ("cluster", "cluster"),
         ("team", "team-ml"),
         ("team", "web"),
         ("namespace", "ml"),
         ("namespace", "web"),
     }
-    report = _json(run)
-    for (scope, name), row in rows.items():
-        if scope == "cluster":
+    for (scope, name, *_), row in rows.items():
+        if scope in ("cluster", "lever"):
             continue
         source = _by_name(report["teams" if scope == "team" else "namespaces"], name)
         for column in ("allocated_dollars", "used_dollars", "idle_dollars"):

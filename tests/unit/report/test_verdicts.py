@@ -1,14 +1,26 @@
 from __future__ import annotations
 
+from kuota.report.figures.levers import (
+    HOURS_PER_MONTH,
+    Effort,
+    Lever,
+    LeverItem,
+    QueueLeverInputs,
+    UtilizationLeverInputs,
+    cluster_levers,
+    per_month,
+    priced,
+    queue_levers,
+    ranked,
+    utilization_levers,
+)
 from kuota.report.figures.verdicts import (
-    LeverInputs,
     Quadrant,
     Thresholds,
     Verdict,
     decide,
     moved_by,
     placed,
-    rank_levers,
     settle_with_whatif,
 )
 
@@ -72,25 +84,34 @@ def test_a_verdict_moved_out_of_its_quadrant_says_which_rule_moved_it() -> None:
     assert moved_by(Verdict(Quadrant.TUNE, "some other rule"), Quadrant.BUY) == "see its reason"
 
 
-def _inputs(**changes: object) -> LeverInputs:
+def _queue(**changes: object) -> QueueLeverInputs:
     base: dict[str, object] = dict(
-        long_queue=True,
+        long_queue=True, waiting_while_idle_hours=2.0, reclaimable_gpu_hours=5.0, cohort=None, preemptions=None
+    )
+    base.update(changes)
+    return QueueLeverInputs(**base)  # type: ignore[arg-type]
+
+
+def _utilization(**changes: object) -> UtilizationLeverInputs:
+    base: dict[str, object] = dict(
         low_utilization=True,
         utilization_p95_percent=80.0,
         allocated_gpu_hours=100.0,
         used_gpu_hours=30.0,
         idle_held_gpu_hours=20.0,
-        waiting_while_idle_hours=2.0,
-        reclaimable_gpu_hours=5.0,
-        cohort=None,
-        preemptions=None,
     )
     base.update(changes)
-    return LeverInputs(**base)  # type: ignore[arg-type]
+    return UtilizationLeverInputs(**base)  # type: ignore[arg-type]
 
 
-def test_levers_quantified_first_by_gpu_hours_then_the_rest() -> None:
-    levers = rank_levers(_inputs(), RULES)
+def _levers(**changes: object) -> list[Lever]:
+    queue = {k: v for k, v in changes.items() if k in QueueLeverInputs.__dataclass_fields__}
+    gpu = {k: v for k, v in changes.items() if k not in queue}
+    return utilization_levers(_utilization(**gpu), RULES) + queue_levers(_queue(**queue), RULES)
+
+
+def test_levers_ranked_by_dollars_then_gpu_hours_then_the_rest() -> None:
+    levers = ranked(priced(lever, 2.0, 168.0) for lever in _levers())
     assert [lever.name for lever in levers] == [
         "right-sizing to smaller GPUs",  # 100 - 20 - 30 = 50
         "stop idle holders",  # 20
@@ -98,16 +119,32 @@ def test_levers_quantified_first_by_gpu_hours_then_the_rest() -> None:
         "preemption (reclaimWithinCohort)",  # 5
         "spot flavor",
     ]
+    assert levers[0].dollars == 100.0 and levers[0].dollars_per_month == 100.0 * HOURS_PER_MONTH / 168
+    assert levers[-1].dollars is None, "a lever without GPU-hours has no price"
+    unpriced = Lever("unpriced", 1000.0, "", missing="a price")
+    cheap = Lever("cheap", 1.0, "", dollars=1.0, dollars_per_month=per_month(1.0, 168.0))
+    assert [lv.name for lv in ranked([unpriced, cheap])] == ["cheap", "unpriced"], "dollars rank above GPU-hours"
 
 
 def test_no_queue_levers_without_a_long_queue() -> None:
-    names = {lever.name for lever in rank_levers(_inputs(long_queue=False), RULES)}
-    assert names.isdisjoint({"borrowing in a cohort", "preemption (reclaimWithinCohort)", "spot flavor"})
+    assert queue_levers(_queue(long_queue=False), RULES) == []
 
 
 def test_mig_only_when_even_busy_hours_use_under_half_a_gpu() -> None:
-    assert "MIG for inference" in {lv.name for lv in rank_levers(_inputs(utilization_p95_percent=30.0), RULES)}
-    assert "MIG for inference" not in {lv.name for lv in rank_levers(_inputs(), RULES)}
+    assert "MIG for inference" in {lv.name for lv in _levers(utilization_p95_percent=30.0)}
+    assert "MIG for inference" not in {lv.name for lv in _levers()}
+
+
+def test_the_cluster_sums_each_lever_over_its_teams_and_keeps_the_largest_items() -> None:
+    def lever(team: str, dollars: float) -> Lever:
+        item = LeverItem(team, f"pod-{team}", dollars / 2, dollars, "idle")
+        return Lever("stop idle holders", dollars / 2, "", dollars, dollars * 2, Effort.SETTING, (item,))
+
+    summed = cluster_levers([("a", [lever("a", 10.0)]), ("b", [lever("b", 30.0)])])
+    assert len(summed) == 1
+    assert (summed[0].dollars, summed[0].dollars_per_month, summed[0].gpu_hours) == (40.0, 80.0, 20.0)
+    assert [item.namespace for item in summed[0].items] == ["b", "a"]
+    assert summed[0].evidence == "indicated for 2 team(s): a, b"
 
 
 def test_a_short_long_wait_threshold_reads_in_seconds_not_as_zero_minutes() -> None:

@@ -1,0 +1,208 @@
+"""The levers cheaper than buying GPUs, each priced in dollars per month, with the pods or Workloads behind it.
+
+A lever is what a team (or the cluster) could do instead of buying capacity, as the guide ranks them: stop
+idle holders, right-size to a smaller GPU, MIG for inference, spot flavors, borrowing and reclaiming within a
+cohort, commitments sized to the measured floor. Each carries its GPU-hours and dollars over the window, the
+dollars scaled to a month (:data:`HOURS_PER_MONTH`), the effort it takes (:class:`Effort`), the items it comes
+from, and, where an input it needs is missing, what is missing: a lever is never priced at 0 for lack of data.
+
+Levers are ranked by dollars per month; those without dollars follow by GPU-hours, then those with neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from kuota.report.figures.verdicts import Thresholds
+
+# The month cloud bills use (365 days x 24 h / 12).
+HOURS_PER_MONTH = 730.0
+# A cluster lever lists at most this many items (its teams' largest); each team's report lists all of its own.
+CLUSTER_ITEMS = 20
+
+
+class Effort(StrEnum):
+    """What pulling a lever takes, cheapest first, as the guide ranks them."""
+
+    SETTING = "a setting"  # a queue or manager setting, an auto-stop policy: hours of work
+    FLAVOR = "a new flavor"  # a flavor, node pool or GPU model to add and move work to: days to weeks
+    CONTRACT = "a contract"  # a reservation or savings plan: a budget decision
+
+
+@dataclass(frozen=True)
+class LeverItem:
+    """One pod or Workload a lever's figure comes from."""
+
+    namespace: str
+    name: str
+    gpu_hours: float  # the GPU-hours of this item the lever recovers or moves
+    dollars: float | None  # what they cost or save over the window; None when not priced
+    detail: str  # why this item counts, in a few words
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    gpu_hours: float | None  # GPU-hours over the window the lever recovers or serves; None when not quantified
+    evidence: str
+    dollars: float | None = None  # saved over the window; None when not priced (``missing`` says why)
+    dollars_per_month: float | None = None  # ``dollars`` scaled to a month of the window's pace
+    effort: Effort = Effort.SETTING
+    items: tuple[LeverItem, ...] = ()  # largest first
+    missing: str | None = None  # the input the lever lacks to be priced or computed
+
+
+def per_month(dollars: float | None, window_hours: float) -> float | None:
+    """Window dollars at the same pace for a month."""
+    if dollars is None or window_hours <= 0:
+        return None
+    return dollars * HOURS_PER_MONTH / window_hours
+
+
+def priced(lever: Lever, price_per_gpu_hour: float | None, window_hours: float) -> Lever:
+    """A lever measured in GPU-hours alone, priced at its team's average price per GPU-hour."""
+    if lever.dollars is not None or lever.gpu_hours is None or price_per_gpu_hour is None:
+        return lever
+    dollars = lever.gpu_hours * price_per_gpu_hour
+    return replace(lever, dollars=dollars, dollars_per_month=per_month(dollars, window_hours))
+
+
+def ranked(levers: Iterable[Lever]) -> list[Lever]:
+    """By dollars per month, then the unpriced by GPU-hours, then the rest; names break ties."""
+
+    def key(lever: Lever) -> tuple[int, float, str]:
+        if lever.dollars_per_month is not None:
+            return (0, -lever.dollars_per_month, lever.name)
+        if lever.gpu_hours is not None:
+            return (1, -lever.gpu_hours, lever.name)
+        return (2, 0.0, lever.name)
+
+    return sorted(levers, key=key)
+
+
+@dataclass(frozen=True)
+class QueueLeverInputs:
+    """A team's queueing figures the cohort levers read."""
+
+    long_queue: bool
+    waiting_while_idle_hours: float | None
+    reclaimable_gpu_hours: float | None  # waited under own nominal quota while others borrowed
+    cohort: str | None
+    preemptions: float | None
+
+
+def queue_levers(inputs: QueueLeverInputs, thresholds: Thresholds) -> list[Lever]:
+    """Borrowing and reclaiming within a cohort, for a team whose queue is long (GPU-hours; priced later)."""
+    if not inputs.long_queue:
+        return []
+    levers: list[Lever] = []
+    if inputs.waiting_while_idle_hours:
+        cohort = f"cohort {inputs.cohort!r}" if inputs.cohort else "no cohort yet"
+        levers.append(
+            Lever(
+                "borrowing in a cohort",
+                inputs.waiting_while_idle_hours * thresholds.idle_elsewhere_gpus,
+                f"{inputs.waiting_while_idle_hours:.1f} h waiting while at least {thresholds.idle_elsewhere_gpus} "
+                f"GPUs of other teams' quota sat unused ({cohort}); GPU-hours are a lower bound",
+            )
+        )
+    if inputs.reclaimable_gpu_hours:
+        done = f"{inputs.preemptions:.0f} preemptions recorded" if inputs.preemptions else "no preemptions recorded"
+        levers.append(
+            Lever(
+                "preemption (reclaimWithinCohort)",
+                inputs.reclaimable_gpu_hours,
+                f"{inputs.reclaimable_gpu_hours:.1f} GPU-hours of its own unused quota were borrowed by others "
+                f"while it waited ({done})",
+            )
+        )
+    levers.append(
+        Lever("spot flavor", None, "a long queue of interruptible work can run on spot capacity (not quantified)")
+    )
+    return levers
+
+
+@dataclass(frozen=True)
+class UtilizationLeverInputs:
+    """A team's GPU-hours the utilization levers read."""
+
+    low_utilization: bool
+    utilization_p95_percent: float | None
+    allocated_gpu_hours: float | None
+    used_gpu_hours: float | None
+    idle_held_gpu_hours: float | None
+
+
+def utilization_levers(inputs: UtilizationLeverInputs, thresholds: Thresholds) -> list[Lever]:
+    """Idle holders, right-sizing and MIG from a team's GPU-hours (GPU-hours; priced later)."""
+    levers: list[Lever] = []
+    idle = inputs.idle_held_gpu_hours
+    if idle:
+        levers.append(
+            Lever(
+                "stop idle holders",
+                idle,
+                f"{idle:.1f} GPU-hours held at under {thresholds.idle_percent:g}% utilization (hourly mean)",
+            )
+        )
+    active = None
+    if inputs.allocated_gpu_hours is not None and inputs.used_gpu_hours is not None:
+        active = max(0.0, inputs.allocated_gpu_hours - (idle or 0.0))
+    if inputs.low_utilization and active is not None and inputs.used_gpu_hours is not None:
+        unused = max(0.0, active - inputs.used_gpu_hours)
+        levers.append(
+            Lever(
+                "right-sizing to smaller GPUs",
+                unused,
+                f"{unused:.1f} GPU-hours allocated but unused by working pods",
+                effort=Effort.FLAVOR,
+            )
+        )
+    p95 = inputs.utilization_p95_percent
+    if active and p95 is not None and p95 < thresholds.low_utilization_percent:
+        levers.append(
+            Lever(
+                "MIG for inference",
+                active * (1 - p95 / 100),
+                f"even the busiest hours (p95 {p95:.0f}%) use under {thresholds.low_utilization_percent:g}% "
+                "of a GPU: a MIG slice would do",
+                effort=Effort.FLAVOR,
+            )
+        )
+    return levers
+
+
+def cluster_levers(team_levers: Sequence[tuple[str, Sequence[Lever]]], extra: Iterable[Lever] = ()) -> list[Lever]:
+    """Each lever summed over the teams that have it (items: the largest of all), with the cluster's own."""
+    merged: dict[str, Lever] = {}
+    teams: dict[str, list[str]] = {}
+    for team, levers in team_levers:
+        for lever in levers:
+            teams.setdefault(lever.name, []).append(team)
+            seen = merged.get(lever.name)
+            merged[lever.name] = lever if seen is None else _summed(seen, lever)
+    result = []
+    for name, lever in merged.items():
+        names = teams[name]
+        listed = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+        items = sorted(lever.items, key=lambda item: -(item.dollars or 0.0) - item.gpu_hours * 1e-9)
+        result.append(
+            replace(lever, evidence=f"indicated for {len(names)} team(s): {listed}", items=tuple(items[:CLUSTER_ITEMS]))
+        )
+    return ranked([*result, *extra])
+
+
+def _summed(first: Lever, second: Lever) -> Lever:
+    def add(a: float | None, b: float | None) -> float | None:
+        return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+    return replace(
+        first,
+        gpu_hours=add(first.gpu_hours, second.gpu_hours),
+        dollars=add(first.dollars, second.dollars),
+        dollars_per_month=add(first.dollars_per_month, second.dollars_per_month),
+        items=first.items + second.items,
+        missing=first.missing or second.missing,
+    )
