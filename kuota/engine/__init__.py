@@ -66,6 +66,7 @@ them so. What a shell needs is exported here.
 """
 
 from kuota.engine.decoding import (
+    KUEUE_DEFAULTS,
     parse_cluster_queue,
     parse_cohort,
     parse_configuration,
@@ -138,6 +139,7 @@ from kuota.engine.quota_engine import (
 
 __all__ = [
     "INFINITE_SHARE",
+    "KUEUE_DEFAULTS",
     "Admission",
     "ApiObject",
     "ClusterQueue",

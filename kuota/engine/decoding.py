@@ -338,6 +338,10 @@ def _read_namespace(reader: FieldReader, obj: object) -> Namespace:
     return Namespace(name, labels)
 
 
+# The Configuration Kueue runs with when given none: waitForPodsReady on, as since v0.19.
+KUEUE_DEFAULTS = Configuration(wait_for_pods_ready=WaitForPodsReady())
+
+
 def _read_configuration(reader: FieldReader, obj: object) -> Configuration:
     known = frozenset(
         {
@@ -367,9 +371,15 @@ def _read_configuration(reader: FieldReader, obj: object) -> Configuration:
     selector = None
     if top.get("managedJobsNamespaceSelector") is not None:
         selector = read_label_selector(reader, top["managedJobsNamespaceSelector"], "managedJobsNamespaceSelector")
-    wait: WaitForPodsReady | None = None
-    if top.get("waitForPodsReady") is not None:
-        wait = _wait_for_pods_ready(reader, top["waitForPodsReady"])
+    wait: WaitForPodsReady | None = WaitForPodsReady()  # on by default, as in Kueue v0.19+
+    raw_wait = top.get("waitForPodsReady")
+    if raw_wait is not None:
+        wait = _wait_for_pods_ready(reader, raw_wait)
+    gates = top.get("featureGates")
+    if (isinstance(gates, Mapping) and gates.get("DisableWaitForPodsReady") is True) or (
+        isinstance(raw_wait, Mapping) and raw_wait.get("enable") is False  # v1beta1's switch, where a file has it
+    ):
+        wait = None
     fair: FairSharing | None = None
     if top.get("fairSharing") is not None:
         spec = reader.fields(top["fairSharing"], "fairSharing", frozenset({"preemptionStrategies", "enable"})) or {}
