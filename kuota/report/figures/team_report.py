@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kuota.report.figures.calibration import Calibration, ReplayedWeek, Tolerance, calibrate, withheld
 from kuota.report.figures.levers import (
     Lever,
     QueueLeverInputs,
@@ -330,10 +331,14 @@ def build_report(
     prices: PriceTable | None = None,
     trend_day_ends: Sequence[int] = (),
     previous: PreviousReport | None = None,
+    replayed_week: ReplayedWeek | None = None,
+    tolerance: Tolerance | None = None,
 ) -> Report:
     """Every figure, verdict and lever of the report for the given measurements. ``prices`` (default: ``price``
     for every GPU-hour) prices GPU-hours per flavor or model; ``trend_day_ends`` are the days of the trends
-    (those the wait histograms were queried for); ``previous`` is compared with, week over week."""
+    (those the wait histograms were queried for); ``previous`` is compared with, week over week;
+    ``replayed_week`` is the what-if's replay of the current queues, calibrated within ``tolerance``."""
+    tolerance = tolerance or Tolerance()
     gpu, queues = measurements.gpu, measurements.queues
     hours = measurements.hours
     table = prices if prices is not None else PriceTable(price)
@@ -361,6 +366,8 @@ def build_report(
                 borrowing_whatif=borrowing_whatif,
                 failed_gpu_hours=failed_gpu_hours,
                 days=days,
+                replayed_week=replayed_week,
+                tolerance=tolerance,
             )
         )
     cluster = _cluster(
@@ -374,6 +381,8 @@ def build_report(
         namespace_prices=namespace_prices,
         model_hours=model_hours,
         days=days,
+        replayed_week=replayed_week,
+        tolerance=tolerance,
     )
     return Report(
         window=window,
@@ -390,6 +399,7 @@ def build_report(
         namespaces=tuple(namespace_reports),
         trend_day_ends=tuple(trend_day_ends),
         week_over_week=compare(previous, team_reports, cluster) if previous is not None else None,
+        calibration_tolerance=tolerance if replayed_week is not None else None,
     )
 
 
@@ -466,6 +476,8 @@ def _team_report(
     borrowing_whatif: WhatIfScenario | None,
     failed_gpu_hours: Mapping[str, float] | None,
     days: Sequence[Sequence[int]],
+    replayed_week: ReplayedWeek | None,
+    tolerance: Tolerance,
 ) -> TeamReport:
     """One team's figures, verdict and levers; ``gpu`` is None without GPU series."""
     utilization = gpu.utilization if gpu is not None else None
@@ -480,7 +492,17 @@ def _team_report(
     scenario_p95 = None
     if borrowing_whatif is not None and team.cluster_queue is not None:
         scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
-    verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
+    replayed = replayed_week.queues.get(team.cluster_queue or "") if replayed_week is not None else None
+    calibration = None
+    if replayed is not None:
+        calibration = calibrate(
+            queueing.wait_p50_s if queueing else None,
+            queueing.wait_p95_s if queueing else None,
+            utilization.allocated_gpu_hours if utilization else None,
+            replayed,
+            tolerance,
+        )
+    verdict = settle_with_whatif(verdict, scenario_p95, thresholds, withheld(calibration))
     idle_total = gpu.idle_gpu_hours if gpu is not None else None
     levers = _team_levers(utilization, queueing, idle_total, reclaimable, thresholds)
     price = gpu.money.price_per_gpu_hour if gpu is not None else None
@@ -506,6 +528,7 @@ def _team_report(
             [daily_buckets] if daily_buckets else [],
             days,
         ),
+        calibration=calibration,
     )
 
 
@@ -571,6 +594,8 @@ def _cluster(
     namespace_prices: Mapping[str, _NamespacePrices],
     model_hours: _ModelHours,
     days: Sequence[Sequence[int]],
+    replayed_week: ReplayedWeek | None,
+    tolerance: Tolerance,
 ) -> ClusterReport:
     gpu, queues, hours = measurements.gpu, measurements.queues, measurements.hours
     capacity: Hourly | None = None
@@ -628,7 +653,10 @@ def _cluster(
     verdict = _verdict(utilization, verdict_queueing, thresholds)
     if worst is not None and verdict_queueing is not queueing:
         verdict = Verdict(verdict.quadrant, f"{verdict.reason} ({WORST_QUEUE}, {worst.name})")
-    verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
+    calibration = _cluster_calibration(queueing, teams, replayed_week, tolerance)
+    verdict = settle_with_whatif(
+        verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds, withheld(calibration)
+    )
     levers = cluster_levers([(team.name, team.levers) for team in teams])
     return ClusterReport(
         capacity_gpu_hours=_total(capacity),
@@ -648,6 +676,24 @@ def _cluster(
         levers=tuple(levers),
         money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,
         daily=_daily(capacity, used, list(queues.wait_buckets_daily.values()) if queues else [], days),
+        calibration=calibration,
+    )
+
+
+def _cluster_calibration(
+    queueing: Queueing | None, teams: Sequence[TeamReport], replayed: ReplayedWeek | None, tolerance: Tolerance
+) -> Calibration | None:
+    """The cluster's calibration: only the replayed queues' teams' GPU-hours are measured against the replay's
+    (a namespace outside every queue is not replayed)."""
+    if replayed is None:
+        return None
+    held = [t.utilization.allocated_gpu_hours for t in teams if t.cluster_queue in replayed.queues and t.utilization]
+    return calibrate(
+        queueing.wait_p50_s if queueing else None,
+        queueing.wait_p95_s if queueing else None,
+        sum(held) if held else None,
+        replayed.cluster,
+        tolerance,
     )
 
 

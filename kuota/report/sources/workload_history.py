@@ -12,6 +12,13 @@ named (a user's dump may hold objects kuota does not understand, and one bad ite
 The manager keeps finished Workloads for a configurable time (default 8 days). Only the last admission is
 visible on a Workload, so runs before a preemption are not counted; a Workload never admitted has no known
 duration and is left out (and counted).
+
+A Workload created before the window takes part in it too: one holding quota at the window's start (admitted
+before it, not ended by then) is replayed from the start, running, for the time it had left inside the window;
+one still pending at the start is submitted then, in creation order. The replay's first instant (0) holds only
+the running ones, so the engine admits them before anything else whatever their priority, as the cluster had;
+every other record arrives from :data:`AFTER_THE_HOLDERS_S` on. Their waits are not the replay's to count: a
+running one waited before the window, and a pending one's wait runs from its creation (:class:`StartedBefore`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ LARGEST_INT32 = 2**31 - 1  # pod set counts and maximumExecutionTimeSeconds are 
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset({"", "NoSchedule", "PreferNoSchedule", "NoExecute"})
 NOT_A_WORKLOAD = "not a kueue.x-k8s.io Workload"
+AFTER_THE_HOLDERS_S = 0.001  # when the replay's other records arrive at the earliest: after the running ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +101,21 @@ class RetainedWorkloads:
 
 
 @dataclass(frozen=True)
+class StartedBefore:
+    """The Workloads created before the window that its replay starts with, by (namespace, name)."""
+
+    holding: frozenset[tuple[str, str]] = frozenset()  # running at the start: their wait was before the window
+    pending_since: Mapping[tuple[str, str], float] = field(default_factory=dict)  # -> created, s from the start
+
+
+@dataclass(frozen=True)
 class JobHistory:
     records: list[dict[str, Any]]  # simulate's JSON Lines records, times relative to the window's start
-    failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled
+    failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled (in the window)
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many Workloads were left out
     # priority class -> how many records name it though the replayed config has no such WorkloadPriorityClass
     unknown_priority_classes: dict[str, int] = field(default_factory=dict)
+    started_before: StartedBefore = field(default_factory=StartedBefore)
 
 
 def _unreadable(why: str, path: str, value: object) -> UnreadableWorkloadError:
@@ -356,16 +373,21 @@ def read_workloads(items: Iterable[object]) -> RetainedWorkloads:
 
 
 def job_history(retained: RetainedWorkloads, window_start: float, window_end: float) -> JobHistory:
-    records: list[dict[str, Any]] = []
+    placed: list[tuple[float, float, dict[str, Any]]] = []  # (submitAt, created, record)
     failed: dict[str, float] = {}
     skipped: dict[str, int] = dict(retained.skipped)
+    holding: set[tuple[str, str]] = set()
+    pending_since: dict[tuple[str, str], float] = {}
 
     def skip(why: str) -> None:
         skipped[why] = skipped.get(why, 0) + 1
 
     for workload in retained.workloads:
-        if not window_start <= workload.created < window_end:
-            skip("created outside the window")
+        if workload.created >= window_end:
+            skip("created after the window")
+            continue
+        if workload.created < window_start and workload.ended is not None and workload.ended.at <= window_start:
+            skip("created and ended before the window")
             continue
         if workload.queue_name is None:
             skip("no spec.queueName (not submitted to a queue)")
@@ -376,26 +398,43 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
         if workload.admitted is None:
             skip("never admitted (no known duration)")
             continue
+        key = (workload.namespace, workload.name)
         ended = min(workload.ended.at if workload.ended is not None else window_end, window_end)
-        ran = max(0.0, ended - workload.admitted)
-        records.append(
-            {
-                "name": workload.name,
-                "namespace": workload.namespace,
-                "queue": workload.queue_name,
-                "priorityClass": workload.priority_class,
-                "submitAt": workload.created - window_start,
-                "duration": max(1.0, ran),
-                "maxExecutionSeconds": workload.max_execution_s,
-                "podSets": [pod_set.record() for pod_set in workload.pod_sets],
-            }
-        )
+        max_execution = workload.max_execution_s
+        if workload.created >= window_start:
+            submit_at = max(AFTER_THE_HOLDERS_S, workload.created - window_start)
+        elif workload.admitted < window_start:
+            holding.add(key)
+            submit_at = 0.0
+            if max_execution is not None:  # Kueue counts the time admitted before the window against it
+                max_execution = max(1, max_execution - int(window_start - workload.admitted))
+        else:
+            pending_since[key] = workload.created - window_start
+            submit_at = AFTER_THE_HOLDERS_S
+        ran = max(0.0, ended - max(workload.admitted, window_start))
+        record = {
+            "name": workload.name,
+            "namespace": workload.namespace,
+            "queue": workload.queue_name,
+            "priorityClass": workload.priority_class,
+            "submitAt": submit_at,
+            "duration": max(1.0, ran),
+            "maxExecutionSeconds": max_execution,
+            "podSets": [pod_set.record() for pod_set in workload.pod_sets],
+        }
+        placed.append((submit_at, workload.created, record))
         if workload.ended is not None and (
             workload.ended.reason in FAILED_REASONS or str(workload.ended.reason).startswith("Deactivated")
         ):
             gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
             failed[workload.namespace] = failed.get(workload.namespace, 0.0) + gpus * ran / 3600
-    return JobHistory(records, failed, skipped)
+    placed.sort(key=lambda entry: (entry[0], entry[1]))  # ties at an instant keep creation order
+    return JobHistory(
+        [record for _, _, record in placed],
+        failed,
+        skipped,
+        started_before=StartedBefore(frozenset(holding), pending_since),
+    )
 
 
 def with_known_priority_classes(history: JobHistory, known: Collection[str]) -> JobHistory:
