@@ -3,15 +3,20 @@
 The what-if's counterfactuals (borrowing, more GPUs) are only as good as its replay of what happened. So the
 replay of today's queues is compared, per ClusterQueue and for the cluster, with the week Prometheus measured:
 the p50 and p95 admission waits, and the allocation, like with like: GPU-hours held (measured: allocated to
-the team's pods; replayed: admitted) over the same nominal GPU quota of the window. Where the p95 wait or the
+the team's pods; replayed: admitted) over the same nominal GPU quota of the window. The replayed waits are
+counted into the measured histogram's buckets and their quantiles interpolated as PromQL does, so both sides
+carry the same rounding (and a wait past the last finite bound reads as that bound on both). Where the p95 wait or the
 allocation is off by more than the :class:`Tolerance`, the what-if does not move that verdict
 (:func:`kuota.report.figures.verdicts.settle_with_whatif`), and the reason gives the numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from kuota.report.figures.quantiles import histogram_quantile, percentile
 
 
 @dataclass(frozen=True)
@@ -27,8 +32,7 @@ class Tolerance:
 class ReplayedQueue:
     """One ClusterQueue's (or the cluster's) figures in the replay of the current queues, inside the window."""
 
-    wait_p50_s: float | None
-    wait_p95_s: float | None
+    waits_s: tuple[float, ...]  # of each workload's first admission in the window
     admitted_gpu_hours: float
     nominal_gpu_hours: float  # nominal GPU quota times the window's hours
 
@@ -88,14 +92,27 @@ def _allocation_off(measured: float | None, replayed: float | None, tolerance: T
     )
 
 
+def _quantiles(waits: Sequence[float], bounds: Sequence[float]) -> tuple[float | None, float | None]:
+    """p50 and p95 of ``waits``: counted into the histogram ``bounds`` when there are some, else exact."""
+    if not bounds:
+        return percentile(waits, 0.5), percentile(waits, 0.95)
+    edges = sorted({*bounds, math.inf})
+    buckets = [(edge, float(sum(1 for wait in waits if wait <= edge))) for edge in edges]
+    return histogram_quantile(0.5, buckets), histogram_quantile(0.95, buckets)
+
+
 def calibrate(
-    wait_p50_s: float | None,
-    wait_p95_s: float | None,
-    allocated_gpu_hours: float | None,
     replayed: ReplayedQueue,
     tolerance: Tolerance,
+    *,
+    wait_p50_s: float | None,
+    wait_p95_s: float | None,
+    wait_bounds: Sequence[float],
+    allocated_gpu_hours: float | None,
 ) -> Calibration:
-    """One team's (or the cluster's) measured figures against the replay's."""
+    """One team's (or the cluster's) measured figures against the replay's; ``wait_bounds`` are the upper bounds
+    of the measured wait histogram's buckets."""
+    replayed_p50, replayed_p95 = _quantiles(replayed.waits_s, wait_bounds)
 
     def share(gpu_hours: float | None) -> float | None:
         if gpu_hours is None or replayed.nominal_gpu_hours <= 0:
@@ -106,16 +123,16 @@ def calibrate(
     off = tuple(
         phrase
         for phrase in (
-            _wait_off(wait_p95_s, replayed.wait_p95_s, tolerance),
+            _wait_off(wait_p95_s, replayed_p95, tolerance),
             _allocation_off(measured_share, replayed_share, tolerance),
         )
         if phrase is not None
     )
     return Calibration(
         wait_p50_measured_s=wait_p50_s,
-        wait_p50_replayed_s=replayed.wait_p50_s,
+        wait_p50_replayed_s=replayed_p50,
         wait_p95_measured_s=wait_p95_s,
-        wait_p95_replayed_s=replayed.wait_p95_s,
+        wait_p95_replayed_s=replayed_p95,
         nominal_gpu_hours=replayed.nominal_gpu_hours,
         allocation_measured_percent=measured_share,
         allocation_replayed_percent=replayed_share,

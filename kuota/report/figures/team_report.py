@@ -496,11 +496,12 @@ def _team_report(
     calibration = None
     if replayed is not None:
         calibration = calibrate(
-            queueing.wait_p50_s if queueing else None,
-            queueing.wait_p95_s if queueing else None,
-            utilization.allocated_gpu_hours if utilization else None,
             replayed,
             tolerance,
+            wait_p50_s=queueing.wait_p50_s if queueing else None,
+            wait_p95_s=queueing.wait_p95_s if queueing else None,
+            wait_bounds=[bound for bound, _ in queueing.wait_buckets] if queueing else [],
+            allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
         )
     verdict = settle_with_whatif(verdict, scenario_p95, thresholds, withheld(calibration))
     idle_total = gpu.idle_gpu_hours if gpu is not None else None
@@ -689,11 +690,12 @@ def _cluster_calibration(
         return None
     held = [t.utilization.allocated_gpu_hours for t in teams if t.cluster_queue in replayed.queues and t.utilization]
     return calibrate(
-        queueing.wait_p50_s if queueing else None,
-        queueing.wait_p95_s if queueing else None,
-        sum(held) if held else None,
         replayed.cluster,
         tolerance,
+        wait_p50_s=queueing.wait_p50_s if queueing else None,
+        wait_p95_s=queueing.wait_p95_s if queueing else None,
+        wait_bounds=[bound for bound, _ in queueing.wait_buckets] if queueing else [],
+        allocated_gpu_hours=sum(held) if held else None,
     )
 
 

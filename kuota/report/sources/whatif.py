@@ -223,16 +223,14 @@ def _replayed_week(replay: Replay, nominal: Mapping[str, int], window_s: float) 
     hours = window_s / 3600
     queues = {
         queue: ReplayedQueue(
-            wait_p50_s=percentile(replay.per_queue_waits_s.get(queue, []), 0.5),
-            wait_p95_s=percentile(replay.per_queue_waits_s.get(queue, []), 0.95),
+            waits_s=tuple(replay.per_queue_waits_s.get(queue, [])),
             admitted_gpu_hours=replay.per_queue_window_gpu_hours.get(queue, 0.0),
             nominal_gpu_hours=gpus * hours,
         )
         for queue, gpus in sorted(nominal.items())
     }
     cluster = ReplayedQueue(
-        wait_p50_s=percentile(replay.waits_s, 0.5),
-        wait_p95_s=percentile(replay.waits_s, 0.95),
+        waits_s=tuple(replay.waits_s),
         admitted_gpu_hours=sum(replay.per_queue_window_gpu_hours.values()),
         nominal_gpu_hours=sum(nominal.values()) * hours,
     )

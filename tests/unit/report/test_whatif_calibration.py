@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kuota.report.figures.calibration import ReplayedQueue, ReplayedWeek, Tolerance, calibrate, withheld
+from kuota.report.figures.calibration import (
+    Calibration,
+    ReplayedQueue,
+    ReplayedWeek,
+    Tolerance,
+    calibrate,
+    withheld,
+)
 from kuota.report.figures.measurements import GpuMeasurements, Measurements, QueueMeasurements
 from kuota.report.figures.prices import parse_price
 from kuota.report.figures.schema import WhatIfScenario
@@ -93,10 +102,10 @@ def test_a_holder_runs_from_the_first_instant_ahead_of_a_higher_priority_workloa
     whatif = asyncio.run(run_whatif(_config(), path, 1, WINDOW_S, history.started_before))
     replayed = whatif.current_week.queues["ml"]
     # the notebook is admitted at 0, so the urgent job waits its hour plus the half hour before the window
-    assert replayed.wait_p95_s == pytest.approx(5400.0)
+    assert replayed.waits_s == pytest.approx((5400.0,))
     assert replayed.admitted_gpu_hours == pytest.approx(2.0)  # the GPU held all window: as it was
     assert replayed.nominal_gpu_hours == pytest.approx(2.0)
-    assert whatif.current_week.cluster.wait_p50_s == pytest.approx(5400.0)  # the notebook's wait is not counted
+    assert whatif.current_week.cluster.waits_s == pytest.approx((5400.0,))  # the notebook's wait is not counted
 
 
 def test_replayed_gpu_hours_are_those_admitted_inside_the_window_across_evictions() -> None:
@@ -118,11 +127,25 @@ def test_replayed_gpu_hours_are_those_admitted_inside_the_window_across_eviction
     assert replay.waits_s == []  # running from the start: its wait was before the window
 
 
-QUEUE = ReplayedQueue(wait_p50_s=300.0, wait_p95_s=4000.0, admitted_gpu_hours=80.0, nominal_gpu_hours=100.0)
+QUEUE = ReplayedQueue(waits_s=(4000.0,), admitted_gpu_hours=80.0, nominal_gpu_hours=100.0)
+
+
+def _calibrate(
+    p50: float | None,
+    p95: float | None,
+    allocated: float | None,
+    replayed: ReplayedQueue,
+    tolerance: Tolerance,
+    *,
+    bounds: Sequence[float] = (),
+) -> Calibration:
+    return calibrate(
+        replayed, tolerance, wait_p50_s=p50, wait_p95_s=p95, wait_bounds=bounds, allocated_gpu_hours=allocated
+    )
 
 
 def test_a_replay_within_the_tolerance_is_trusted() -> None:
-    calibration = calibrate(200.0, 3000.0, 85.0, QUEUE, Tolerance(wait_factor=2.0, allocation_points=10.0))
+    calibration = _calibrate(200.0, 3000.0, 85.0, QUEUE, Tolerance(wait_factor=2.0, allocation_points=10.0))
     assert calibration.within_tolerance and calibration.off == ()
     assert calibration.allocation_measured_percent == pytest.approx(85.0)
     assert calibration.allocation_replayed_percent == pytest.approx(80.0)
@@ -130,24 +153,34 @@ def test_a_replay_within_the_tolerance_is_trusted() -> None:
 
 
 def test_a_p95_wait_off_by_more_than_the_factor_withholds_the_whatif_with_the_numbers() -> None:
-    calibration = calibrate(200.0, 12_600.0, 85.0, QUEUE, Tolerance(wait_factor=2.0))
+    calibration = _calibrate(200.0, 12_600.0, 85.0, QUEUE, Tolerance(wait_factor=2.0))
     assert not calibration.within_tolerance
     assert calibration.off == ("p95 wait replayed 4000 s against 3.5 h measured (a factor of 3.1, over 2)",)
     assert withheld(calibration) == f"its replay of the current queues is off the measured week: {calibration.off[0]}"
 
 
 def test_an_allocation_off_by_more_than_the_points_withholds_the_whatif() -> None:
-    calibration = calibrate(200.0, 4000.0, 95.0, QUEUE, Tolerance(allocation_points=10.0))
+    calibration = _calibrate(200.0, 4000.0, 95.0, QUEUE, Tolerance(allocation_points=10.0))
     assert calibration.off == (
         "allocation replayed 80% against 95% measured of nominal GPU quota (15 points, over 10)",
     )
 
 
 def test_short_waits_agree_whatever_their_ratio_and_a_missing_side_cannot_be_trusted() -> None:
-    short = ReplayedQueue(wait_p50_s=1.0, wait_p95_s=2.0, admitted_gpu_hours=80.0, nominal_gpu_hours=100.0)
-    assert calibrate(10.0, 50.0, 80.0, short, Tolerance(wait_floor_s=60.0)).within_tolerance
-    assert not calibrate(10.0, 50.0, None, short, Tolerance()).within_tolerance
-    assert not calibrate(None, None, 80.0, QUEUE, Tolerance()).within_tolerance
+    short = ReplayedQueue(waits_s=(2.0,), admitted_gpu_hours=80.0, nominal_gpu_hours=100.0)
+    assert _calibrate(10.0, 50.0, 80.0, short, Tolerance(wait_floor_s=60.0)).within_tolerance
+    assert not _calibrate(10.0, 50.0, None, short, Tolerance()).within_tolerance
+    assert not _calibrate(None, None, 80.0, QUEUE, Tolerance()).within_tolerance
+
+
+def test_replayed_waits_are_counted_into_the_measured_buckets_so_both_sides_round_alike() -> None:
+    # Prometheus reads a wait past the last finite bound as that bound: so must the replay's
+    long = ReplayedQueue(waits_s=(30.0,) * 10 + (5000.0,) * 90, admitted_gpu_hours=80.0, nominal_gpu_hours=100.0)
+    calibration = _calibrate(None, 1280.0, 80.0, long, Tolerance(), bounds=[40.0, 1280.0, math.inf])
+    assert calibration.wait_p95_replayed_s == 1280.0
+    assert calibration.wait_p50_replayed_s == 1280.0
+    assert calibration.within_tolerance
+    assert not _calibrate(None, 1280.0, 80.0, long, Tolerance()).within_tolerance  # exact: 5000 s
 
 
 def test_a_withheld_whatif_leaves_buy_and_says_why() -> None:
@@ -162,10 +195,10 @@ def test_a_withheld_whatif_leaves_buy_and_says_why() -> None:
 
 
 def _measurements() -> Measurements:
-    """Team ml: 8 GPUs of quota held all window (busy 80%), every admission waited about an hour."""
+    """Team ml: 8 GPUs of quota held all window (busy 80%), every admission waited 43 to 85 minutes."""
     hours = 2
     queues = QueueMeasurements(
-        wait_buckets={"ml": ((3000.0, 0.0), (4000.0, 10.0), (float("inf"), 10.0))},
+        wait_buckets={"ml": ((640.0, 0.0), (1280.0, 0.0), (2560.0, 0.0), (5120.0, 10.0), (float("inf"), 10.0))},
         pending_average={"ml": 2.0},
         pending_max={"ml": 3.0},
         pending_hourly={"ml": (2.0, 2.0)},
@@ -202,7 +235,7 @@ def test_the_borrowing_override_needs_each_row_calibrated(
     replayed_p95_s: float, replayed_gpu_hours: float, quadrant: Quadrant
 ) -> None:
     window = Window.build(2 * 3600, int(START) // 3600 * 3600, 60, WorkHours())
-    queue = ReplayedQueue(100.0, replayed_p95_s, replayed_gpu_hours, 16.0)
+    queue = ReplayedQueue((replayed_p95_s,) * 10, replayed_gpu_hours, 16.0)
     borrowing = WhatIfScenario("borrowing", "", 600.0, None, {"ml": 600.0})
     report = build_report(
         _measurements(),
