@@ -139,12 +139,12 @@ def _started_before_notes(started: StartedBefore) -> list[str]:
     notes = []
     if started.holding:
         notes.append(
-            f"{len(started.holding)} Workloads created before the window replayed from its start, holding their "
+            f"{len(started.holding)} Workload(s) created before the window replayed from its start, holding their "
             "quota from its first instant for the run time they had left in it."
         )
     if started.pending_since:
         notes.append(
-            f"{len(started.pending_since)} Workloads created before the window replayed from its start, pending "
+            f"{len(started.pending_since)} Workload(s) created before the window replayed from its start, pending "
             "then, submitted at its first instant in creation order (their waits counted from creation)."
         )
     return notes
