@@ -132,6 +132,9 @@ class TeamReport:
     levers: tuple[Lever, ...]
     money: Money | None = None
     daily: Daily | None = None
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,9 @@ class ClusterReport:
     levers: tuple[Lever, ...]
     money: Money | None = None
     daily: Daily | None = None
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
