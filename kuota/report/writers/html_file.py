@@ -29,7 +29,7 @@ body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1200px;color:#2
 table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
 th{background:#f1f2f6}.verdict{font-size:1.2rem}.tune{color:#10ac84}.buy{color:#ee5253}
 .missing{color:#8395a7;font-style:italic}figure.chart{margin:1rem 0}figure.chart svg{max-width:100%;height:auto}
-details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}td.dollars,td.number{text-align:right}
+details{margin:.5rem 0}summary{cursor:pointer;font-weight:600}
 """
 
 _SCRIPT = """

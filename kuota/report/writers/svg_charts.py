@@ -57,6 +57,7 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # the levers chart colours this many teams apart (most dollars first) and the rest as one "other teams" segment
 _LEVER_TEAMS = 8
 _OTHER_TEAMS, _CLUSTER_WIDE = "other teams", "cluster-wide"
+_TEAM_COLOURS = (0, 1, 2, 3, 4, 5, 6, 9)  # tab10 without its grey, which "other teams" would be taken for
 # a verdict's marker and colour (the colours of report.html's verdict text where it has one)
 _VERDICT_STYLE: dict[Quadrant, tuple[str, str]] = {
     Quadrant.TUNE: ("o", "#10ac84"),
@@ -211,13 +212,13 @@ def levers_by_team(report: Report) -> str | None:
             totals[team] = totals.get(team, 0.0) + value
     named = sorted(totals, key=lambda team: (-totals[team], team))[:_LEVER_TEAMS]
     palette = matplotlib.colormaps["tab10"]
-    colours: dict[str, Any] = {team: palette(index) for index, team in enumerate(named)}
+    colours: dict[str, Any] = {team: palette(index) for index, team in zip(_TEAM_COLOURS, named, strict=False)}
     colours |= {_OTHER_TEAMS: "#8395a7", _CLUSTER_WIDE: "#576574"}
     rows = len(drawn) + len(unpriced)
     figure, axes = _figure(11, 0.62 * rows + 1.9)
     widest = max(lever.dollars_per_month or 0.0 for lever in drawn)
     x_span = widest * 1.22  # room for each bar's total after it
-    axes_width_pt = 11 * 72 * 0.75  # about the axes' share of the figure, beside the levers' names
+    axes_width_pt = 11 * 72 * 0.7  # about the axes' share of the figure, beside the levers' names and the legend
     legend: dict[str, Any] = {}
     for row, lever in enumerate(drawn):
         assert lever.dollars_per_month is not None
@@ -251,7 +252,9 @@ def levers_by_team(report: Report) -> str | None:
     axes.set_xlabel("dollars per month (the window's pace over a 730-hour month)")
     axes.set_title("Levers cheaper than buying GPUs, by team: dollars per month")
     order = [who for who in (*named, _OTHER_TEAMS, _CLUSTER_WIDE) if who in legend]
-    axes.legend([legend[who] for who in order], [_label(who) for who in order], fontsize=8, title="team")
+    # beside the axes: inside, it would cover a bar's total wherever it went
+    axes.legend([legend[who] for who in order], [_label(who) for who in order], fontsize=8, title="team",
+                loc="upper left", bbox_to_anchor=(1.01, 1))  # fmt: skip
     return _svg(figure)
 
 
@@ -447,7 +450,7 @@ def all_charts(report: Report) -> list[tuple[str, str, str | None]]:
             + [
                 (
                     team_chart_id(index),
-                    f"GPU-hours {team.name} held idle by hour of week",
+                    f"GPU-hours held idle by hour of week, {team.name}",
                     idle_held_by_hour_of_week(team.idle_held_by_hour_of_week, window, team.name),
                 )
                 for index, team in enumerate(report.teams)
