@@ -134,6 +134,9 @@ class TeamReport:
     money: Money | None = None
     daily: Daily | None = None
     calibration: Calibration | None = None  # the what-if's replay of the current queues against the measured week
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,9 @@ class ClusterReport:
     money: Money | None = None
     daily: Daily | None = None
     calibration: Calibration | None = None  # the what-if's replay of the current queues against the measured week
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -57,15 +57,18 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return 100.0 * part / whole
 
 
+def _by_hour_of_week(hourly: Hourly, window: Window) -> tuple[float, ...]:
+    """Hourly values summed into the 168 hours of the week they fall in (local time)."""
+    slots = [0.0] * HOURS_PER_WEEK
+    for index, value in enumerate(hourly):
+        slots[window.hour_of_week(index)] += value
+    return tuple(slots)
+
+
 def _utilization(allocated: Hourly, used: Hourly | None, window: Window) -> Utilization:
     hourly = [] if used is None else [100.0 * u / a for a, u in zip(allocated, used, strict=True) if a > 0]
-    slots_alloc = [0.0] * HOURS_PER_WEEK
-    slots_used = [0.0] * HOURS_PER_WEEK
-    if used is not None:
-        for index, (a, u) in enumerate(zip(allocated, used, strict=True)):
-            slot = window.hour_of_week(index)
-            slots_alloc[slot] += a
-            slots_used[slot] += u
+    slots_alloc = _by_hour_of_week(allocated, window)
+    slots_used = _by_hour_of_week(used, window) if used is not None else (None,) * HOURS_PER_WEEK
     total_allocated = sum(allocated)
     total_used = _total(used)
     return Utilization(
@@ -414,6 +417,7 @@ class _TeamGpu:
     prices: Mapping[str, _NamespacePrices]  # of the team's namespaces
     namespaces: tuple[NamespaceReport, ...]
     idle_gpu_hours: float | None  # held at under the idle threshold; None without utilization series
+    idle_by_hour_of_week: tuple[float, ...] | None
     idle_cost: IdleCost | None
     idle_holders: tuple[IdleHolder, ...]
 
@@ -435,12 +439,14 @@ def _team_gpu(
     allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
     used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
     idle_total = None
+    idle_by_hour_of_week = None
     idle_cost = None
     idle_holders: tuple[IdleHolder, ...] = ()
     if gpu.idle_held is not None:
         held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
         idle_hourly = _add(list(held.values()), hours)
         idle_total = sum(idle_hourly)
+        idle_by_hour_of_week = _by_hour_of_week(idle_hourly, window)
         idle_dollars = _add([_priced(h, prices[ns].average) for (ns, _), h in held.items()], hours)
         idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
         idle_holders = tuple(
@@ -461,6 +467,7 @@ def _team_gpu(
         prices=prices,
         namespaces=tuple(_namespace_report(gpu, model_hours, ns, team.name, prices) for ns in team.namespaces),
         idle_gpu_hours=idle_total,
+        idle_by_hour_of_week=idle_by_hour_of_week,
         idle_cost=idle_cost,
         idle_holders=idle_holders,
     )
@@ -530,6 +537,7 @@ def _team_report(
             days,
         ),
         calibration=calibration,
+        idle_held_by_hour_of_week=gpu.idle_by_hour_of_week if gpu is not None else None,
     )
 
 
@@ -678,6 +686,11 @@ def _cluster(
         money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,
         daily=_daily(capacity, used, list(queues.wait_buckets_daily.values()) if queues else [], days),
         calibration=calibration,
+        idle_held_by_hour_of_week=(
+            _by_hour_of_week(_add(list(gpu.idle_held.values()), hours), window)
+            if gpu is not None and gpu.idle_held is not None
+            else None
+        ),
     )
 
 

@@ -142,6 +142,14 @@ def test_idle_holders_and_idle_cost_split_nights_and_weekends(synthetic_week_rep
     assert cluster["idle_cost"]["dollars"]["weekend"] == pytest.approx(expected["weekend"] * PRICE)
 
 
+def test_idle_held_gpu_hours_by_hour_of_week(synthetic_week_report: ReportRun) -> None:
+    report = synthetic_week_report.json()
+    # the notebook idles one GPU every hour of a week that starts Monday 00:00 UTC: one GPU-hour in each slot
+    assert _team(report, "inference")["idle_held_by_hour_of_week"] == [pytest.approx(1.0)] * 168
+    assert _team(report, "research")["idle_held_by_hour_of_week"] == [0.0] * 168
+    assert report["cluster"]["idle_held_by_hour_of_week"] == [pytest.approx(1.0)] * 168
+
+
 def test_verdicts_per_quadrant(synthetic_week_report: ReportRun) -> None:
     report = synthetic_week_report.json()
     assert _team(report, "research")["verdict"]["quadrant"] == "buy"  # 53.8% busy, p95 wait 75 min
