@@ -35,6 +35,13 @@ UPDATES = [
 ]
 
 
+def _job(name: str) -> dict[str, Any]:
+    """A one-pod Job asking for one GPU only (the queues here cover nothing else)."""
+    job = gpu_job(name, NAMESPACE, pods=1, gpus_per_pod=1)
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"nvidia.com/gpu": 1}
+    return job
+
+
 def _queue(name: str, checks: list[str]) -> dict[str, Any]:
     flavors = [{"name": "any-gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]}]
     return {
@@ -155,7 +162,7 @@ def test_checks_gate_admission_then_retry_requeues_and_rejection_deactivates(
     )
 
     # Pending: quota reserved, not admitted, the Job suspended.
-    first = create_job(cluster, gpu_job("first", NAMESPACE, pods=1, gpus_per_pod=1))
+    first = create_job(cluster, _job("first"))
     reserved = _workload_where(
         cluster,
         first,
@@ -182,11 +189,11 @@ def test_checks_gate_admission_then_retry_requeues_and_rejection_deactivates(
     cluster.kubectl("delete", "job", "first", "-n", NAMESPACE, "--cascade=background")
 
     # Retry: evicted, quota released (the next Job gets it), checks reset, requeued after requeueAfterSeconds.
-    retried = create_job(cluster, gpu_job("retried", NAMESPACE, pods=1, gpus_per_pod=1))
+    retried = create_job(cluster, _job("retried"))
     waiting = _workload_where(
         cluster, retried, "quota reserved", lambda w: (_condition(w, "QuotaReserved") or ("",))[0] == "True"
     )
-    rejected = create_job(cluster, gpu_job("rejected", NAMESPACE, pods=1, gpus_per_pod=1))
+    rejected = create_job(cluster, _job("rejected"))
     _set_check(cluster, waiting, "Retry", requeueAfterSeconds=8)
     evicted = _workload_where(
         cluster,
