@@ -195,6 +195,7 @@ def test_money_per_team_and_namespace_is_gpu_hours_times_the_price(synthetic_wee
 def test_report_csv_holds_the_same_figures(synthetic_week_report: ReportRun) -> None:
     text = (synthetic_week_report.out / "report.csv").read_text(encoding="utf-8")
     rows = {(row["scope"], row["name"]): row for row in csv.DictReader(io.StringIO(text, newline=""))}
+    rows = {key: row for key, row in rows.items() if key[0] != "lever"}  # the levers' rows: test_report_money.py
     assert set(rows) == {("cluster", "cluster")} | {("team", t) for t in TEAM_OF.values()} | {
         ("namespace", n) for n in NAMESPACE_HOURS
     }
