@@ -111,6 +111,7 @@ def _release_namespace_selectors(kustomization: Path) -> dict[str, dict[str, Any
 class KuotaController:
     name = "kuota"
     user = "kuota-manager"
+    manager_args: tuple[str, ...] = ()
 
     def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS) -> None:
         self.cluster = cluster
@@ -134,7 +135,7 @@ class KuotaController:
         self._manager = ManagerProcess(
             self.cluster,
             KUOTA_NAMESPACE,
-            extra_args=("--log-level=WARNING", "--no-leader-elect", f"--config={config}"),
+            extra_args=("--log-level=WARNING", "--no-leader-elect", f"--config={config}", *self.manager_args),
             kubeconfig=self.cluster.kubeconfig_for(self.user, groups=(MANAGER_GROUP,)),
         )
         self._manager.start()
@@ -151,6 +152,13 @@ class KuotaController:
 
     def namespace_labels(self) -> dict[str, str]:
         return {MANAGED_LABEL: "true"}
+
+
+class KuotaWithoutEtasController(KuotaController):
+    """kuota with its pending workloads' ETAs off (``--eta-interval=0``): what the ETAs cost, beside the default."""
+
+    name = "kuota-no-etas"
+    manager_args = ("--eta-interval=0",)
 
 
 class KueueController:

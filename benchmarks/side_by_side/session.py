@@ -20,6 +20,7 @@ from benchmarks.side_by_side.controllers import (
     Controller,
     KueueController,
     KuotaController,
+    KuotaWithoutEtasController,
     apply_objects,
 )
 from benchmarks.side_by_side.errors import ControllerError
@@ -40,6 +41,7 @@ from tests.waiting import wait_until
 
 CONTROLLERS: dict[str, Callable[[Cluster, tuple[str, ...]], Controller]] = {
     "kuota": KuotaController,
+    "kuota-no-etas": KuotaWithoutEtasController,
     "Kueue": KueueController,
 }
 T = TypeVar("T")

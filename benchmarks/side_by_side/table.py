@@ -25,22 +25,50 @@ class SystemResult:
     usage: ManagerUsage
 
 
-class Target(Enum):
-    """What kuota's figure must be next to Kueue's (issue 8)."""
+class Relation(Enum):
+    AT_MOST = "<="
+    HIGHER = ">"
+    LOWER = "<"
 
-    AT_MOST_HALF = "kuota <= 0.5x Kueue"
-    HIGHER = "kuota > Kueue"
-    LOWER = "kuota < Kueue"
-    NONE = ""
 
-    def met(self, kuota: float, kueue: float) -> bool | None:
-        if self is Target.AT_MOST_HALF:
-            return kuota <= 0.5 * kueue
-        if self is Target.HIGHER:
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What kuota's figure must be next to Kueue's (issue 33's targets): at most ``factor`` x Kueue's, above or
+    below it; or, with ``of_workloads``, at most that share of the workloads run (re-admissions)."""
+
+    relation: Relation | None = None
+    factor: float = 1.0
+    of_workloads: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.of_workloads is not None:
+            return f"kuota <= {self.of_workloads:.0%} of workloads"
+        if self.relation is None:
+            return ""
+        if self.relation is Relation.AT_MOST:
+            return f"kuota <= {self.factor:g}x Kueue"
+        return f"kuota {self.relation.value} Kueue"
+
+    def met(self, kuota: float, kueue: float, workloads: int = 0) -> bool | None:
+        if self.of_workloads is not None:
+            return kuota <= self.of_workloads * workloads
+        if self.relation is Relation.AT_MOST:
+            return kuota <= self.factor * kueue
+        if self.relation is Relation.HIGHER:
             return kuota > kueue
-        if self is Target.LOWER:
+        if self.relation is Relation.LOWER:
             return kuota < kueue
         return None
+
+
+NO_TARGET = Target()
+HIGHER = Target(Relation.HIGHER)
+LOWER = Target(Relation.LOWER)
+
+
+def at_most(factor: float) -> Target:
+    return Target(Relation.AT_MOST, factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +78,8 @@ class Row:
     floor: float | None
     kuota: float | None
     kueue: float | None
-    target: Target = Target.NONE
+    target: Target = NO_TARGET
+    workloads: int = 0  # kuota's, for a target counted in workloads
 
     @property
     def ratio(self) -> float | None:
@@ -60,15 +89,17 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        if self.kuota is None or self.kueue is None or self.target is Target.NONE:
+        if self.kuota is None or self.kueue is None or self.target == NO_TARGET:
             return ""
-        return "met" if self.target.met(self.kuota, self.kueue) else "MISSED"
+        return "met" if self.target.met(self.kuota, self.kueue, self.workloads) else "MISSED"
 
 
 def comparison_rows(
     class_order: Sequence[str], floor: RunFigures, kuota: SystemResult | None, kueue: SystemResult | None
 ) -> list[Row]:
     """The rows in print order; a system that was not run reads '-' everywhere."""
+
+    workloads = kuota.figures.workloads if kuota else 0
 
     def figure(name: str, unit: str, read: Callable[[RunFigures], float | None], target: Target) -> Row:
         return Row(
@@ -78,34 +109,39 @@ def comparison_rows(
             read(kuota.figures) if kuota else None,
             read(kueue.figures) if kueue else None,
             target,
+            workloads,
         )
 
-    def usage(name: str, unit: str, read: Callable[[ManagerUsage], float], target: Target) -> Row:
-        return Row(
-            name,
-            unit,
-            None,
-            read(kuota.usage) if kuota else None,
-            read(kueue.usage) if kueue else None,
-            target,
-        )
+    def usage(name: str, unit: str, read: Callable[[SystemResult], float | None], target: Target) -> Row:
+        return Row(name, unit, None, read(kuota) if kuota else None, read(kueue) if kueue else None, target)
 
     rows = [
-        figure("workloads finished", "", lambda f: float(f.finished), Target.NONE),
-        figure("wall time", "s", lambda f: f.wall_seconds, Target.AT_MOST_HALF),
+        figure("workloads finished", "", lambda f: float(f.finished), NO_TARGET),
+        figure("wall time", "s", lambda f: f.wall_seconds, at_most(0.4)),
     ]
     for name in class_order:
-        rows.append(figure(f"mean time to admission, {name}", "s", _class_read(name, "mean"), Target.AT_MOST_HALF))
-        rows.append(figure(f"p95 time to admission, {name}", "s", _class_read(name, "p95"), Target.NONE))
+        rows.append(figure(f"mean time to admission, {name}", "s", _class_read(name, "mean"), at_most(0.4)))
+        rows.append(figure(f"p95 time to admission, {name}", "s", _class_read(name, "p95"), at_most(0.5)))
     rows += [
-        figure("utilization (cpu held / quota)", "%", lambda f: 100 * f.utilization, Target.HIGHER),
-        figure("admissions per second", "/s", lambda f: f.admissions_per_second, Target.NONE),
-        figure("re-admissions after preemption", "", lambda f: float(f.evictions), Target.NONE),
-        usage("manager CPU (user+system)", "s", lambda u: u.cpu_seconds, Target.NONE),
-        usage("manager peak RSS (VmHWM)", "MiB", lambda u: u.peak_rss_mib, Target.LOWER),
-        usage("apiserver requests by the manager", "", lambda u: float(u.apiserver_requests), Target.NONE),
+        figure("utilization (cpu held / quota)", "%", lambda f: 100 * f.utilization, HIGHER),
+        figure("admissions per second", "/s", lambda f: f.admissions_per_second, NO_TARGET),
+        figure("re-admissions after preemption", "", lambda f: float(f.evictions), Target(of_workloads=0.01)),
+        usage("manager CPU (user+system)", "s", lambda r: r.usage.cpu_seconds, at_most(0.4)),
+        usage("manager CPU per admission", "ms", lambda r: _per_admission(r, 1000 * r.usage.cpu_seconds), NO_TARGET),
+        usage("manager peak RSS (VmHWM)", "MiB", lambda r: r.usage.peak_rss_mib, LOWER),
+        usage("apiserver requests by the manager", "", lambda r: float(r.usage.apiserver_requests), at_most(1.0)),
+        usage(
+            "apiserver requests per admission",
+            "/adm",
+            lambda r: _per_admission(r, float(r.usage.apiserver_requests)),
+            NO_TARGET,
+        ),
     ]
     return rows
+
+
+def _per_admission(result: SystemResult, total: float) -> float | None:
+    return total / result.figures.admissions if result.figures.admissions else None
 
 
 def _class_read(name: str, which: str) -> Callable[[RunFigures], float | None]:
@@ -123,7 +159,7 @@ def _number(value: float | None, unit: str) -> str:
         return "-"
     if unit in ("s", "/s", "%"):
         return f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
-    return f"{value:.1f}" if unit == "MiB" else f"{value:.0f}"
+    return f"{value:.1f}" if unit in ("MiB", "ms", "/adm") else f"{value:.0f}"
 
 
 def _gap(live: float | None, floor: float | None, unit: str) -> str:
@@ -137,7 +173,7 @@ def render(rows: Sequence[Row]) -> str:
     lines = [header]
     for row in rows:
         ratio = row.ratio
-        target = f"{row.target.value}: {row.verdict}" if row.verdict else ""
+        target = f"{row.target.label}: {row.verdict}" if row.verdict else ""
         lines.append(
             (
                 row.measure,

@@ -8,7 +8,7 @@ What goes in
 - Configuration objects, decoded from YAML/JSON and parsed once::
 
       obj = parse_object(decoded_dict)          # ResourceFlavor, ClusterQueue, LocalQueue, Cohort,
-      engine.apply(obj)                         # WorkloadPriorityClass, v1 Namespace, Configuration
+      engine.apply(obj)                         # WorkloadPriorityClass, AdmissionCheck, v1 Namespace, Configuration
       engine.delete_object("ClusterQueue", "research")
 
   ``parse_<kind>(obj)`` raises ``InvalidObjectError`` (its ``.errors`` list every ``FieldError``);
@@ -23,6 +23,7 @@ What goes in
       engine.submit(workload)       # new or changed pending workload (spec.active false deactivates)
       engine.finish(key)            # finished or deleted ("namespace/name"): quota freed, forgotten
       engine.evict(key, EvictionReason.PODS_READY_TIMEOUT, now)   # backoff 60 s * 2^(n-1), max 3600 s
+      engine.evict(key, EvictionReason.ADMISSION_CHECK, now, requeue_at=t)  # or deactivate=True
       engine.restore_admitted(workload, cluster_queue, pod_set_assignments, admitted_at)  # after restart
 
 What comes out
@@ -66,6 +67,7 @@ them so. What a shell needs is exported here.
 """
 
 from kuota.engine.decoding import (
+    KUEUE_DEFAULTS,
     parse_cluster_queue,
     parse_cohort,
     parse_configuration,
@@ -100,6 +102,8 @@ from kuota.engine.flavor_assignment import (
     PodSetAssignment,
 )
 from kuota.engine.model import (
+    AdmissionCheck,
+    AdmissionCheckRule,
     ApiObject,
     ClusterQueue,
     Cohort,
@@ -138,7 +142,10 @@ from kuota.engine.quota_engine import (
 
 __all__ = [
     "INFINITE_SHARE",
+    "KUEUE_DEFAULTS",
     "Admission",
+    "AdmissionCheck",
+    "AdmissionCheckRule",
     "ApiObject",
     "ClusterQueue",
     "ClusterQueueStatus",

@@ -27,6 +27,7 @@ class EvictionReason(StrEnum):
     CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
     LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
+    ADMISSION_CHECK = "AdmissionCheck"
 
 
 class Admission:
@@ -147,3 +148,5 @@ class ClusterQueueStatus:
     admitted: int
     usage: tuple[ResourceUsage, ...]
     weighted_share: int
+    # Kueue's Active condition (reason, message) for an inactive queue, where Kueue has words for the cause.
+    inactive_condition: tuple[str, str] | None = None

@@ -26,6 +26,8 @@ from kuota.engine.kubernetes_fields import (
     read_tolerations,
 )
 from kuota.engine.model import (
+    AdmissionCheck,
+    AdmissionCheckRule,
     ApiObject,
     BorrowWithinCohortPolicy,
     ClusterQueue,
@@ -253,7 +255,52 @@ def _read_cluster_queue(reader: FieldReader, obj: object) -> ClusterQueue:
         flavor_fungibility=fungibility,
         preemption=preemption,
         fair_weight=_fair_weight(reader, spec.get("fairSharing"), "spec.fairSharing"),
+        admission_checks=_admission_checks_strategy(reader, spec.get("admissionChecksStrategy")),
     )
+
+
+def _admission_checks_strategy(reader: FieldReader, value: object) -> tuple[AdmissionCheckRule, ...]:
+    path = "spec.admissionChecksStrategy"
+    strategy = reader.fields(value, path, frozenset({"admissionChecks"})) or {}
+    if value is not None and not strategy.get("admissionChecks"):
+        reader.fail(f"{path}.admissionChecks", "Required value: name at least one AdmissionCheck")
+    rules: list[AdmissionCheckRule] = []
+    seen: set[str] = set()
+    for index, item in enumerate(reader.items(strategy.get("admissionChecks"), f"{path}.admissionChecks", 64)):
+        where = f"{path}.admissionChecks[{index}]"
+        rule = reader.fields(item, where, frozenset({"name", "onFlavors"})) or {}
+        name = reader.name(rule.get("name"), f"{where}.name")
+        flavors = [
+            reader.name(flavor, f"{where}.onFlavors[{position}]")
+            for position, flavor in enumerate(reader.items(rule.get("onFlavors"), f"{where}.onFlavors", 64))
+        ]
+        if name is None:
+            continue
+        if name in seen:
+            reader.fail(f"{where}.name", f"Duplicate value: {show_value(name)}")
+            continue
+        seen.add(name)
+        rules.append(AdmissionCheckRule(name, tuple(sorted({flavor for flavor in flavors if flavor is not None}))))
+    return tuple(rules)
+
+
+def _read_admission_check(reader: FieldReader, obj: object) -> AdmissionCheck:
+    """An AdmissionCheck's spec, and whether its controller set it ``Active`` (``status`` is read, not validated:
+    it is its controller's, and anything but an ``Active`` condition True leaves the check inactive)."""
+    top = reader.header(obj, KUEUE_API, "AdmissionCheck", frozenset({"spec", "status"})) or {}
+    name, _ = reader.metadata(top, namespaced=False)
+    spec = reader.fields(top.get("spec"), "spec", frozenset({"controllerName", "parameters"})) or {}
+    controller = reader.string(spec.get("controllerName"), "spec.controllerName", required=True) or ""
+    parameters = reader.fields(spec.get("parameters"), "spec.parameters", frozenset({"apiGroup", "kind", "name"}))
+    for field in ("apiGroup", "kind", "name"):
+        if parameters and field not in parameters:
+            reader.fail(f"spec.parameters.{field}", "Required value")
+    status = top.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    active = isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Active" and c.get("status") == "True" for c in conditions
+    )
+    return AdmissionCheck(name, controller, active)
 
 
 def _preemption(reader: FieldReader, value: object) -> Preemption:
@@ -338,6 +385,10 @@ def _read_namespace(reader: FieldReader, obj: object) -> Namespace:
     return Namespace(name, labels)
 
 
+# The Configuration Kueue runs with when given none: waitForPodsReady on, as since v0.19.
+KUEUE_DEFAULTS = Configuration(wait_for_pods_ready=WaitForPodsReady())
+
+
 def _read_configuration(reader: FieldReader, obj: object) -> Configuration:
     known = frozenset(
         {
@@ -367,9 +418,15 @@ def _read_configuration(reader: FieldReader, obj: object) -> Configuration:
     selector = None
     if top.get("managedJobsNamespaceSelector") is not None:
         selector = read_label_selector(reader, top["managedJobsNamespaceSelector"], "managedJobsNamespaceSelector")
-    wait: WaitForPodsReady | None = None
-    if top.get("waitForPodsReady") is not None:
-        wait = _wait_for_pods_ready(reader, top["waitForPodsReady"])
+    wait: WaitForPodsReady | None = WaitForPodsReady()  # on by default, as in Kueue v0.19+
+    raw_wait = top.get("waitForPodsReady")
+    if raw_wait is not None:
+        wait = _wait_for_pods_ready(reader, raw_wait)
+    gates = top.get("featureGates")
+    if (isinstance(gates, Mapping) and gates.get("DisableWaitForPodsReady") is True) or (
+        isinstance(raw_wait, Mapping) and raw_wait.get("enable") is False  # v1beta1's switch, where a file has it
+    ):
+        wait = None
     fair: FairSharing | None = None
     if top.get("fairSharing") is not None:
         spec = reader.fields(top["fairSharing"], "fairSharing", frozenset({"preemptionStrategies", "enable"})) or {}
@@ -556,6 +613,7 @@ _READERS: dict[tuple[str, str], Callable[[FieldReader, object], ApiObject]] = {
     (KUEUE_API, "LocalQueue"): _read_local_queue,
     (KUEUE_API, "Cohort"): _read_cohort,
     (KUEUE_API, "WorkloadPriorityClass"): _read_priority_class,
+    (KUEUE_API, "AdmissionCheck"): _read_admission_check,
     ("v1", "Namespace"): _read_namespace,
     (CONFIG_API, "Configuration"): _read_configuration,
 }

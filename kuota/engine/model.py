@@ -169,6 +169,15 @@ class FlavorFungibility:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionCheckRule:
+    """One entry of a ClusterQueue's ``admissionChecksStrategy``: the check, and the flavors it runs for (empty:
+    every flavor of the queue)."""
+
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueue:
     name: str
     resource_groups: tuple[ResourceGroup, ...] = ()
@@ -179,6 +188,17 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = FlavorFungibility()
     preemption: Preemption = Preemption()
     fair_weight: Fraction = Fraction(1)
+    admission_checks: tuple[AdmissionCheckRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """An AdmissionCheck: a ClusterQueue naming one that is missing or not ``active`` (its controller has not set
+    its ``Active`` condition True) admits nothing. What the check decides is its controller's business."""
+
+    name: str
+    controller_name: str
+    active: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,4 +346,13 @@ class Configuration:
     fair_sharing: FairSharing | None = None
 
 
-ApiObject = ResourceFlavor | ClusterQueue | LocalQueue | Cohort | WorkloadPriorityClass | Namespace | Configuration
+ApiObject = (
+    ResourceFlavor
+    | ClusterQueue
+    | LocalQueue
+    | Cohort
+    | WorkloadPriorityClass
+    | Namespace
+    | AdmissionCheck
+    | Configuration
+)

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from kuota.engine.decisions import EvictionReason, WorkloadState, WorkloadStatus
 from kuota.engine.flavor_assignment import FlavorAssigner
 from kuota.engine.model import (
+    AdmissionCheck,
     ClusterQueue,
     Cohort,
     Configuration,
@@ -90,6 +91,8 @@ def reason_of(record: Record) -> str | None:
     if record.state is WorkloadState.ADMITTED:
         return None
     if record.state is WorkloadState.BACKOFF:
+        if record.reason is not None:  # the eviction said why it waits
+            return str(record.reason)
         return f"requeued after a PodsReady timeout; backing off until {record.requeue_at}"
     if record.reason is not None:
         return str(record.reason)
@@ -131,6 +134,7 @@ class QueueManager:
         self.cohorts: Mapping[str, Cohort] = {}
         self.local_queues: Mapping[tuple[str, str], LocalQueue] = {}
         self.namespaces: Mapping[str, Namespace] = {}
+        self.admission_checks: Mapping[str, AdmissionCheck] = {}
         self.records: dict[str, Record] = {}
         self.queues: dict[str, Queue] = {}
         self.trees: dict[str, Tree] = {}
@@ -158,6 +162,7 @@ class QueueManager:
         cohorts: Mapping[str, Cohort],
         local_queues: Mapping[tuple[str, str], LocalQueue],
         namespaces: Mapping[str, Namespace],
+        admission_checks: Mapping[str, AdmissionCheck],
     ) -> None:
         """Build the queues and trees afresh from the configuration, then put every workload back."""
         self.configuration = configuration
@@ -166,6 +171,7 @@ class QueueManager:
         self.cohorts = cohorts
         self.local_queues = local_queues
         self.namespaces = namespaces
+        self.admission_checks = admission_checks
         self.tree = QuotaTree(self.cluster_queues, self.cohorts)
         fair = self.configuration.fair_sharing is not None
         self.queues = {}
@@ -173,9 +179,9 @@ class QueueManager:
         for name in sorted(self.cluster_queues):
             cq = self.cluster_queues[name]
             root = "cohort/" + self.tree.cluster_queues[name].root().name if cq.cohort else "queue/" + name
-            inactive = self._inactive_reason(cq)
+            inactive, condition = self._inactive_reason(cq)
             assigner = None if inactive else FlavorAssigner(cq, self.tree, self.flavors, fair)
-            self.queues[name] = Queue(cq, assigner, root, inactive)
+            self.queues[name] = Queue(cq, assigner, root, inactive, condition)
             tree = self.trees.get(root)
             if tree is None:
                 top = self.tree.cluster_queues[name].root()
@@ -223,19 +229,55 @@ class QueueManager:
                     if tree.set_aside:
                         self._wake_all(root)
 
-    def _inactive_reason(self, cq: ClusterQueue) -> str | None:
+    def _inactive_reason(self, cq: ClusterQueue) -> tuple[str | None, tuple[str, str] | None]:
+        """Why ``cq`` admits nothing (None: it is active), and its ``Active`` condition's reason and message as
+        Kueue's cache words them (None where Kueue has no word for the cause)."""
         missing = [
             flavor.name for group in cq.resource_groups for flavor in group.flavors if flavor.name not in self.flavors
         ]
+        checks = sorted(rule.name for rule in cq.admission_checks)
+        missing_checks = [name for name in checks if name not in self.admission_checks]
+        inactive_checks = [
+            name for name in checks if name in self.admission_checks and not self.admission_checks[name].active
+        ]
+        causes: list[tuple[str, str, str]] = []  # (Kueue's reason, Kueue's words, kuota's)
         if missing:
-            return (
-                f"ClusterQueue {cq.name} is inactive: ResourceFlavor {', '.join(missing)} does not exist "
-                "(FlavorNotFound): create it"
+            names = ", ".join(missing)
+            causes.append(
+                (
+                    "FlavorNotFound",
+                    f"references missing ResourceFlavor(s): {','.join(missing)}",
+                    f"ResourceFlavor {names} does not exist (FlavorNotFound): create it",
+                )
             )
+        if missing_checks:
+            names = ", ".join(missing_checks)
+            causes.append(
+                (
+                    "AdmissionCheckNotFound",
+                    f"references missing AdmissionCheck(s): {','.join(missing_checks)}",
+                    f"AdmissionCheck {names} does not exist (AdmissionCheckNotFound): create it",
+                )
+            )
+        if inactive_checks:
+            names = ", ".join(inactive_checks)
+            causes.append(
+                (
+                    "AdmissionCheckInactive",
+                    f"references inactive AdmissionCheck(s): {','.join(inactive_checks)}",
+                    f"AdmissionCheck {names} is not active (AdmissionCheckInactive): its controller sets it Active",
+                )
+            )
+        if causes:
+            condition = (causes[0][0], f"Can't admit new workloads: {', '.join(words for _, words, _ in causes)}.")
+            return f"ClusterQueue {cq.name} is inactive: {'; '.join(text for _, _, text in causes)}", condition
         cycle = self.tree.in_cycle(cq.name)
         if cycle is not None:
-            return f"ClusterQueue {cq.name} is inactive: its Cohort {cycle} is in a parentName cycle: break the cycle"
-        return None
+            return (
+                f"ClusterQueue {cq.name} is inactive: its Cohort {cycle} is in a parentName cycle: break the cycle",
+                None,
+            )
+        return None, None
 
     def route(self, record: Record) -> None:
         """Put a pending workload into its ClusterQueue's groups, or hold it with the reason it cannot go."""

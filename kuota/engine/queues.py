@@ -190,11 +190,19 @@ class Group:
 class Queue:
     """One ClusterQueue's runtime state."""
 
-    def __init__(self, model: ClusterQueue, assigner: FlavorAssigner | None, root: str, inactive: str | None) -> None:
+    def __init__(
+        self,
+        model: ClusterQueue,
+        assigner: FlavorAssigner | None,
+        root: str,
+        inactive: str | None,
+        inactive_condition: tuple[str, str] | None = None,
+    ) -> None:
         self.model = model
         self.assigner = assigner
         self.root = root
         self.inactive = inactive
+        self.inactive_condition = inactive_condition  # Kueue's Active reason and message, where it has words
         self.heap: list[tuple[SortKey, int, int, Group]] = []
         self.groups: dict[tuple[object, ...], Group] = {}
         self.blocked: str | PendingReason | None = None  # StrictFIFO: the reason its head waits

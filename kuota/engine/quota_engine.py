@@ -30,6 +30,7 @@ from kuota.engine.errors import UnknownObjectError
 from kuota.engine.fair_sharing import weighted_share
 from kuota.engine.flavor_assignment import Assignment, Mode, PodSetAssignment
 from kuota.engine.model import (
+    AdmissionCheck,
     ApiObject,
     ClusterQueue,
     Cohort,
@@ -74,6 +75,7 @@ class QuotaEngine:
         self.cohorts: dict[str, Cohort] = {}
         self.priority_classes: dict[str, WorkloadPriorityClass] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.admission_checks: dict[str, AdmissionCheck] = {}
         self._manager = QueueManager()
         self._scheduler = Scheduler(self._manager)
         self._stale = True
@@ -97,6 +99,8 @@ class QuotaEngine:
             self.priority_classes[obj.name] = obj
         elif isinstance(obj, Namespace):
             self.namespaces[obj.name] = obj
+        elif isinstance(obj, AdmissionCheck):
+            self.admission_checks[obj.name] = obj
         else:
             self.configuration = obj
         self._stale = True
@@ -116,6 +120,8 @@ class QuotaEngine:
             found = self.priority_classes.pop(name, None)
         elif kind == "Namespace":
             found = self.namespaces.pop(name, None)
+        elif kind == "AdmissionCheck":
+            found = self.admission_checks.pop(name, None)
         if found is None:
             raise UnknownObjectError(kind, f"{namespace}/{name}" if namespace else name)
         self._stale = True
@@ -192,13 +198,23 @@ class QuotaEngine:
         """The workload was deleted: the same as ``finish``."""
         self.finish(key)
 
-    def evict(self, key: str, reason: EvictionReason, now: float) -> Eviction:
-        """Evict an admitted workload for a reason the engine does not decide itself (PodsReady timeout)."""
+    def evict(
+        self,
+        key: str,
+        reason: EvictionReason,
+        now: float,
+        *,
+        requeue_at: float | None = None,
+        deactivate: bool = False,
+    ) -> Eviction:
+        """Evict an admitted workload for a reason the engine does not decide itself: a PodsReady timeout (its
+        backoff is the engine's), an AdmissionCheck in Retry (requeued at ``requeue_at``, None: at once) or
+        Rejected (``deactivate``)."""
         self._refresh()
         record = self._manager.records.get(key)
         if record is None or record.state is not WorkloadState.ADMITTED:
             raise UnknownObjectError("admitted Workload", key)
-        return self._scheduler.evict(record, reason, now)
+        return self._scheduler.evict(record, reason, now, deactivate=deactivate, requeue_at=requeue_at)
 
     def restore_requeue_state(self, key: str, count: int, requeue_at: float | None) -> None:
         """A PodsReady backoff read back from a Workload's ``status.requeueState`` (a restarted controller): its
@@ -263,7 +279,14 @@ class QuotaEngine:
         )
         share = weighted_share(tree, node) if self.configuration.fair_sharing is not None else 0
         return ClusterQueueStatus(
-            name, queue.inactive is None, queue.inactive, queue.pending, len(queue.admitted), usage, share
+            name,
+            queue.inactive is None,
+            queue.inactive,
+            queue.pending,
+            len(queue.admitted),
+            usage,
+            share,
+            queue.inactive_condition,
         )
 
     def _refresh(self) -> None:
@@ -279,4 +302,5 @@ class QuotaEngine:
             cohorts=self.cohorts,
             local_queues=self.local_queues,
             namespaces=self.namespaces,
+            admission_checks=self.admission_checks,
         )

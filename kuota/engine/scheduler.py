@@ -489,10 +489,12 @@ class Scheduler:
         preempted_by: str | None = None,
         preemption_reason: PreemptionReason | None = None,
         deactivate: bool = False,
+        requeue_at: float | None = None,
     ) -> Eviction:
+        """Evict an admitted workload: requeued (at ``requeue_at``, or after the PodsReady backoff), or
+        deactivated."""
         at = 0.0 if now is None else now
         admitted = self.release(record, now)
-        requeue_at = None
         wait = self.manager.configuration.wait_for_pods_ready
         if reason is EvictionReason.PODS_READY_TIMEOUT and wait is not None:
             record.requeue_count += 1
@@ -511,6 +513,8 @@ class Scheduler:
         elif requeue_at is not None:
             record.state = WorkloadState.BACKOFF
             record.requeue_at = requeue_at
+            if reason is EvictionReason.ADMISSION_CHECK:
+                record.reason = f"an AdmissionCheck asked to retry; requeued at {requeue_at}"
             heapq.heappush(self._backoffs, (requeue_at, record.workload.key))
         else:
             record.state = WorkloadState.PENDING

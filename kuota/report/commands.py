@@ -68,6 +68,22 @@ class _ReportCommand:
             help="GPUs added in the what-if's buy scenario (default 8, one node)",
         )
         source.add_argument(
+            "--calibration-wait-factor",
+            type=float,
+            default=2.0,
+            metavar="FACTOR",
+            help="the what-if moves no verdict of a team (or the cluster) whose replayed p95 wait is off the "
+            "measured one by more than this factor (default 2; waits both under a minute agree)",
+        )
+        source.add_argument(
+            "--calibration-allocation-points",
+            type=float,
+            default=10.0,
+            metavar="POINTS",
+            help="... or whose replayed allocation (GPU-hours over nominal quota) is off the measured one by more "
+            "than this many percentage points (default 10)",
+        )
+        source.add_argument(
             "--timeout",
             type=float,
             default=120.0,
@@ -193,6 +209,7 @@ class _ReportCommand:
         from pathlib import Path
 
         from kuota.report.errors import ReportError, ReportInputError
+        from kuota.report.figures.calibration import Tolerance
         from kuota.report.figures.commitments import parse_commitments
         from kuota.report.figures.prices import parse_prices
         from kuota.report.figures.verdicts import Thresholds
@@ -266,6 +283,12 @@ class _ReportCommand:
                 raise ReportInputError("--more-gpus must be from 1 to 1000000")
             prices = parse_prices(args.price or [])
             commitments = parse_commitments(args.commitment or [], prices)
+            tolerance = Tolerance(
+                wait_factor=bounded(args.calibration_wait_factor, "--calibration-wait-factor", 1, 1e6),
+                allocation_points=bounded(
+                    args.calibration_allocation_points, "--calibration-allocation-points", 0, 100
+                ),
+            )
             request = ReportRequest(
                 prometheus,
                 window,
@@ -283,6 +306,7 @@ class _ReportCommand:
                 if live
                 else None,
                 prometheus_access=access,
+                tolerance=tolerance,
             )
             report = asyncio.run(measure(request, progress))
             written = write(report, Path(args.out), progress)

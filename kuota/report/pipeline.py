@@ -16,12 +16,13 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kuota.files import PRIVATE_FILE_MODE, atomic_writer
 from kuota.report.errors import ReportInputError
+from kuota.report.figures.calibration import ReplayedWeek, Tolerance
 from kuota.report.figures.commitments import CommitmentTable
 from kuota.report.figures.measurements import Measurements
 from kuota.report.figures.prices import Price, PriceTable
@@ -38,7 +39,12 @@ from kuota.report.sources.prometheus_api import PrometheusClient
 from kuota.report.sources.queue_config import namespace_queues
 from kuota.report.sources.whatif import check_replayable, run_whatif
 from kuota.report.sources.workload_dump import read_dump
-from kuota.report.sources.workload_history import RetainedWorkloads, job_history, with_known_priority_classes
+from kuota.report.sources.workload_history import (
+    RetainedWorkloads,
+    StartedBefore,
+    job_history,
+    with_known_priority_classes,
+)
 from kuota.report.writers import csv_file, html_file, json_file, markdown_file
 from kuota.report.writers.svg_charts import all_charts
 from kuota.report.writers.trends import TREND_CHARTS
@@ -62,6 +68,7 @@ class ReportRequest:
     prices: PriceTable | None = None  # per flavor or GPU model; ``price`` for the others (default: for all)
     previous: Path | None = None  # an earlier report.json, compared with week over week
     commitments: CommitmentTable | None = None  # --commitment: prices the commitment lever
+    tolerance: Tolerance = field(default_factory=Tolerance)  # of the what-if's calibration against the measured week
 
 
 async def measure(request: ReportRequest, progress: Progress) -> Report:
@@ -72,10 +79,12 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
     config_objects, retained = await _read_sources(request, progress)
     teams = namespace_queues(config_objects) if config_objects else {}
     scenarios = None
+    current_week: ReplayedWeek | None = None
     notes: list[str] = []
     failed = None
     runs: list[WorkloadRun] | None = None
     history = request.history
+    started_before = StartedBefore()
     with tempfile.TemporaryDirectory(prefix="kuota-report-") as temp:
         if retained is not None:
             jobs = job_history(retained, request.window.start, request.window.end)
@@ -92,6 +101,8 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             if history is None:
                 history = Path(temp) / "history.jsonl"
                 _write_history(history, jobs.records)
+                started_before = jobs.started_before
+                notes += _started_before_notes(started_before)
         replay = _replayed(request, config_objects, history)
         if replay is None and history is not None and config_objects is not None:
             notes.append("The cluster has no ClusterQueue: there are no queues to replay the what-if against.")
@@ -104,7 +115,8 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             progress(
                 f"replaying {replay[1]} through kuota simulate: current queues, borrowing, +{request.more_gpus} GPUs"
             )
-            scenarios = await run_whatif(*replay, request.more_gpus)
+            whatif = await run_whatif(*replay, request.more_gpus, request.window.length_s, started_before)
+            scenarios, current_week = whatif.scenarios, whatif.current_week
         notes.append(
             "What-if utilization is admitted GPU-hours over nominal GPU quota in the replay "
             "(the simulator has no SM activity)."
@@ -124,7 +136,25 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
         previous=previous,
         workload_runs=runs,
         commitments=request.commitments,
+        replayed_week=current_week,
+        tolerance=request.tolerance,
     )
+
+
+def _started_before_notes(started: StartedBefore) -> list[str]:
+    """Nothing created before the window is left out silently: the what-if replays it from the start."""
+    notes = []
+    if started.holding:
+        notes.append(
+            f"{len(started.holding)} Workload(s) created before the window replayed from its start, holding their "
+            "quota from its first instant for the run time they had left in it."
+        )
+    if started.pending_since:
+        notes.append(
+            f"{len(started.pending_since)} Workload(s) created before the window replayed from its start, pending "
+            "then, submitted at its first instant in creation order (their waits counted from creation)."
+        )
+    return notes
 
 
 def _replayed(

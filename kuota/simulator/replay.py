@@ -3,9 +3,12 @@
 At each instant, in order: workloads arriving then are submitted (one whose Job Kueue would give no Workload, for
 a missing WorkloadPriorityClass, is Inadmissible from the start), workloads whose work is done finish, and
 the engine is asked for every decision due (admissions, preemptions, deadline evictions). An admitted
-workload finishes ``remaining`` seconds later unless evicted first; an evicted one keeps the work it did and
-resumes the rest when admitted again. Evicted workloads free their quota at the moment of eviction. With
-``until``, nothing after that instant happens, and the state is the state at ``until``.
+workload's work starts once its pods are ready (``pods_ready_after`` seconds after the admission) and it finishes
+``remaining`` seconds later unless evicted first; an evicted one keeps the work it did and resumes the rest when
+admitted again. Evicted workloads free their quota at the moment of eviction. With waitForPodsReady (on unless
+the Configuration turns it off, as in Kueue v0.19+), an admission whose pods are not ready within the timeout is
+evicted then (``PodsReadyTimeout``), and the engine backs it off or deactivates it. With ``until``, nothing after
+that instant happens, and the state is the state at ``until``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from kuota.engine import Admission, ApiObject, ClusterQueue, Configuration, Eviction, QuotaEngine
+from kuota.engine import (
+    KUEUE_DEFAULTS,
+    Admission,
+    ApiObject,
+    ClusterQueue,
+    Configuration,
+    Eviction,
+    EvictionReason,
+    QuotaEngine,
+)
 from kuota.simulator.errors import WorkloadFileError
 from kuota.simulator.limits import check_until
 from kuota.simulator.workload_reading import SimulatedWorkload
@@ -75,6 +87,7 @@ class WorkloadHistory:
         *,
         cluster_queue: str | None = None,
         waiting_since: float = 0.0,
+        pods_ready_after: float | None = 0.0,
     ) -> None:
         self.name: Final = name
         self.namespace: Final = namespace
@@ -89,6 +102,7 @@ class WorkloadHistory:
         self.finished_at: float | None = None
         self.epoch = 0
         self.waiting_since = waiting_since
+        self.pods_ready_after: Final = pods_ready_after
 
     def __repr__(self) -> str:
         return f"WorkloadHistory({self.key!r}, outcome={self.outcome.value}, admissions={len(self.admissions)})"
@@ -148,15 +162,24 @@ def replay(
         gc.set_threshold(*thresholds)
 
 
+# A replay's timers: (at, tie-break, workload key, the admission's epoch); an evicted admission's are stale.
+_Timers = list[tuple[float, int, str, int]]
+
+
 def _replay(
     objects: list[ApiObject], arrivals: Iterable[SimulatedWorkload], until: float | None, keep_history: bool
 ) -> ReplayResult:
-    engine = QuotaEngine(next((o for o in objects if isinstance(o, Configuration)), None))
+    configuration = next((o for o in objects if isinstance(o, Configuration)), KUEUE_DEFAULTS)
+    pods_ready_timeout = (
+        configuration.wait_for_pods_ready.timeout_seconds if configuration.wait_for_pods_ready is not None else None
+    )
+    engine = QuotaEngine(configuration)
     for obj in objects:
         engine.apply(obj)
     queues = {obj.name: QueueTotals(_nominal_gpus(obj)) for obj in objects if isinstance(obj, ClusterQueue)}
     histories: dict[str, WorkloadHistory] = {}
-    finishes: list[tuple[float, int, str, int]] = []
+    finishes: _Timers = []
+    timeouts: _Timers = []  # PodsReady timeouts of admissions whose pods are not ready in time
     order = itertools.count()
     incoming: Iterator[SimulatedWorkload] = iter(arrivals)
     upcoming = next(incoming, None)
@@ -164,10 +187,11 @@ def _replay(
     decisions = 0
     last = 0.0
     while True:
-        # The next instant: the earliest arrival, completion or time-driven engine decision.
+        # The next instant: the earliest arrival, completion, PodsReady timeout or time-driven engine decision.
         next_at = upcoming.submit_at if upcoming is not None else None
-        if finishes and (next_at is None or finishes[0][0] < next_at):
-            next_at = finishes[0][0]
+        for timers in (finishes, timeouts):
+            if timers and (next_at is None or timers[0][0] < next_at):
+                next_at = timers[0][0]
         wakeup = engine.next_wakeup()
         if wakeup is not None and (next_at is None or wakeup < next_at):
             next_at = wakeup
@@ -190,6 +214,7 @@ def _replay(
                 upcoming.duration,
                 upcoming.duration,
                 waiting_since=upcoming.submit_at,
+                pods_ready_after=upcoming.pods_ready_after,
             )
             histories[upcoming.workload.key] = history
             if upcoming.not_created is None:
@@ -210,6 +235,11 @@ def _replay(
             engine.finish(key)
             if not keep_history:
                 del histories[key]
+        while timeouts and timeouts[0][0] <= now:
+            _, _, key, epoch = heapq.heappop(timeouts)
+            if histories[key].epoch == epoch:
+                decisions += 1
+                _evicted(histories[key], engine.evict(key, EvictionReason.PODS_READY_TIMEOUT, now), queues, now)
         for decision in engine.schedule(now):
             decisions += 1
             history = histories[decision.workload]
@@ -232,21 +262,14 @@ def _replay(
                 totals.gpus_in_use += gpus
                 if totals.gpus_in_use > totals.peak_gpus:
                     totals.peak_gpus, totals.peak_at = totals.gpus_in_use, now
-                heapq.heappush(finishes, (now + history.remaining, next(order), decision.workload, history.epoch))
+                ready_after = history.pods_ready_after
+                timer = (decision.workload, history.epoch)
+                if pods_ready_timeout is not None and (ready_after is None or ready_after > pods_ready_timeout):
+                    heapq.heappush(timeouts, (now + pods_ready_timeout, next(order), *timer))
+                elif ready_after is not None:
+                    heapq.heappush(finishes, (now + ready_after + history.remaining, next(order), *timer))
             elif isinstance(decision, Eviction):
-                _close_admission(history, queues, now)
-                history.epoch += 1
-                queues[decision.cluster_queue].evicted += 1
-                history.evictions.append(
-                    EvictionRecord(
-                        now,
-                        decision.reason.value,
-                        decision.preempted_by,
-                        decision.preemption_reason.value if decision.preemption_reason else None,
-                    )
-                )
-                history.outcome = Outcome.DEACTIVATED if decision.deactivated else Outcome.PENDING
-                history.waiting_since = decision.requeue_at if decision.requeue_at is not None else now
+                _evicted(history, decision, queues, now)
     end = now if until is None else until
     for history in histories.values():
         if history.outcome is Outcome.ADMITTED:
@@ -261,12 +284,30 @@ def _replay(
     return ReplayResult(histories, queues, end, decisions)
 
 
+def _evicted(history: WorkloadHistory, decision: Eviction, queues: dict[str, QueueTotals], now: float) -> None:
+    _close_admission(history, queues, now)
+    history.epoch += 1
+    queues[decision.cluster_queue].evicted += 1
+    history.evictions.append(
+        EvictionRecord(
+            now,
+            decision.reason.value,
+            decision.preempted_by,
+            decision.preemption_reason.value if decision.preemption_reason else None,
+        )
+    )
+    history.outcome = Outcome.DEACTIVATED if decision.deactivated else Outcome.PENDING
+    history.waiting_since = decision.requeue_at if decision.requeue_at is not None else now
+
+
 def _close_admission(history: WorkloadHistory, queues: dict[str, QueueTotals], now: float) -> None:
     admission = history.admissions[-1]
     totals = queues[history.cluster_queue or ""]
     totals.gpu_seconds += admission.gpus * (now - admission.at)
     totals.gpus_in_use -= admission.gpus
-    history.remaining = max(0.0, history.remaining - (now - admission.at))
+    if history.pods_ready_after is not None:  # pods never ready did no work
+        worked = now - admission.at - history.pods_ready_after
+        history.remaining = max(0.0, history.remaining - max(0.0, worked))
 
 
 def _nominal_gpus(cq: ClusterQueue) -> int:

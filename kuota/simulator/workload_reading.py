@@ -38,7 +38,17 @@ from kuota.simulator.line_reading import numbered_lines
 from kuota.simulator.quoting import listed, one_line, quoted
 
 _WORKLOAD_KEYS = frozenset(
-    {"name", "namespace", "queue", "priorityClass", "submitAt", "duration", "maxExecutionSeconds", "podSets"}
+    {
+        "name",
+        "namespace",
+        "queue",
+        "priorityClass",
+        "submitAt",
+        "duration",
+        "maxExecutionSeconds",
+        "podsReadyAfter",
+        "podSets",
+    }
 )
 _POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
@@ -52,18 +62,28 @@ class SimulatedWorkload:
     """A workload of the replay: what the engine sees, and when it arrives and how long it works. (A plain class
     equal by value, as the frozen dataclass it replaced, built per input line: see ``setup.py``.)"""
 
-    __slots__ = ("duration", "not_created", "submit_at", "workload")
+    __slots__ = ("duration", "not_created", "pods_ready_after", "submit_at", "workload")
 
-    def __init__(self, workload: Workload, submit_at: float, duration: float, not_created: str | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        submit_at: float,
+        duration: float,
+        not_created: str | None = None,
+        pods_ready_after: float | None = 0.0,
+    ) -> None:
         self.workload: Final = workload
         self.submit_at: Final = submit_at
         self.duration: Final = duration
+        # Seconds from each admission until all its pods are ready and its work starts; None: they never are (its
+        # pods cannot be placed), so only waitForPodsReady's timeout ends the admission.
+        self.pods_ready_after: Final = pods_ready_after
         # Why Kueue would create no Workload for its Job (its WorkloadPriorityClass does not exist): then it never
         # reaches the engine and ends Inadmissible with this reason.
         self.not_created: Final = not_created
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.workload, self.submit_at, self.duration, self.not_created)
+        return (self.workload, self.submit_at, self.duration, self.not_created, self.pods_ready_after)
 
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, SimulatedWorkload) else NotImplemented
@@ -74,7 +94,7 @@ class SimulatedWorkload:
     def __repr__(self) -> str:
         return (
             f"SimulatedWorkload(workload={self.workload!r}, submit_at={self.submit_at!r}, "
-            f"duration={self.duration!r}, not_created={self.not_created!r})"
+            f"duration={self.duration!r}, not_created={self.not_created!r}, pods_ready_after={self.pods_ready_after!r})"
         )
 
 
@@ -255,6 +275,8 @@ def _workload(
         raise WorkloadFileError(
             f"{where}: maxExecutionSeconds must be null or a whole number from 1 to {MAX_INT32}, got {_show(max_exec)}"
         )
+    ready_after = line.get("podsReadyAfter", 0)
+    pods_ready_after = None if ready_after is None else _seconds(where, "podsReadyAfter", ready_after)
     raw_sets = line["podSets"]
     if not isinstance(raw_sets, list) or not 1 <= len(raw_sets) <= MAX_POD_SETS:
         raise WorkloadFileError(f"{where}: podSets must be a list of 1 to {MAX_POD_SETS} pod sets")
@@ -270,7 +292,7 @@ def _workload(
         priority_class=priority_class,
         max_execution_seconds=max_exec,
     )
-    return SimulatedWorkload(workload, submit_at, duration, not_created)
+    return SimulatedWorkload(workload, submit_at, duration, not_created, pods_ready_after)
 
 
 def _text(label: str, value: object) -> str:

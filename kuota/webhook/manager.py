@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,7 @@ from kuota.certs.ca_bundle_injection import WebhookConfigurations
 from kuota.certs.rotation import DirectoryCertificates, SecretBackedCertificates
 from kuota.certs.secret_store import SecretLocation, read_bundle
 from kuota.certs.serving_context import ReloadableServerContext
-from kuota.engine import Configuration, LabelSelector, Requirement, WaitForPodsReady, parse_configuration
+from kuota.engine import KUEUE_DEFAULTS, Configuration, LabelSelector, Requirement, parse_configuration
 from kuota.errors import ConfigurationError, KuotaError
 from kuota.http_serving import serve
 from kuota.kube.client import KubeApi
@@ -117,7 +117,7 @@ def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configura
     ``featureGates: {DisableWaitForPodsReady: true}`` turns it off, as Kueue's feature gate of that name does."""
     document: Any = None
     if path is None:
-        configuration, integrations = Configuration(), DEFAULT_REGISTRY
+        configuration, integrations = KUEUE_DEFAULTS, DEFAULT_REGISTRY
     else:
         try:
             document = yaml.safe_load(path.read_text())
@@ -125,14 +125,6 @@ def load_configuration(path: Path | None, own_namespace: str) -> tuple[Configura
             raise ManagerError(f"--config {path}: {error}") from error
         configuration = parse_configuration(document)
         integrations = read_integrations(document, f"--config {path}")
-    gates = document.get("featureGates") if isinstance(document, dict) else None
-    wait = document.get("waitForPodsReady") if isinstance(document, dict) else None
-    if (isinstance(gates, dict) and gates.get("DisableWaitForPodsReady") is True) or (
-        isinstance(wait, dict) and wait.get("enable") is False  # v1beta1's switch, where a file still has it
-    ):
-        configuration = replace(configuration, wait_for_pods_ready=None)
-    elif configuration.wait_for_pods_ready is None:
-        configuration = replace(configuration, wait_for_pods_ready=WaitForPodsReady())
     if configuration.managed_jobs_namespace_selector is None:
         excluded = Requirement("kubernetes.io/metadata.name", "NotIn", ("kube-system", own_namespace))
         configuration = Configuration(

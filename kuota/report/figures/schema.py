@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kuota.report.figures.calibration import Calibration, Tolerance
 from kuota.report.figures.levers import Lever
 from kuota.report.figures.prices import Price, PriceTable
 from kuota.report.figures.verdicts import Thresholds, Verdict
@@ -132,6 +133,10 @@ class TeamReport:
     levers: tuple[Lever, ...]
     money: Money | None = None
     daily: Daily | None = None
+    calibration: Calibration | None = None  # the what-if's replay of the current queues against the measured week
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,10 @@ class ClusterReport:
     levers: tuple[Lever, ...]
     money: Money | None = None
     daily: Daily | None = None
+    calibration: Calibration | None = None  # the what-if's replay of the current queues against the measured week
+    # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
+    # summed over the window's weeks); None without utilization series
+    idle_held_by_hour_of_week: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,7 @@ class Report:
     namespaces: tuple[NamespaceReport, ...] = ()
     trend_day_ends: tuple[int, ...] = ()  # Unix seconds; each trend point covers the day (or window) before it
     week_over_week: WeekOverWeek | None = None
+    calibration_tolerance: Tolerance | None = None  # with the what-if
 
     @property
     def empty(self) -> bool:

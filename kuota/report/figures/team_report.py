@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kuota.report.figures.calibration import Calibration, ReplayedWeek, Tolerance, calibrate, withheld
 from kuota.report.figures.commitments import CommitmentTable, ModelHolding, commitment_lever
 from kuota.report.figures.levers import (
     Lever,
@@ -58,15 +59,18 @@ def _ratio(part: float | None, whole: float | None) -> float | None:
     return 100.0 * part / whole
 
 
+def _by_hour_of_week(hourly: Hourly, window: Window) -> tuple[float, ...]:
+    """Hourly values summed into the 168 hours of the week they fall in (local time)."""
+    slots = [0.0] * HOURS_PER_WEEK
+    for index, value in enumerate(hourly):
+        slots[window.hour_of_week(index)] += value
+    return tuple(slots)
+
+
 def _utilization(allocated: Hourly, used: Hourly | None, window: Window) -> Utilization:
     hourly = [] if used is None else [100.0 * u / a for a, u in zip(allocated, used, strict=True) if a > 0]
-    slots_alloc = [0.0] * HOURS_PER_WEEK
-    slots_used = [0.0] * HOURS_PER_WEEK
-    if used is not None:
-        for index, (a, u) in enumerate(zip(allocated, used, strict=True)):
-            slot = window.hour_of_week(index)
-            slots_alloc[slot] += a
-            slots_used[slot] += u
+    slots_alloc = _by_hour_of_week(allocated, window)
+    slots_used = _by_hour_of_week(used, window) if used is not None else (None,) * HOURS_PER_WEEK
     total_allocated = sum(allocated)
     total_used = _total(used)
     return Utilization(
@@ -334,12 +338,16 @@ def build_report(
     previous: PreviousReport | None = None,
     workload_runs: Sequence[WorkloadRun] | None = None,
     commitments: CommitmentTable | None = None,
+    replayed_week: ReplayedWeek | None = None,
+    tolerance: Tolerance | None = None,
 ) -> Report:
     """Every figure, verdict and lever of the report for the given measurements. ``prices`` (default: ``price``
     for every GPU-hour) prices GPU-hours per flavor or model; ``trend_day_ends`` are the days of the trends
     (those the wait histograms were queried for); ``previous`` is compared with, week over week;
     ``workload_runs`` (the retained Workloads) give the spot and failed-work levers, ``commitments`` prices
-    the commitment lever."""
+    the commitment lever; ``replayed_week`` is the what-if's replay of the current queues, calibrated within
+    ``tolerance``."""
+    tolerance = tolerance or Tolerance()
     gpu, queues = measurements.gpu, measurements.queues
     hours = measurements.hours
     table = prices if prices is not None else PriceTable(price)
@@ -372,6 +380,8 @@ def build_report(
                 days=days,
                 runs=[run for ns in team.namespaces for run in runs_by_namespace.get(ns, ())],
                 run_prices=_run_prices(runs_by_namespace, team.namespaces, table, team_gpu, model_hours),
+                replayed_week=replayed_week,
+                tolerance=tolerance,
             )
         )
     cluster = _cluster(
@@ -386,6 +396,8 @@ def build_report(
         model_hours=model_hours,
         days=days,
         commitments=commitments,
+        replayed_week=replayed_week,
+        tolerance=tolerance,
     )
     return Report(
         window=window,
@@ -402,6 +414,7 @@ def build_report(
         namespaces=tuple(namespace_reports),
         trend_day_ends=tuple(trend_day_ends),
         week_over_week=compare(previous, team_reports, cluster) if previous is not None else None,
+        calibration_tolerance=tolerance if replayed_week is not None else None,
     )
 
 
@@ -416,6 +429,7 @@ class _TeamGpu:
     prices: Mapping[str, _NamespacePrices]  # of the team's namespaces
     namespaces: tuple[NamespaceReport, ...]
     idle_gpu_hours: float | None  # held at under the idle threshold; None without utilization series
+    idle_by_hour_of_week: tuple[float, ...] | None
     idle_cost: IdleCost | None
     idle_holders: tuple[IdleHolder, ...]
 
@@ -437,12 +451,14 @@ def _team_gpu(
     allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
     used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
     idle_total = None
+    idle_by_hour_of_week = None
     idle_cost = None
     idle_holders: tuple[IdleHolder, ...] = ()
     if gpu.idle_held is not None:
         held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
         idle_hourly = _add(list(held.values()), hours)
         idle_total = sum(idle_hourly)
+        idle_by_hour_of_week = _by_hour_of_week(idle_hourly, window)
         idle_dollars = _add([_priced(h, prices[ns].average) for (ns, _), h in held.items()], hours)
         idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
         idle_holders = tuple(
@@ -463,6 +479,7 @@ def _team_gpu(
         prices=prices,
         namespaces=tuple(_namespace_report(gpu, model_hours, ns, team.name, prices) for ns in team.namespaces),
         idle_gpu_hours=idle_total,
+        idle_by_hour_of_week=idle_by_hour_of_week,
         idle_cost=idle_cost,
         idle_holders=idle_holders,
     )
@@ -504,6 +521,8 @@ def _team_report(
     days: Sequence[Sequence[int]],
     runs: Sequence[WorkloadRun] = (),
     run_prices: Mapping[tuple[str, str], RunPrice] | None = None,
+    replayed_week: ReplayedWeek | None,
+    tolerance: Tolerance,
 ) -> TeamReport:
     """One team's figures, verdict and levers; ``gpu`` is None without GPU series."""
     utilization = gpu.utilization if gpu is not None else None
@@ -518,7 +537,18 @@ def _team_report(
     scenario_p95 = None
     if borrowing_whatif is not None and team.cluster_queue is not None:
         scenario_p95 = borrowing_whatif.per_queue_wait_p95_s.get(team.cluster_queue)
-    verdict = settle_with_whatif(verdict, scenario_p95, thresholds)
+    replayed = replayed_week.queues.get(team.cluster_queue or "") if replayed_week is not None else None
+    calibration = None
+    if replayed is not None:
+        calibration = calibrate(
+            replayed,
+            tolerance,
+            wait_p50_s=queueing.wait_p50_s if queueing else None,
+            wait_p95_s=queueing.wait_p95_s if queueing else None,
+            wait_bounds=[bound for bound, _ in queueing.wait_buckets] if queueing else [],
+            allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
+        )
+    verdict = settle_with_whatif(verdict, scenario_p95, thresholds, withheld(calibration))
     idle_total = gpu.idle_gpu_hours if gpu is not None else None
     levers = _team_levers(utilization, queueing, idle_total, reclaimable, thresholds)
     window_hours = window.length_s / 3600
@@ -548,6 +578,8 @@ def _team_report(
             [daily_buckets] if daily_buckets else [],
             days,
         ),
+        calibration=calibration,
+        idle_held_by_hour_of_week=gpu.idle_by_hour_of_week if gpu is not None else None,
     )
 
 
@@ -614,6 +646,8 @@ def _cluster(
     model_hours: _ModelHours,
     days: Sequence[Sequence[int]],
     commitments: CommitmentTable | None,
+    replayed_week: ReplayedWeek | None,
+    tolerance: Tolerance,
 ) -> ClusterReport:
     gpu, queues, hours = measurements.gpu, measurements.queues, measurements.hours
     capacity: Hourly | None = None
@@ -671,7 +705,10 @@ def _cluster(
     verdict = _verdict(utilization, verdict_queueing, thresholds)
     if worst is not None and verdict_queueing is not queueing:
         verdict = Verdict(verdict.quadrant, f"{verdict.reason} ({WORST_QUEUE}, {worst.name})")
-    verdict = settle_with_whatif(verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds)
+    calibration = _cluster_calibration(queueing, teams, replayed_week, tolerance)
+    verdict = settle_with_whatif(
+        verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds, withheld(calibration)
+    )
     commitment = None
     if gpu is not None:
         commitment = _commitment(
@@ -696,6 +733,30 @@ def _cluster(
         levers=tuple(levers),
         money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,
         daily=_daily(capacity, used, list(queues.wait_buckets_daily.values()) if queues else [], days),
+        calibration=calibration,
+        idle_held_by_hour_of_week=(
+            _by_hour_of_week(_add(list(gpu.idle_held.values()), hours), window)
+            if gpu is not None and gpu.idle_held is not None
+            else None
+        ),
+    )
+
+
+def _cluster_calibration(
+    queueing: Queueing | None, teams: Sequence[TeamReport], replayed: ReplayedWeek | None, tolerance: Tolerance
+) -> Calibration | None:
+    """The cluster's calibration: only the replayed queues' teams' GPU-hours are measured against the replay's
+    (a namespace outside every queue is not replayed)."""
+    if replayed is None:
+        return None
+    held = [t.utilization.allocated_gpu_hours for t in teams if t.cluster_queue in replayed.queues and t.utilization]
+    return calibrate(
+        replayed.cluster,
+        tolerance,
+        wait_p50_s=queueing.wait_p50_s if queueing else None,
+        wait_p95_s=queueing.wait_p95_s if queueing else None,
+        wait_bounds=[bound for bound, _ in queueing.wait_buckets] if queueing else [],
+        allocated_gpu_hours=sum(held) if held else None,
     )
 
 

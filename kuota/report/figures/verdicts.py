@@ -50,6 +50,7 @@ class Verdict:
 IDLE_ELSEWHERE = "borrowing, not buying"
 CURED_BY_BORROWING = "replayed with borrowing across the cohort"
 WORST_QUEUE = "the p95 wait is the worst ClusterQueue's"
+WHATIF_WITHHELD = "the what-if is withheld"
 _MOVED_BY = (
     (CURED_BY_BORROWING, "borrowing fixes it in the what-if"),
     (IDLE_ELSEWHERE, "idle quota elsewhere, borrow"),
@@ -117,10 +118,19 @@ def decide(
     return Verdict(Quadrant.HEALTHY, f"{util_text} and {wait_text}")
 
 
-def settle_with_whatif(verdict: Verdict, borrowing_p95_s: float | None, thresholds: Thresholds) -> Verdict:
-    """A "buy" that borrowing alone cures in the replay becomes "tune"."""
+def settle_with_whatif(
+    verdict: Verdict, borrowing_p95_s: float | None, thresholds: Thresholds, withheld: str | None = None
+) -> Verdict:
+    """A "buy" that borrowing alone cures in the replay becomes "tune", unless the what-if is ``withheld`` (why:
+    its replay of the current queues is off the measured week, :mod:`~kuota.report.figures.calibration`)."""
     cured = borrowing_p95_s is not None and borrowing_p95_s <= thresholds.long_wait_s
     if verdict.quadrant is Quadrant.BUY and borrowing_p95_s is not None and cured:
+        if withheld is not None:
+            return Verdict(
+                verdict.quadrant,
+                f"{verdict.reason}; borrowing across the cohort brings the p95 wait to {_hours(borrowing_p95_s)} "
+                f"in the what-if, but {WHATIF_WITHHELD}: {withheld}",
+            )
         return Verdict(
             Quadrant.TUNE,
             f"{verdict.reason}; yet {CURED_BY_BORROWING} the p95 wait is "

@@ -13,6 +13,13 @@ The manager keeps finished Workloads for a configurable time (default 8 days). O
 visible on a Workload: runs before a preemption count only where ``accumulatedPastExecutionTimeSeconds`` records
 them (Kueue writes it; the what-if replays the last run alone); a Workload never admitted has no known
 duration and is left out (and counted).
+
+A Workload created before the window takes part in it too: one holding quota at the window's start (admitted
+before it, not ended by then) is replayed from the start, running, for the time it had left inside the window;
+one still pending at the start is submitted then, in creation order. The replay's first instant (0) holds only
+the running ones, so the engine admits them before anything else whatever their priority, as the cluster had;
+every other record arrives from :data:`AFTER_THE_HOLDERS_S` on. Their waits are not the replay's to count: a
+running one waited before the window, and a pending one's wait runs from its creation (:class:`StartedBefore`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ PREEMPTED = "Preempted"  # the eviction reason (and condition) of a preemption
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset({"", "NoSchedule", "PreferNoSchedule", "NoExecute"})
 NOT_A_WORKLOAD = "not a kueue.x-k8s.io Workload"
+AFTER_THE_HOLDERS_S = 0.001  # when the replay's other records arrive at the earliest: after the running ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +108,22 @@ class RetainedWorkloads:
 
 
 @dataclass(frozen=True)
+class StartedBefore:
+    """The Workloads created before the window that its replay starts with, by (namespace, name)."""
+
+    holding: frozenset[tuple[str, str]] = frozenset()  # running at the start: their wait was before the window
+    pending_since: Mapping[tuple[str, str], float] = field(default_factory=dict)  # -> created, s from the start
+
+
+@dataclass(frozen=True)
 class JobHistory:
     records: list[dict[str, Any]]  # simulate's JSON Lines records, times relative to the window's start
-    failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled
+    failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled (in the window)
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many Workloads were left out
     # priority class -> how many records name it though the replayed config has no such WorkloadPriorityClass
     unknown_priority_classes: dict[str, int] = field(default_factory=dict)
     runs: list[WorkloadRun] = field(default_factory=list)  # each Workload of the records, as the levers read it
+    started_before: StartedBefore = field(default_factory=StartedBefore)
 
 
 def _unreadable(why: str, path: str, value: object) -> UnreadableWorkloadError:
@@ -406,17 +423,22 @@ def read_workloads(items: Iterable[object]) -> RetainedWorkloads:
 
 
 def job_history(retained: RetainedWorkloads, window_start: float, window_end: float) -> JobHistory:
-    records: list[dict[str, Any]] = []
+    placed: list[tuple[float, float, dict[str, Any]]] = []  # (submitAt, created, record)
     failed: dict[str, float] = {}
     runs: list[WorkloadRun] = []
     skipped: dict[str, int] = dict(retained.skipped)
+    holding: set[tuple[str, str]] = set()
+    pending_since: dict[tuple[str, str], float] = {}
 
     def skip(why: str) -> None:
         skipped[why] = skipped.get(why, 0) + 1
 
     for workload in retained.workloads:
-        if not window_start <= workload.created < window_end:
-            skip("created outside the window")
+        if workload.created >= window_end:
+            skip("created after the window")
+            continue
+        if workload.created < window_start and workload.ended is not None and workload.ended.at <= window_start:
+            skip("created and ended before the window")
             continue
         if workload.queue_name is None:
             skip("no spec.queueName (not submitted to a queue)")
@@ -427,31 +449,52 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
         if workload.admitted is None:
             skip("never admitted (no known duration)")
             continue
+        key = (workload.namespace, workload.name)
         ended = min(workload.ended.at if workload.ended is not None else window_end, window_end)
-        ran = max(0.0, ended - workload.admitted)
-        records.append(
-            {
-                "name": workload.name,
-                "namespace": workload.namespace,
-                "queue": workload.queue_name,
-                "priorityClass": workload.priority_class,
-                "submitAt": workload.created - window_start,
-                "duration": max(1.0, ran),
-                "maxExecutionSeconds": workload.max_execution_s,
-                "podSets": [pod_set.record() for pod_set in workload.pod_sets],
-            }
-        )
-        run = _run(workload, workload.admitted, ran, window_end)
+        max_execution = workload.max_execution_s
+        if workload.created >= window_start:
+            submit_at = max(AFTER_THE_HOLDERS_S, workload.created - window_start)
+        elif workload.admitted < window_start:
+            holding.add(key)
+            submit_at = 0.0
+            if max_execution is not None:  # Kueue counts the time admitted before the window against it
+                max_execution = max(1, max_execution - int(window_start - workload.admitted))
+        else:
+            pending_since[key] = workload.created - window_start
+            submit_at = AFTER_THE_HOLDERS_S
+        ran = max(0.0, ended - max(workload.admitted, window_start))
+        record = {
+            "name": workload.name,
+            "namespace": workload.namespace,
+            "queue": workload.queue_name,
+            "priorityClass": workload.priority_class,
+            "submitAt": submit_at,
+            "duration": max(1.0, ran),
+            "maxExecutionSeconds": max_execution,
+            "podSets": [pod_set.record() for pod_set in workload.pod_sets],
+        }
+        placed.append((submit_at, workload.created, record))
+        run = _run(workload, workload.admitted, ran, window_start=window_start, window_end=window_end)
         runs.append(run)
         if run.outcome is Outcome.FAILED:
             failed[workload.namespace] = failed.get(workload.namespace, 0.0) + run.gpu_hours
-    return JobHistory(records, failed, skipped, runs=runs)
+    placed.sort(key=lambda entry: (entry[0], entry[1]))  # ties at an instant keep creation order
+    return JobHistory(
+        [record for _, _, record in placed],
+        failed,
+        skipped,
+        started_before=StartedBefore(frozenset(holding), pending_since),
+        runs=runs,
+    )
 
 
-def _run(workload: RetainedWorkload, admitted: float, ran: float, window_end: float) -> WorkloadRun:
-    """The Workload's GPU-hours in the window: its last admission's, and the earlier ones' (before the last
-    admission, so inside the window, which it was created in)."""
-    earlier = min(float(workload.past_execution_s), max(0.0, min(admitted, window_end) - workload.created))
+def _run(
+    workload: RetainedWorkload, admitted: float, ran: float, *, window_start: float, window_end: float
+) -> WorkloadRun:
+    """The Workload's GPU-hours in the window: its last admission's, and the earlier ones' where recorded (they
+    lie between its creation and its last admission; only what of that span is inside the window counts)."""
+    inside = max(0.0, min(admitted, window_end) - max(workload.created, window_start))
+    earlier = min(float(workload.past_execution_s), inside)
     gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
     outcome = Outcome.UNFINISHED
     if workload.ended is not None:

@@ -1,5 +1,9 @@
 """``report.html``: one self-contained page (inline CSS, inline SVG charts, no external requests).
 
+The cluster's section holds the levers chart and the idle-held heat map; each team's its own heat map and its
+levers' table, with the pods or Workloads behind each lever in a ``<details>``; the other charts have a section
+of their own. Everything reads without JavaScript.
+
 A small script checks on load that every chart the page promises (``<body data-charts>``) is there as drawn
 SVG, and records what it found on the body, out of the reader's sight: ``data-charts-drawn`` (the count) and
 ``data-render-check`` (``ok`` or ``incomplete``), so a headless browser test can tell a broken page from a good
@@ -11,9 +15,14 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from kuota.report.figures.levers import Lever
 from kuota.report.figures.schema import Report, TeamReport
 from kuota.report.writers import markdown_file as text
-from kuota.report.writers.svg_charts import all_charts
+from kuota.report.writers.svg_charts import all_charts, team_chart_id
+
+Charts = dict[str, tuple[str, str | None]]  # id -> (caption, SVG or None)
+# drawn in the cluster's or a team's section, not among the other charts
+_CLUSTER_CHARTS = ("levers", "idle-hour-of-week")
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
@@ -51,7 +60,50 @@ def _verdict(name: str, quadrant: str, reason: str) -> str:
     )
 
 
-def _team(team: TeamReport) -> str:
+def _figure(chart_id: str, caption: str, svg: str) -> str:
+    return f'<figure class="chart" id="{chart_id}">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
+
+
+def _idle_heat_map(chart_id: str, charts: Charts, slots: Sequence[float] | None, report: Report) -> str:
+    caption, svg = charts[chart_id]
+    if svg is not None:
+        return _figure(chart_id, caption, svg)
+    if slots is None:
+        return f'<p class="missing">{html.escape(caption)}: missing data (no utilization series)</p>'
+    return f"<p>No GPU was held idle (under {report.thresholds.idle_percent:g}% utilization) in the window.</p>"
+
+
+def _lever_items(lever: Lever) -> str:
+    """The pods or Workloads behind a lever, the first ``LEVER_ITEMS_SHOWN`` of them, in a ``<details>``."""
+    shown = lever.items[: text.LEVER_ITEMS_SHOWN]
+    rows = [
+        [item.namespace, item.name, text.number(item.gpu_hours), text.money(item.dollars), item.detail]
+        for item in shown
+    ]
+    more = len(lever.items) - len(shown)
+    rest = f"<p>... and {more} more (report.json lists them all).</p>" if more > 0 else ""
+    return (
+        f"<details><summary>Behind {html.escape(lever.name)}: {len(lever.items)} pods or Workloads</summary>"
+        f"{_table(['namespace', 'name', 'GPU-hours', '$ in the window', 'why'], rows)}{rest}</details>"
+    )
+
+
+def _levers(levers: Sequence[Lever]) -> str:
+    """The levers' table, ranked as given (by dollars per month), then the items behind each."""
+    header = "".join(f"<th>{h}</th>" for h in ("#", "lever", "$ per month", "GPU-hours", "effort", "evidence"))
+    rows = []
+    for rank, lever in enumerate(levers, 1):
+        missing = f' <span class="missing">missing: {html.escape(lever.missing)}</span>' if lever.missing else ""
+        rows.append(
+            f"<tr><td>{rank}</td><td><strong>{html.escape(lever.name)}</strong></td>"
+            f"{_cell(text.money(lever.dollars_per_month))}{_cell(text.number(lever.gpu_hours))}"
+            f"<td>{html.escape(lever.effort.value)}</td><td>{html.escape(lever.evidence)}{missing}</td></tr>"
+        )
+    table = f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return table + "".join(_lever_items(lever) for lever in levers if lever.items)
+
+
+def _team(index: int, team: TeamReport, charts: Charts, report: Report) -> str:
     parts = [
         f"<details><summary>{html.escape(team.name)} - {team.verdict.quadrant.value}</summary>",
         _verdict(team.name, team.verdict.quadrant.value, team.verdict.reason),
@@ -63,15 +115,26 @@ def _team(team: TeamReport) -> str:
                 [[h.namespace, h.pod, f"{h.idle_gpu_hours:.1f}"] for h in team.idle_holders],
             )
         )
+    parts.append(_idle_heat_map(team_chart_id(index), charts, team.idle_held_by_hour_of_week, report))
     if team.levers:
-        items = "".join(
-            f"<li><strong>{html.escape(lv.name)}</strong> ({text.number(lv.gpu_hours)} GPU-h): "
-            f"{html.escape(lv.evidence)}</li>"
-            for lv in team.levers
-        )
-        parts.append(f"<ol>{items}</ol>")
+        parts += ["<p>Levers, ranked by dollars per month:</p>", _levers(team.levers)]
+    else:
+        parts.append("<p>No lever applies to this team.</p>")
     parts.append("</details>")
     return "".join(parts)
+
+
+def _cluster_levers(report: Report, charts: Charts) -> list[str]:
+    levers = report.cluster.levers
+    if not levers:
+        return ["<h3>Levers</h3>", "<p>No lever applies: no team's figures point to one.</p>"]
+    caption, svg = charts["levers"]
+    shown = (
+        _figure("levers", caption, svg)
+        if svg is not None
+        else "<p>No lever has dollars to chart: the table says what each lacks.</p>"
+    )
+    return ["<h3>Levers, ranked by dollars per month</h3>", shown, _levers(levers)]
 
 
 def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None = None) -> str:
@@ -79,6 +142,8 @@ def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None 
     if charts is None:
         charts = all_charts(report)
     drawn = [(cid, caption, svg) for cid, caption, svg in charts if svg is not None]
+    by_id: Charts = {cid: (caption, svg) for cid, caption, svg in charts}
+    placed = {*_CLUSTER_CHARTS, *(team_chart_id(index) for index in range(len(report.teams)))}
     c = report.cluster
     sections = [
         "<h1>kuota weekly report: buy or tune?</h1>",
@@ -104,15 +169,20 @@ def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None 
                 ["idle cost, weekends", text.money(c.idle_cost.dollars["weekend"] if c.idle_cost else None)],
             ],
         ),
+    ]
+    sections += _cluster_levers(report, by_id)
+    sections += [
+        "<h3>Idle holders by hour of week</h3>",
+        _idle_heat_map("idle-hour-of-week", by_id, c.idle_held_by_hour_of_week, report),
         "<h2>Charts</h2>",
     ]
     for cid, caption, svg in charts:
+        if cid in placed:
+            continue
         if svg is None:
             sections.append(f'<p class="missing">{html.escape(caption)}: missing data</p>')
         else:
-            sections.append(
-                f'<figure class="chart" id="{cid}">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>'
-            )
+            sections.append(_figure(cid, caption, svg))
     sections += [
         "<h2>Teams</h2>",
         _table(
@@ -120,7 +190,7 @@ def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None 
             [text.team_row(team) for team in report.teams],
         ),
     ]
-    sections += [_team(team) for team in report.teams]
+    sections += [_team(index, team, by_id, report) for index, team in enumerate(report.teams)]
     sections += [
         "<h2>Money per team</h2>",
         "<p>Each GPU-hour is priced by its ResourceFlavor, else by its GPU model, else at the default price. "

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from kuota.report.figures.calibration import Calibration
 from kuota.report.figures.levers import Lever
 from kuota.report.figures.schema import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
 from kuota.report.figures.window import trend_day_s
@@ -376,6 +377,7 @@ def render(report: Report) -> str:
                 for s in report.whatif
             ),
         )
+        lines += _calibration(report)
     if report.missing:
         lines += ["## Missing data", ""]
         lines += [
@@ -436,4 +438,36 @@ def _week_over_week(report: Report) -> list[str]:
         "by name.",
         "",
         *_table(CHANGE_COLUMNS, ([markdown_text(c[0]), *c[1:]] for c in map(change_row, rows))),
+    ]
+
+
+def _calibration_row(name: str, calibration: Calibration) -> list[str]:
+    return [
+        name,
+        f"{hours_text(calibration.wait_p50_measured_s)} / {hours_text(calibration.wait_p50_replayed_s)}",
+        f"{hours_text(calibration.wait_p95_measured_s)} / {hours_text(calibration.wait_p95_replayed_s)}",
+        f"{percent(calibration.allocation_measured_percent)} / {percent(calibration.allocation_replayed_percent)}",
+        "within" if calibration.within_tolerance else "off: " + "; ".join(calibration.off),
+    ]
+
+
+def _calibration(report: Report) -> list[str]:
+    """The current queues' replay against the measured week: where it is off, the what-if moves no verdict."""
+    tolerance = report.calibration_tolerance
+    if tolerance is None:
+        return []
+    rows = [_calibration_row(markdown_text(t.name), t.calibration) for t in report.teams if t.calibration]
+    if report.cluster.calibration is not None:
+        rows.append(_calibration_row("**cluster**", report.cluster.calibration))
+    return [
+        "### Calibration: the current queues replayed against the measured week",
+        "",
+        f"Tolerance: p95 waits within a factor of {tolerance.wait_factor:g} (both under "
+        f"{tolerance.wait_floor_s:g} s agree), allocation within {tolerance.allocation_points:g} percentage points "
+        "(GPU-hours held over nominal GPU quota: allocated to pods, measured; admitted, replayed). Where a row is "
+        "off, the what-if's borrowing scenario does not move its verdict.",
+        "",
+        *_table(
+            ["team", "p50 wait measured / replayed", "p95 wait", "allocation of nominal quota", "calibration"], rows
+        ),
     ]

@@ -11,6 +11,9 @@ them ("30 s", "10 min", "6 h"; :func:`duration_text`).
 
 The verdict quadrant draws each team with its verdict's marker; where a rule moved the verdict out of the
 quadrant its figures place it in (the what-if, waiting while quota idled elsewhere), the label says which.
+
+Colour never carries a figure alone: the levers' bars are labelled in dollars (their teams' segments too, where
+the name fits), and each cell of the idle-held heat maps is labelled with its GPU-hours.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, Locator, MaxNLocator, NullLocator
 
-from kuota.report.figures.schema import Report
+from kuota.report.figures.levers import Lever
+from kuota.report.figures.schema import Report, TeamReport
 from kuota.report.figures.verdicts import Quadrant, Verdict, moved_by, placed
-from kuota.report.figures.window import trend_day_s
+from kuota.report.figures.window import HOURS_PER_WEEK, Window, trend_day_s
 from kuota.report.writers.trends import TREND_CHARTS, TrendChart, lines
 
 _MAX_ROWS = 40
@@ -49,6 +53,11 @@ _DURATION_TIERS: tuple[tuple[float, ...], ...] = (
      2 * _WEEK, 4 * _WEEK),
 )  # fmt: skip
 _MAX_TICKS = 7
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+# the levers chart colours this many teams apart (most dollars first) and the rest as one "other teams" segment
+_LEVER_TEAMS = 8
+_OTHER_TEAMS, _CLUSTER_WIDE = "other teams", "cluster-wide"
+_TEAM_COLOURS = (0, 1, 2, 3, 4, 5, 6, 9)  # tab10 without its grey, which "other teams" would be taken for
 # a verdict's marker and colour (the colours of report.html's verdict text where it has one)
 _VERDICT_STYLE: dict[Quadrant, tuple[str, str]] = {
     Quadrant.TUNE: ("o", "#10ac84"),
@@ -127,6 +136,125 @@ def utilization_by_hour_of_week(report: Report) -> str | None:
         axes.axvline(day * 24 - 0.5, color="white", linewidth=0.6)
     axes.set_title(f"GPU utilization by team and hour of week ({report.window.work_hours.timezone}), %")
     figure.colorbar(image, ax=axes, fraction=0.02)
+    return _svg(figure)
+
+
+def _gpu_hours_text(value: float) -> str:
+    """A heat map cell's GPU-hours in at most four characters."""
+    if value >= 9.95:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 0.995 else f"{value:.2f}".removeprefix("0")
+
+
+def idle_held_by_hour_of_week(slots: Sequence[float] | None, window: Window, whose: str) -> str | None:
+    """``whose`` idle-held GPU-hours as a 7 x 24 heat map, each cell labelled with its GPU-hours; slots of the
+    week the window does not cover are grey (not 0). None without utilization series or without idle hours."""
+    if slots is None or not any(slots):
+        return None
+    covered = {window.hour_of_week(index) for index in range(window.hours)}
+    grid = [
+        [slots[day * 24 + hour] if day * 24 + hour in covered else math.nan for hour in range(24)] for day in range(7)
+    ]
+    top = max(slots)
+    colours = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#dfe4ea")
+    figure, axes = _figure(11, 3.6)
+    image = axes.imshow(grid, aspect="auto", cmap=colours, vmin=0, vmax=top, interpolation="nearest")
+    for slot in sorted(covered):
+        day, hour = divmod(slot, 24)
+        if slots[slot] > 0:
+            dark = slots[slot] > 0.6 * top  # the colour map's dark end: white text on it
+            label = _gpu_hours_text(slots[slot])
+            axes.text(hour, day, label, ha="center", va="center", fontsize=8, color="white" if dark else "#222222",
+                      gid=f"idle-cell-{slot}")  # fmt: skip
+    axes.set_yticks(range(7), list(_DAYS))
+    axes.set_xticks(range(24), [str(hour) for hour in range(24)], fontsize=8)
+    axes.set_xlabel(f"hour of day ({window.work_hours.timezone}); a cell holds that hour of every day of the window")
+    title = f"GPU-hours held idle by hour of week, {_label(whose)}: {sum(slots):,.1f} in all"
+    if len(covered) < HOURS_PER_WEEK:
+        title += " (grey: hours the window does not cover)"
+    axes.set_title(title)
+    figure.colorbar(image, ax=axes, fraction=0.02, label="idle-held GPU-hours")
+    return _svg(figure)
+
+
+def _team_dollars(teams: Sequence[TeamReport], name: str) -> dict[str, float]:
+    """Each team's dollars per month of the lever named ``name``, where it has them."""
+    return {
+        team.name: lever.dollars_per_month
+        for team in teams
+        for lever in team.levers
+        if lever.name == name and lever.dollars_per_month is not None
+    }
+
+
+def _fits(text: str, width: float, axes_width_pt: float, x_span: float, fontsize: float) -> bool:
+    """Whether ``text`` fits inside a bar segment ``width`` long (an average glyph is about 0.6 em wide)."""
+    return len(text) * fontsize * 0.6 + 4 <= width / x_span * axes_width_pt
+
+
+def _lever_row(lever: Lever) -> str:
+    return f"{_label(lever.name)}\neffort: {lever.effort.value}"
+
+
+def levers_by_team(report: Report) -> str | None:
+    """The cluster's levers as horizontal bars of dollars per month, ranked, each split into its teams'
+    segments; levers without dollars are listed below them as not priced (never drawn as 0). None when no
+    lever has dollars."""
+    levers = report.cluster.levers
+    drawn = [lever for lever in levers if lever.dollars_per_month is not None]
+    if not drawn:
+        return None
+    unpriced = [lever for lever in levers if lever.dollars_per_month is None]
+    by_lever = {lever.name: _team_dollars(report.teams, lever.name) for lever in drawn}
+    totals: dict[str, float] = {}
+    for dollars in by_lever.values():
+        for team, value in dollars.items():
+            totals[team] = totals.get(team, 0.0) + value
+    named = sorted(totals, key=lambda team: (-totals[team], team))[:_LEVER_TEAMS]
+    palette = matplotlib.colormaps["tab10"]
+    colours: dict[str, Any] = {team: palette(index) for index, team in zip(_TEAM_COLOURS, named, strict=False)}
+    colours |= {_OTHER_TEAMS: "#8395a7", _CLUSTER_WIDE: "#576574"}
+    rows = len(drawn) + len(unpriced)
+    figure, axes = _figure(11, 0.62 * rows + 1.9)
+    widest = max(lever.dollars_per_month or 0.0 for lever in drawn)
+    x_span = widest * 1.22  # room for each bar's total after it
+    axes_width_pt = 11 * 72 * 0.7  # about the axes' share of the figure, beside the levers' names and the legend
+    legend: dict[str, Any] = {}
+    for row, lever in enumerate(drawn):
+        assert lever.dollars_per_month is not None
+        dollars = by_lever[lever.name]
+        segments = [(team, dollars[team]) for team in named if team in dollars]
+        other = sum(value for team, value in dollars.items() if team not in colours)
+        if other > 0:
+            segments.append((_OTHER_TEAMS, other))
+        rest = lever.dollars_per_month - sum(value for _, value in segments)
+        if rest > 1e-6 * lever.dollars_per_month:  # the cluster's own lever, or its share no team carries
+            segments.append((_CLUSTER_WIDE, rest))
+        left = 0.0
+        for who, value in segments:
+            bar = axes.barh(row, value, left=left, color=colours[who], edgecolor="white", linewidth=0.8)
+            legend.setdefault(who, bar)
+            inside = f"{_label(who)} ${value:,.0f}"
+            if not _fits(inside, value, axes_width_pt, x_span, 8):
+                inside = f"${value:,.0f}"
+            if _fits(inside, value, axes_width_pt, x_span, 8):
+                axes.text(left + value / 2, row, inside, ha="center", va="center", fontsize=8, color="white")
+            left += value
+        axes.text(left, row, f"  ${lever.dollars_per_month:,.0f} / month", va="center", fontsize=9,
+                  fontweight="bold")  # fmt: skip
+    for row, lever in enumerate(unpriced, start=len(drawn)):
+        why = f"missing: {lever.missing}" if lever.missing else "not quantified"
+        axes.text(0, row, f"  not priced ({_label(why)})", va="center", fontsize=8, style="italic", color="#576574")
+    axes.set_yticks(range(rows), [_lever_row(lever) for lever in (*drawn, *unpriced)], fontsize=8)
+    axes.set_ylim(rows - 0.5, -0.5)  # the largest lever on top
+    axes.set_xlim(0, x_span)
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _position: f"${value:,.0f}"))
+    axes.set_xlabel("dollars per month (the window's pace over a 730-hour month)")
+    axes.set_title("Levers cheaper than buying GPUs, by team: dollars per month")
+    order = [who for who in (*named, _OTHER_TEAMS, _CLUSTER_WIDE) if who in legend]
+    # beside the axes: inside, it would cover a bar's total wherever it went
+    axes.legend([legend[who] for who in order], [_label(who) for who in order], fontsize=8, title="team",
+                loc="upper left", bbox_to_anchor=(1.01, 1))  # fmt: skip
     return _svg(figure)
 
 
@@ -299,13 +427,43 @@ def trend(report: Report, chart: TrendChart) -> str | None:
     return _svg(figure)
 
 
+def team_chart_id(index: int) -> str:
+    """The id of the idle-held heat map of ``report.teams[index]`` (a team's name is no HTML id)."""
+    return f"idle-hour-of-week-team-{index}"
+
+
 def all_charts(report: Report) -> list[tuple[str, str, str | None]]:
-    """(id, caption, SVG or None when the data for it is missing); the trend charts' ids are their files'."""
+    """(id, caption, SVG or None when the data for it is missing or there is nothing to draw); the trend charts'
+    ids are their files'."""
     # read when a text is made and when it is drawn (tick labels are made in savefig): set around both
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        return [
-            ("utilization-hour-of-week", "Utilization by team and hour of week", utilization_by_hour_of_week(report)),
-            ("wait-distribution", "Admission wait distribution per ClusterQueue", wait_distribution(report)),
-            ("allocated-used", "Allocated versus used GPU-hours", allocated_versus_used(report)),
-            ("quadrant", "Every team on the verdict quadrant", quadrant(report)),
-        ] + [(chart.chart_id, chart.caption, trend(report, chart)) for chart in TREND_CHARTS]
+        window = report.window
+        return (
+            [
+                ("levers", "Levers by team, dollars per month", levers_by_team(report)),
+                (
+                    "idle-hour-of-week",
+                    "GPU-hours held idle by hour of week, all teams",
+                    idle_held_by_hour_of_week(report.cluster.idle_held_by_hour_of_week, window, "all teams"),
+                ),
+            ]
+            + [
+                (
+                    team_chart_id(index),
+                    f"GPU-hours held idle by hour of week, {team.name}",
+                    idle_held_by_hour_of_week(team.idle_held_by_hour_of_week, window, team.name),
+                )
+                for index, team in enumerate(report.teams)
+            ]
+            + [
+                (
+                    "utilization-hour-of-week",
+                    "Utilization by team and hour of week",
+                    utilization_by_hour_of_week(report),
+                ),
+                ("wait-distribution", "Admission wait distribution per ClusterQueue", wait_distribution(report)),
+                ("allocated-used", "Allocated versus used GPU-hours", allocated_versus_used(report)),
+                ("quadrant", "Every team on the verdict quadrant", quadrant(report)),
+            ]
+            + [(chart.chart_id, chart.caption, trend(report, chart)) for chart in TREND_CHARTS]
+        )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuota.engine import Admission, EngineError, Eviction, EvictionReason
+from kuota.webhook.controller import admission_checks as checks
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
@@ -176,8 +177,15 @@ class DecisionWriter:
         if obj is None:
             state.needs_rebuild = True
             return False
+        cluster_queue = state.engine.cluster_queues.get(admission.cluster_queue)
+        flavors = {flavor for pod_set in admission.pod_sets for flavor in pod_set.flavors.values()}
+        wanted = checks.checks_for(cluster_queue, flavors)
         written = await self._write_decided(
-            admission.workload, obj, lambda fresh: status.admission_patch(fresh, admission)
+            admission.workload,
+            obj,
+            lambda fresh: status.admission_patch(
+                fresh, admission, checks.synced_checks(checks.workload_checks(fresh), wanted, admission.at)
+            ),
         )
         if written is None:
             metrics.record_attempt("inadmissible", time.perf_counter() - attempt_started)
@@ -192,20 +200,21 @@ class DecisionWriter:
         waited = max(0.0, now - status.queued_since(written))
         metrics.record_admission(written, admission.cluster_queue, self._cohorts_above(admission.cluster_queue), waited)
         metrics.record_attempt("success", time.perf_counter() - attempt_started)
-        # Kueue's two events: quota reserved (with the wait since queued), then admitted (kuota has no admission
-        # checks, so admission follows the reservation at once).
+        # Kueue's two events: quota reserved (with the wait since queued), then admitted: at once without
+        # AdmissionChecks, else once they are all Ready (admission_checks.AdmissionCheckGate).
         self._events.record(
             written,
             "Normal",
             "QuotaReserved",
             f"Quota reserved in ClusterQueue {admission.cluster_queue}, wait time since queued was {waited:.0f}s",
         )
-        self._events.record(
-            written,
-            "Normal",
-            "Admitted",
-            f"Admitted by ClusterQueue {admission.cluster_queue}, wait time since reservation was 0s",
-        )
+        if status.is_true(written, "Admitted"):
+            self._events.record(
+                written,
+                "Normal",
+                "Admitted",
+                f"Admitted by ClusterQueue {admission.cluster_queue}, wait time since reservation was 0s",
+            )
         owner = owner_job(written)
         if owner is not None:
             state.dirty_jobs.add(owner)
@@ -229,7 +238,7 @@ class DecisionWriter:
                 self._queue_path(eviction.cluster_queue),
             )
         written = await self._write_decided(
-            eviction.workload, obj, lambda fresh: status.eviction_patch(fresh, eviction, preempted_message)
+            eviction.workload, obj, lambda fresh: _eviction_patch(fresh, eviction, preempted_message)
         )
         if written is None:
             # A victim that finished, or is being deleted, gave its quota back by itself: the decisions that
@@ -288,6 +297,13 @@ class DecisionWriter:
                     f"Preempted workload {eviction.workload} (UID: {written['metadata'].get('uid')}) in ClusterQueue "
                     f"{eviction.cluster_queue}{priorities}",
                 )
+        if evicted.get("reason") == "DeactivatedDueToAdmissionCheck":
+            self._events.record(
+                written,
+                "Warning",
+                "AdmissionCheckRejected",
+                f"Deactivated due to {checks.rejection(obj)}",
+            )
         if evicted.get("reason") == "DeactivatedDueToMaximumExecutionTimeExceeded":
             limit = written.get("spec", {}).get("maximumExecutionTimeSeconds")
             self._events.record(
@@ -367,6 +383,19 @@ class DecisionWriter:
             log.warning("finalizer of %s not removed: %s", key_of(obj), error)
 
 
+def _eviction_patch(workload: Mapping[str, Any], eviction: Eviction, preempted_message: str | None) -> dict[str, Any]:
+    """The eviction's status patch; every eviction resets the AdmissionChecks to Pending, as Kueue's does, and
+    one an AdmissionCheck asked for says which."""
+    current = checks.workload_checks(workload)
+    cause = (
+        checks.eviction_cause(workload, eviction.deactivated)
+        if eviction.reason is EvictionReason.ADMISSION_CHECK
+        else None
+    )
+    reset = checks.reset_on_eviction(current, eviction.at) if current else None
+    return status.eviction_patch(workload, eviction, preempted_message, cause=cause, checks=reset)
+
+
 def _priority(workload: Mapping[str, Any]) -> int:
     return int(workload.get("spec", {}).get("priority") or 0)
 
@@ -390,6 +419,8 @@ def _underlying_cause(eviction: Eviction, before: Mapping[str, Any]) -> str:
         return ""
     if eviction.reason is EvictionReason.PODS_READY_TIMEOUT:
         return "RequeuingLimitExceeded"
+    if eviction.reason is EvictionReason.ADMISSION_CHECK:
+        return "AdmissionCheck"
     return "MaximumExecutionTimeExceeded"
 
 

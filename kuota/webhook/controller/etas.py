@@ -369,4 +369,5 @@ def _configuration_objects(engine: QuotaEngine) -> list[ApiObject]:
         *engine.local_queues.values(),
         *engine.priority_classes.values(),
         *engine.namespaces.values(),
+        *engine.admission_checks.values(),
     ]

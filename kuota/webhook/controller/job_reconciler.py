@@ -15,6 +15,7 @@ from typing import Any
 
 from kuota.kube.reflector import Reflector
 from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.admission_checks import pod_set_updates
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter, Resource
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
@@ -109,11 +110,13 @@ class JobReconciler:
                 if not status.is_true(workload, "Finished"):
                     await self._finish_workload(workload, finished)
                 return
-            if status.admitted_pod_sets(workload) is not None:
+            if status.admitted_pod_sets(workload) is not None and status.is_true(workload, "Admitted"):
                 if adapter.is_suspended(job):
                     await self._start_job(job, workload)
                 else:
                     await self._pods_ready_step(job, workload)
+            elif status.admitted_pod_sets(workload) is not None and adapter.is_suspended(job):
+                return  # quota reserved, AdmissionChecks not all Ready: the job waits, suspended
             elif not adapter.is_suspended(job):
                 await self._suspend(job, workload)
             else:
@@ -231,10 +234,10 @@ class JobReconciler:
 
     async def _start_job(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
         admission = workload["status"]["admission"]
-        placements, flavor_names = placements_of(admission, self._flavors)
         try:
+            placements, flavor_names = placements_of(admission, self._flavors, pod_set_updates(workload))
             patch = self._adapter.run_patch(job, placements, jobs.workload_pod_sets(workload))
-        except JobConflictError as error:
+        except (JobConflictError, ValueError) as error:
             self._events.record(job, "Warning", "FlavorConflict", str(error))
             self._events.record(workload, "Warning", "FlavorConflict", str(error))
             await self._deactivate(workload, str(error))
@@ -265,10 +268,14 @@ class JobReconciler:
 
 
 def placements_of(
-    admission: Mapping[str, Any], flavors: Reflector[dict[str, Any]]
+    admission: Mapping[str, Any],
+    flavors: Reflector[dict[str, Any]],
+    updates: Mapping[str, Mapping[str, Any]],
 ) -> tuple[list[PodSetPlacement], list[str]]:
     """Each admitted pod set's placement (its flavors' nodeLabels and tolerations, read from the flavors' own JSON
-    so tolerations reach the pods exactly as written, tolerationSeconds too), and every flavor's name in order."""
+    so tolerations reach the pods exactly as written, tolerationSeconds too; then its AdmissionChecks'
+    ``podSetUpdates``), and every flavor's name in order. An update that gives a flavor's label another value
+    raises ValueError, as Kueue refuses it."""
     placements: list[PodSetPlacement] = []
     names: list[str] = []
     for assignment in admission.get("podSetAssignments") or []:
@@ -283,7 +290,24 @@ def placements_of(
             node_selector.update(flavor.get("spec", {}).get("nodeLabels") or {})
             tolerations += [t for t in flavor.get("spec", {}).get("tolerations") or [] if t not in tolerations]
         count = assignment.get("count")
+        name = str(assignment.get("name", ""))
+        update = updates.get(name) or {}
+        for key, value in (update.get("nodeSelector") or {}).items():
+            if node_selector.get(key, value) != value:
+                raise ValueError(
+                    f"an AdmissionCheck sets nodeSelector {key}={value} on pod set {name}, whose flavor sets "
+                    f"{key}={node_selector[key]}"
+                )
+            node_selector[key] = value
+        tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
         placements.append(
-            PodSetPlacement(str(assignment.get("name", "")), node_selector, tolerations, int(count) if count else None)
+            PodSetPlacement(
+                name,
+                node_selector,
+                tolerations,
+                int(count) if count else None,
+                labels=dict(update.get("labels") or {}),
+                annotations=dict(update.get("annotations") or {}),
+            )
         )
     return placements, names

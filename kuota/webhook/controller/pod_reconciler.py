@@ -16,6 +16,7 @@ from typing import Any
 
 from kuota.kube.reflector import Reflector
 from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.admission_checks import pod_set_updates
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter, Resource
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
@@ -178,7 +179,16 @@ class PodReconciler:
     async def _drive(self, running: Sequence[Mapping[str, Any]], workload: Mapping[str, Any]) -> None:
         """Admitted: ungate what is gated. Not admitted: stop (delete) what runs, as Kueue stops pods."""
         if status.admitted_pod_sets(workload) is not None:
-            placements, flavor_names = placements_of(workload["status"]["admission"], self._flavors)
+            if not status.is_true(workload, "Admitted"):
+                return  # quota reserved, AdmissionChecks not all Ready: the pods stay gated
+            try:
+                placements, flavor_names = placements_of(
+                    workload["status"]["admission"], self._flavors, pod_set_updates(workload)
+                )
+            except ValueError as error:
+                self._events.record(workload, "Warning", "FlavorConflict", str(error))
+                await self._deactivate(workload)
+                return
             by_role = {placement.name: placement for placement in placements}
             single = len(workload["spec"]["podSets"]) == 1 and workload["spec"]["podSets"][0]["name"] == "main"
             for pod in running:

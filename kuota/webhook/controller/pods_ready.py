@@ -111,9 +111,14 @@ def requeue_state(workload: Mapping[str, Any]) -> tuple[int, float | None]:
 
 
 def backing_off_until(workload: Mapping[str, Any]) -> float | None:
-    """When the PodsReady backoff of an evicted Workload ends; None when it is not backing off."""
+    """When the backoff of a Workload evicted for a PodsReady timeout, or by an AdmissionCheck in Retry with a
+    delay, ends; None when it is not backing off."""
     requeued = status.condition(_conditions(workload), "Requeued")
-    if requeued is None or requeued.get("status") != "False" or requeued.get("reason") != "PodsReadyTimeout":
+    if (
+        requeued is None
+        or requeued.get("status") != "False"
+        or requeued.get("reason") not in ("PodsReadyTimeout", "AdmissionCheck")
+    ):
         return None
     return requeue_state(workload)[1]
 

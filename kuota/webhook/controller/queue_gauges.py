@@ -58,8 +58,11 @@ def queue_conditions(engine: QuotaEngine, invalid: Mapping[str, str]) -> QueueCo
         except EngineError:
             continue
         refused = invalid.get(f"ClusterQueue {name}")
-        if refused is not None or not engine_status.active:
-            condition = ActiveCondition(False, "Inactive", refused or engine_status.inactive_reason or "")
+        if refused is not None:
+            condition = ActiveCondition(False, "Inactive", refused)
+        elif not engine_status.active:
+            reason, message = engine_status.inactive_condition or ("Inactive", engine_status.inactive_reason or "")
+            condition = ActiveCondition(False, reason, message)
         elif queue.stop_policy is not StopPolicy.NONE:
             condition = ActiveCondition(False, "Stopped", "Can't admit new workloads: is stopped.")
         else:

@@ -37,6 +37,7 @@ from typing import Any
 from kuota.engine import Admission, Configuration, Decision, EngineError, QuotaEngine, parse_object
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
+from kuota.webhook.controller.admission_checks import AdmissionCheckGate
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError
@@ -115,6 +116,7 @@ class QuotaController:
         self._reasons = PendingReasons(self.state, self.reporter, self._events, self.etas.phrase)
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
+        self._checks = AdmissionCheckGate(self.state, self.writer, self._events)
         wait = configuration.wait_for_pods_ready
         self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
         self._job_reconcilers = {
@@ -169,7 +171,7 @@ class QuotaController:
             value = None if event.type is EventType.DELETED else event.value
             if value is None and kind in ("ClusterQueue", "LocalQueue"):
                 self._queue_status.forget(kind, event.key)
-            if value is not None and self._applied.get(f"{kind} {event.key}") == _what_the_engine_reads(value):
+            if value is not None and self._applied.get(f"{kind} {event.key}") == _what_the_engine_reads(kind, value):
                 return  # a status write (often our own): re-applying would re-route every pending workload
             self._apply_config(kind, event.key, value)
             if kind == "WorkloadPriorityClass" and value is not None:
@@ -192,7 +194,7 @@ class QuotaController:
         if kind == "Namespace":
             document = {"metadata": {"name": name, "labels": obj.get("metadata", {}).get("labels") or {}}}
         api_version = "v1" if kind == "Namespace" else "kueue.x-k8s.io/v1beta2"
-        self._applied[f"{kind} {key}"] = _what_the_engine_reads(obj)
+        self._applied[f"{kind} {key}"] = _what_the_engine_reads(kind, obj)
         try:
             self.state.engine.apply(parse_object({**document, "apiVersion": api_version, "kind": kind}))
             invalid.pop(f"{kind} {key}", None)
@@ -342,17 +344,20 @@ class QuotaController:
             await self._decisions.settle()
             self._rebuild()
         dirty_workloads, state.dirty_workloads = state.dirty_workloads, set()
+        synced = []
         for key in sorted(dirty_workloads):
             if not self._decisions.hold_back(key):
                 self._sync_contained(key)
                 self._track_pods_ready(key)
+                synced.append(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
         now = self.clock()
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
         room = self._decisions.room()
-        timed_out: list[Decision] = []
+        # What the AdmissionChecks of the Workloads that changed ask for: evictions before any admission.
+        timed_out: list[Decision] = list(self._checks.evictions(synced, now))
         limit = room
         if self._pods_ready is not None and room > 0:
             # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
@@ -416,11 +421,13 @@ class QuotaController:
         return cohort_gauges(self.state.engine)
 
 
-def _what_the_engine_reads(obj: Mapping[str, Any]) -> dict[str, Any]:
+def _what_the_engine_reads(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """A configuration object without its status and bookkeeping metadata: its spec (a priority class's value),
-    labels (a namespace's), and whether it is being deleted."""
+    labels (a namespace's), and whether it is being deleted; an AdmissionCheck's status too (its Active
+    condition, set by its controller, decides whether its ClusterQueues admit)."""
     metadata = obj.get("metadata") or {}
-    essence = {key: value for key, value in obj.items() if key not in ("status", "metadata")}
+    kept = ("metadata",) if kind == "AdmissionCheck" else ("status", "metadata")
+    essence = {key: value for key, value in obj.items() if key not in kept}
     essence["labels"] = metadata.get("labels")
     essence["deleting"] = bool(metadata.get("deletionTimestamp"))
     return essence

@@ -107,7 +107,13 @@ def _kept_pod_set(pod_set: Any) -> Any:
                 {key: c[key] for key in _KEPT_CONTAINER if key in c} if isinstance(c, dict) else c
                 for c in pod_spec[field]
             ]
-    return {**pod_set, "template": {"spec": kept_spec}}
+    kept: dict[str, Any] = {"spec": kept_spec}
+    template_metadata = template.get("metadata") if isinstance(template, dict) else None
+    if isinstance(template_metadata, dict):  # labels and annotations, which a restore puts back
+        kept["metadata"] = {
+            key: template_metadata[key] for key in ("labels", "annotations") if key in template_metadata
+        }
+    return {**pod_set, "template": kept}
 
 
 def _shared(value: Any) -> Any:

@@ -27,6 +27,7 @@ _CONFIG_RESOURCES = {
     "LocalQueue": ResourceType(*KUEUE, "localqueues", namespaced=True),
     "Cohort": ResourceType(*KUEUE, "cohorts", namespaced=False),
     "WorkloadPriorityClass": ResourceType(*KUEUE, "workloadpriorityclasses", namespaced=False),
+    "AdmissionCheck": ResourceType(*KUEUE, "admissionchecks", namespaced=False),
     "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
 }
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)

@@ -68,11 +68,18 @@ def _patch(workload: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, 
     return {"metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]}, "status": dict(status)}
 
 
-def admission_patch(workload: Mapping[str, Any], admission: Admission) -> dict[str, Any]:
+def admission_patch(
+    workload: Mapping[str, Any], admission: Admission, checks: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """Quota reserved; admitted too unless one of ``checks`` (its AdmissionChecks, synced to its flavors) is not
+    Ready yet, as Kueue's ``SyncAdmittedCondition``."""
     conditions = workload.get("status", {}).get("conditions") or []
+    ready = all(check.get("state") == "Ready" for check in checks)
     updates = [
         ("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {admission.cluster_queue}"),
-        ("Admitted", True, "Admitted", "The workload is admitted"),
+        ("Admitted", True, "Admitted", "The workload is admitted")
+        if ready
+        else ("Admitted", False, "UnsatisfiedAdmissionChecks", "The workload has not all checks ready"),
     ]
     # A requeued workload admitted again: its earlier eviction no longer holds.
     updates += [
@@ -80,16 +87,16 @@ def admission_patch(workload: Mapping[str, Any], admission: Admission) -> dict[s
         for kind in ("Evicted", "Preempted", "Requeued")
         if condition(conditions, kind) is not None
     ]
-    return _patch(
-        workload,
-        {
-            "admission": {
-                "clusterQueue": admission.cluster_queue,
-                "podSetAssignments": [_assignment(pod_set) for pod_set in admission.pod_sets],
-            },
-            "conditions": set_conditions(conditions, updates, admission.at),
+    written: dict[str, Any] = {
+        "admission": {
+            "clusterQueue": admission.cluster_queue,
+            "podSetAssignments": [_assignment(pod_set) for pod_set in admission.pod_sets],
         },
-    )
+        "conditions": set_conditions(conditions, updates, admission.at),
+    }
+    if checks or workload.get("status", {}).get("admissionChecks"):
+        written["admissionChecks"] = [dict(check) for check in checks] or None
+    return _patch(workload, written)
 
 
 def _assignment(pod_set: PodSetAssignment) -> dict[str, Any]:
@@ -148,11 +155,20 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
 
 
 def eviction_patch(
-    workload: Mapping[str, Any], eviction: Eviction, preempted_message: str | None = None
+    workload: Mapping[str, Any],
+    eviction: Eviction,
+    preempted_message: str | None = None,
+    *,
+    cause: tuple[str, str] | None = None,
+    checks: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Evicted, quota released at once, and requeued, or deactivated (not requeued: ``Requeued`` False with the
-    cause, until ``spec.active`` is true again). ``preempted_message`` says who preempted it."""
-    if eviction.preemption_reason is not None and preempted_message is not None:
+    cause, until ``spec.active`` is true again). ``preempted_message`` says who preempted it; ``cause`` is the
+    Evicted reason and message where the caller words them (an AdmissionCheck's), ``checks`` its AdmissionChecks
+    as they are to be after the eviction."""
+    if cause is not None:
+        reason, message = cause
+    elif eviction.preemption_reason is not None and preempted_message is not None:
         reason, message = eviction.reason.value, preempted_message
     else:
         reason, message = eviction_cause(workload, eviction)
@@ -173,11 +189,15 @@ def eviction_patch(
         "admission": None,
         "conditions": set_conditions(workload.get("status", {}).get("conditions") or [], updates, eviction.at),
     }
-    if eviction.requeue_at is not None:
+    if eviction.requeue_at is not None and eviction.reason is EvictionReason.ADMISSION_CHECK:
+        status["requeueState"] = {"requeueAt": rfc3339(eviction.requeue_at)}  # Kueue counts no retry here
+    elif eviction.requeue_at is not None:
         previous = (workload.get("status", {}).get("requeueState") or {}).get("count") or 0
         status["requeueState"] = {"count": int(previous) + 1, "requeueAt": rfc3339(eviction.requeue_at)}
     elif eviction.deactivated:
         status["requeueState"] = None  # as Kueue: a deactivated workload starts afresh when reactivated
+    if checks is not None:
+        status["admissionChecks"] = [dict(check) for check in checks] or None
     patch = _patch(workload, status)
     if eviction.deactivated:
         patch["spec"] = {"active": False}

@@ -3,22 +3,27 @@
 Learned from Kueue's own conversions (``apis/kueue/v1beta1/*_conversion.go`` and the generated
 ``zz_generated.conversion.go`` beside them); for the fields kuota's schemas hold, the differences are:
 
-- ClusterQueue ``spec.cohort`` is ``spec.cohortName``, and v1beta1's deprecated ``spec.flavorFungibility`` values
-  ``whenCanBorrow: Borrow`` and ``whenCanPreempt: Preempt`` (Kueue 0.14's defaults) are ``MayStopSearch``;
+- ClusterQueue ``spec.cohort`` is ``spec.cohortName``, v1beta1's deprecated ``spec.flavorFungibility`` values
+  ``whenCanBorrow: Borrow`` and ``whenCanPreempt: Preempt`` (Kueue 0.14's defaults) are ``MayStopSearch``, and
+  v1beta1's ``spec.admissionChecks`` (names) is ``spec.admissionChecksStrategy.admissionChecks[{name}]`` (a check
+  for every flavor); v1beta2 keeps ``admissionChecksStrategy`` in v1beta1 as it is;
 - LocalQueue ``status.flavorUsage`` is ``status.flavorsUsage``;
 - Workload ``spec.priorityClassSource`` + ``spec.priorityClassName`` is ``spec.priorityClassRef`` (group, kind,
   name), and ``status.accumulatedPastExexcutionTimeSeconds`` (v1beta1's spelling) is
   ``status.accumulatedPastExecutionTimeSeconds``;
-- Cohort (``spec.parentName`` in both: ``parent`` was v1alpha1's), ResourceFlavor and WorkloadPriorityClass only
-  change ``apiVersion``; so do the Workload fields ``podSets[].minCount``, ``status.admission.podSetAssignments``
-  and ``status.requeueState``, identical in both.
+- Cohort (``spec.parentName`` in both: ``parent`` was v1alpha1's), ResourceFlavor, WorkloadPriorityClass and
+  AdmissionCheck only change ``apiVersion``; so do the Workload fields ``podSets[].minCount``,
+  ``status.admission.podSetAssignments``, ``status.requeueState`` and ``status.admissionChecks``, identical in
+  both.
 
-Every conversion is lossless but for those two aliases, which come back as the name they stand for. Where Kueue
+Every conversion is lossless but for those two aliases, which come back as the name they stand for, and v1beta1's
+``admissionChecks``, which comes back as the ``admissionChecksStrategy`` it stands for. Where Kueue
 drops a field, kuota keeps it: a v1beta1 ``priorityClassName`` without a source becomes a ``priorityClassRef``
 with only a name, and a v1beta2 ``priorityClassRef`` whose group and kind match no v1beta1 source travels in the
 :data:`PRIORITY_CLASS_REF_ANNOTATION` annotation (conversion may change labels and annotations only) and comes
-back from it. Fields of one version that kuota's schemas lack (v1beta1's ClusterQueue ``admissionChecks``,
-LocalQueue ``status.flavors``) are pruned by the API server, as they are in v1beta2.
+back from it. Fields of one version that kuota's schemas lack (v1beta1's LocalQueue ``status.flavors``, v1beta1's
+AdmissionCheck ``spec.retryDelayMinutes``, deprecated since Kueue 0.8 and dropped by Kueue's own conversion) are
+pruned by the API server, as they are in v1beta2.
 """
 
 from __future__ import annotations
@@ -98,6 +103,22 @@ def _fungibility_aliases_to_v1beta2(obj: Object) -> None:
             fungibility[field] = "MayStopSearch"
 
 
+def _admission_checks_to_v1beta2(obj: Object) -> None:
+    """v1beta1's list of check names becomes a strategy with a rule per name (every flavor), as Kueue converts
+    it; the schema refuses a v1beta1 object with both."""
+    spec = _section(obj, "spec", "ClusterQueue spec")
+    names = None if spec is None else spec.pop("admissionChecks", None)
+    if spec is None or not names:
+        return
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise UnconvertibleObjectError(f"ClusterQueue spec.admissionChecks must be a list of names, got {names!r}")
+    if spec.get("admissionChecksStrategy") is not None:
+        raise UnconvertibleObjectError(
+            "ClusterQueue has both spec.admissionChecks and spec.admissionChecksStrategy; keep admissionChecksStrategy"
+        )
+    spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in names]}
+
+
 def _priority_class_to_v1beta2(obj: Object) -> None:
     spec = _section(obj, "spec", "Workload spec")
     stashed = _unstash(obj)
@@ -172,7 +193,11 @@ def _stashed_reference(stashed: object, name: str) -> Object | None:
 
 
 _TO_V1BETA2: dict[str, tuple[Step, ...]] = {
-    "ClusterQueue": (_rename("spec", "cohort", "cohortName"), _fungibility_aliases_to_v1beta2),
+    "ClusterQueue": (
+        _rename("spec", "cohort", "cohortName"),
+        _fungibility_aliases_to_v1beta2,
+        _admission_checks_to_v1beta2,
+    ),
     "LocalQueue": (_rename("status", "flavorUsage", "flavorsUsage"),),
     "Workload": (
         _priority_class_to_v1beta2,

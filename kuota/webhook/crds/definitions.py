@@ -11,6 +11,7 @@ from typing import Any
 
 from kuota.webhook.crds.schemas import (
     DNS_LABEL,
+    DNS_SUBDOMAIN,
     INT32_MAX,
     Schema,
     array,
@@ -33,6 +34,7 @@ from kuota.webhook.crds.schemas import (
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 STOP_POLICIES = ["None", "Hold", "HoldAndDrain"]
+CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,28 @@ def _no_limits_without(owner_field: str, limit: str, message: str) -> tuple[str,
     )
 
 
+def _tolerations(description: str) -> Schema:
+    return array(
+        toleration(),
+        description,
+        max_items=8,
+        rules=[
+            (
+                "self.all(x, !has(x.key) || x.key == '' ? x.operator == 'Exists' : true)",
+                "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
+            ),
+            (
+                "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)",
+                "effect must be 'NoExecute' when 'tolerationSeconds' is set",
+            ),
+            (
+                "self.all(x, has(x.operator) && x.operator == 'Exists' ? !has(x.value) || x.value == '' : true)",
+                "a value must be empty when 'operator' is 'Exists'",
+            ),
+        ],
+    )
+
+
 RESOURCE_FLAVOR = Definition(
     kind="ResourceFlavor",
     plural="resourceflavors",
@@ -238,26 +262,7 @@ RESOURCE_FLAVOR = Definition(
                     "taints of the nodes of this flavor; pod sets must tolerate NoSchedule and NoExecute ones",
                     max_items=8,
                 ),
-                "tolerations": array(
-                    toleration(),
-                    "tolerations added to the pods admitted on this flavor",
-                    max_items=8,
-                    rules=[
-                        (
-                            "self.all(x, !has(x.key) || x.key == '' ? x.operator == 'Exists' : true)",
-                            "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
-                        ),
-                        (
-                            "self.all(x, has(x.tolerationSeconds) ? x.effect == 'NoExecute' : true)",
-                            "effect must be 'NoExecute' when 'tolerationSeconds' is set",
-                        ),
-                        (
-                            "self.all(x, has(x.operator) && x.operator == 'Exists' ? "
-                            "!has(x.value) || x.value == '' : true)",
-                            "a value must be empty when 'operator' is 'Exists'",
-                        ),
-                    ],
-                ),
+                "tolerations": _tolerations("tolerations added to the pods admitted on this flavor"),
                 "topologyName": name_reference("the Topology of this flavor (topology-aware scheduling)"),
             },
             "the flavor's nodes",
@@ -360,6 +365,31 @@ CLUSTER_QUEUE = Definition(
                     default="None",
                 ),
                 "fairSharing": _fair_sharing(),
+                "admissionChecksStrategy": obj(
+                    {
+                        "admissionChecks": array(
+                            obj(
+                                {
+                                    "name": string("an AdmissionCheck's name", max_length=316, min_length=1),
+                                    "onFlavors": array(
+                                        name_reference("a ResourceFlavor's name"),
+                                        "the flavors the check runs for; empty: every flavor of the queue",
+                                        max_items=64,
+                                        list_type="set",
+                                    ),
+                                },
+                                required=["name"],
+                            ),
+                            "the AdmissionChecks a workload admitted here must pass",
+                            min_items=1,
+                            max_items=64,
+                            list_type="map",
+                            map_keys=["name"],
+                        ),
+                    },
+                    "which AdmissionChecks a workload must pass, per flavor",
+                    required=["admissionChecks"],
+                ),
             },
             "the queue's quota and policies",
             rules=[
@@ -511,6 +541,33 @@ def _admission() -> Schema:
     )
 
 
+def _admission_check_state() -> Schema:
+    pod_set_update = obj(
+        {
+            "name": string("the pod set to modify", pattern=DNS_LABEL, max_length=63),
+            "labels": string_map("labels added to the pod set's pods"),
+            "annotations": string_map("annotations added to the pod set's pods"),
+            "nodeSelector": string_map("nodeSelector entries added to the pod set's pods"),
+            "tolerations": _tolerations("tolerations added to the pod set's pods"),
+        },
+        required=["name"],
+    )
+    return obj(
+        {
+            "name": string("the AdmissionCheck's name", max_length=316, min_length=1),
+            "state": string("the check's state", enum=list(CHECK_STATES)),
+            "lastTransitionTime": date_time("when the state last changed"),
+            "message": string("what the check's controller says", max_length=32768),
+            "requeueAfterSeconds": integer("Retry: wait at least this long before queueing again", minimum=0),
+            "retryCount": integer("times this check asked to retry", minimum=0),
+            "podSetUpdates": array(
+                pod_set_update, "what the check adds to each pod set's pods once admitted", max_items=18
+            ),
+        },
+        required=["name", "state", "lastTransitionTime", "message"],
+    )
+
+
 WORKLOAD = Definition(
     kind="Workload",
     plural="workloads",
@@ -577,10 +634,65 @@ WORKLOAD = Definition(
                     "backoff state after evictions",
                 ),
                 "accumulatedPastExecutionTimeSeconds": integer("time admitted before the last eviction", minimum=0),
+                "admissionChecks": array(
+                    _admission_check_state(),
+                    "the state of each AdmissionCheck the workload must pass",
+                    max_items=8,
+                    list_type="map",
+                    map_keys=["name"],
+                ),
             },
             "observed state, written by kuota",
         ),
     ),
 )
 
-DEFINITIONS = (RESOURCE_FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, COHORT, WORKLOAD_PRIORITY_CLASS, WORKLOAD)
+ADMISSION_CHECK = Definition(
+    kind="AdmissionCheck",
+    plural="admissionchecks",
+    namespaced=False,
+    short_names=("ac",),
+    schema=_root(
+        "AdmissionCheck",
+        "a check a workload must pass, beside its quota, before it starts; decided by its controller",
+        obj(
+            {
+                "controllerName": {
+                    **string("the controller that decides this check; immutable", max_length=253, min_length=1),
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "field is immutable"}],
+                },
+                "parameters": obj(
+                    {
+                        "apiGroup": string(
+                            "the referenced object's API group", pattern=DNS_SUBDOMAIN, max_length=253, min_length=1
+                        ),
+                        "kind": string(
+                            "the referenced object's kind",
+                            pattern="^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$",
+                            max_length=63,
+                            min_length=1,
+                        ),
+                        "name": string("the referenced object's name", pattern=DNS_LABEL, max_length=63, min_length=1),
+                    },
+                    "an object holding the check's parameters, for its controller",
+                    required=["apiGroup", "kind", "name"],
+                ),
+            },
+            "the check's controller and parameters",
+            required=["controllerName"],
+        ),
+        obj(
+            {"conditions": conditions("Active: its controller is ready to decide checks")}, "written by its controller"
+        ),
+    ),
+)
+
+DEFINITIONS = (
+    RESOURCE_FLAVOR,
+    CLUSTER_QUEUE,
+    LOCAL_QUEUE,
+    COHORT,
+    WORKLOAD_PRIORITY_CLASS,
+    WORKLOAD,
+    ADMISSION_CHECK,
+)

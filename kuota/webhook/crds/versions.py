@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from kuota.webhook.crds.schemas import Schema, name_reference, string
+from kuota.webhook.crds.schemas import Schema, array, name_reference, string
 
 OLDER_VERSION = "v1beta1"
 CONVERSION_PATH = "/convert"
@@ -89,7 +89,23 @@ def _rename(properties: dict[str, Schema], old: str, new: str) -> None:
 
 def _cluster_queue(version: dict[str, Any]) -> None:
     _rename(_properties(version, "spec"), "cohortName", "cohort")
+    _replace(
+        _properties(version, "spec"),
+        "admissionChecksStrategy",
+        {
+            "admissionChecks": array(
+                string(max_length=316), "the AdmissionChecks every workload admitted here must pass (deprecated)"
+            ),
+            "admissionChecksStrategy": _properties(version, "spec")["admissionChecksStrategy"],
+        },
+    )
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec.setdefault("x-kubernetes-validations", []).append(
+        {
+            "rule": "!has(self.admissionChecks) || !has(self.admissionChecksStrategy)",
+            "message": "admissionChecks and admissionChecksStrategy cannot both be set: use admissionChecksStrategy",
+        }
+    )
     for rule in spec.get("x-kubernetes-validations", []):
         rule["rule"] = rule["rule"].replace("self.cohortName", "self.cohort")
     fungibility = _properties(version, "spec", "flavorFungibility")

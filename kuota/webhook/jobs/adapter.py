@@ -88,12 +88,16 @@ class PodSet:
 @dataclass(frozen=True)
 class PodSetPlacement:
     """What an admission gives one pod set: the flavors' ``nodeLabels`` (as a nodeSelector) and
-    ``tolerations``, and the admitted pod count (less than asked under partial admission)."""
+    ``tolerations``, the admitted pod count (less than asked under partial admission), and the labels and
+    annotations its AdmissionChecks' ``podSetUpdates`` add to its pods (with their nodeSelector and tolerations,
+    already in the first two)."""
 
     name: str
     node_selector: Mapping[str, str]
     tolerations: Sequence[Mapping[str, Any]] = field(default=())
     count: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,40 @@ def placed_pod_spec(where: str, original: Mapping[str, Any], placement: PodSetPl
             if toleration not in tolerations:
                 tolerations.append(dict(toleration))
     return {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
+
+
+def placed_pod_metadata(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
+    """What an admission adds to a pod template's ``labels`` and ``annotations`` (a merge patch, empty when it adds
+    nothing). A key the original has with another value raises JobConflictError, as Kueue refuses such an
+    update."""
+    original_metadata = original.get("metadata") or {}
+    placed: dict[str, Any] = {}
+    for field_name, added in (
+        ("labels", placement.labels if placement else {}),
+        ("annotations", placement.annotations if placement else {}),
+    ):
+        values: dict[str, Any] = dict(original_metadata.get(field_name) or {})
+        for key, value in added.items():
+            if values.get(key, value) != value:
+                raise JobConflictError(
+                    f"{where} has {field_name[:-1]} {key}={values[key]} but an AdmissionCheck sets {key}={value}"
+                )
+            values[key] = value
+        if added:
+            placed[field_name] = values
+    return placed
+
+
+def restored_pod_metadata(template: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that puts a template's ``labels`` and ``annotations`` back as ``original`` has them (what
+    AdmissionChecks added is deleted); None when they already are."""
+    current, wanted = template.get("metadata") or {}, original.get("metadata") or {}
+    patch: dict[str, Any] = {}
+    for field_name in ("labels", "annotations"):
+        have, want = dict(current.get(field_name) or {}), dict(wanted.get(field_name) or {})
+        if have != want:
+            patch[field_name] = {**dict.fromkeys(have), **want}
+    return patch or None
 
 
 def original_pod_spec(original: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from kuota.webhook.jobs.adapter import (
     SuspendFieldAdapter,
     by_name,
     original_pod_spec,
+    placed_pod_metadata,
     placed_pod_spec,
+    restored_pod_metadata,
     scheduling_matches,
 )
 
@@ -37,14 +39,24 @@ class BatchJobAdapter(SuspendFieldAdapter):
     ) -> dict[str, Any]:
         metadata = job["metadata"]
         placement = by_name(placements).get(job_workloads.POD_SET_NAME)
-        spec = placed_pod_spec(f"Job {metadata['namespace']}/{metadata['name']}", originals[0].template, placement)
-        return {"spec": {"suspend": False, "template": {"spec": spec}}}
+        where = f"Job {metadata['namespace']}/{metadata['name']}"
+        spec = placed_pod_spec(where, originals[0].template, placement)
+        template: dict[str, Any] = {"spec": spec}
+        pod_metadata = placed_pod_metadata(where, originals[0].template, placement)
+        if pod_metadata:
+            template["metadata"] = pod_metadata
+        return {"spec": {"suspend": False, "template": template}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
         original = originals[0].template
-        if scheduling_matches(job.get("spec", {}).get("template", {}), original):
+        template = job.get("spec", {}).get("template", {})
+        pod_metadata = restored_pod_metadata(template, original)
+        if scheduling_matches(template, original) and pod_metadata is None:
             return None
-        return {"spec": {"template": {"spec": original_pod_spec(original)}}}
+        restored: dict[str, Any] = {"spec": original_pod_spec(original)}
+        if pod_metadata is not None:
+            restored["metadata"] = pod_metadata
+        return {"spec": {"template": restored}}
 
     def has_active_pods(self, job: Mapping[str, Any]) -> bool:
         return job_workloads.has_active_pods(job)

@@ -142,6 +142,14 @@ def test_idle_holders_and_idle_cost_split_nights_and_weekends(synthetic_week_rep
     assert cluster["idle_cost"]["dollars"]["weekend"] == pytest.approx(expected["weekend"] * PRICE)
 
 
+def test_idle_held_gpu_hours_by_hour_of_week(synthetic_week_report: ReportRun) -> None:
+    report = synthetic_week_report.json()
+    # the notebook idles one GPU every hour of a week that starts Monday 00:00 UTC: one GPU-hour in each slot
+    assert _team(report, "inference")["idle_held_by_hour_of_week"] == [pytest.approx(1.0)] * 168
+    assert _team(report, "research")["idle_held_by_hour_of_week"] == [0.0] * 168
+    assert report["cluster"]["idle_held_by_hour_of_week"] == [pytest.approx(1.0)] * 168
+
+
 def test_verdicts_per_quadrant(synthetic_week_report: ReportRun) -> None:
     report = synthetic_week_report.json()
     assert _team(report, "research")["verdict"]["quadrant"] == "buy"  # 53.8% busy, p95 wait 75 min
@@ -194,12 +202,16 @@ def test_money_per_team_and_namespace_is_gpu_hours_times_the_price(synthetic_wee
 
 def test_report_csv_holds_the_same_figures(synthetic_week_report: ReportRun) -> None:
     text = (synthetic_week_report.out / "report.csv").read_text(encoding="utf-8")
-    rows = {(row["scope"], row["name"]): row for row in csv.DictReader(io.StringIO(text, newline=""))}
-    rows = {key: row for key, row in rows.items() if key[0] != "lever"}  # the levers' rows: test_report_money.py
+    read = list(csv.DictReader(io.StringIO(text, newline="")))
+    rows = {(row["scope"], row["name"]): row for row in read if row["scope"] != "lever"}
     assert set(rows) == {("cluster", "cluster")} | {("team", t) for t in TEAM_OF.values()} | {
         ("namespace", n) for n in NAMESPACE_HOURS
     }
     report = synthetic_week_report.json()
+    # then a row per lever of the cluster and of each team, as report.json ranks them
+    levers = [(lv["name"], "") for lv in report["cluster"]["levers"]]
+    levers += [(lv["name"], team["name"]) for team in report["teams"] for lv in team["levers"]]
+    assert levers and [(row["name"], row["team"]) for row in read if row["scope"] == "lever"] == levers
     for namespace, (allocated, used) in NAMESPACE_HOURS.items():
         for row in (rows[("namespace", namespace)], rows[("team", TEAM_OF[namespace])]):
             assert float(row["allocated_gpu_hours"]) == pytest.approx(allocated, abs=1e-3)

@@ -9,12 +9,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kuota.report.figures.measurements import Measurements, QueueMeasurements
 from kuota.report.figures.prices import parse_price
+from kuota.report.figures.schema import Queueing
 from kuota.report.figures.team_report import build_report
 from kuota.report.figures.verdicts import Thresholds
 from kuota.report.figures.window import Window, WorkHours
+from tests.examples import examples
 from tests.unit.report.conftest import every_series_present, run_report, serving, vector
 
 END = int(datetime(2026, 10, 5, tzinfo=UTC).timestamp())
@@ -120,3 +124,60 @@ def test_no_pending_series_leaves_the_clusters_pending_max_missing(tmp_path: Pat
     assert run.exit_code == 0, run.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
     assert report["cluster"]["queueing"]["pending_max"] is None, "missing, never a sum of the queues' maxima"
+
+
+_QUEUE_NAMES = ("a", "b", "c", "d")
+_COUNTS = st.floats(min_value=0, max_value=1e4, allow_nan=False)
+_HOURLY = st.tuples(_COUNTS, _COUNTS)
+
+
+@st.composite
+def _collected(draw: st.DrawFn) -> QueueMeasurements:
+    """Queue measurements as one collection gives them: each queue has some of the per-queue series, and a
+    cluster-wide figure is answered whenever a queue's series it is queried from is."""
+    names = draw(st.lists(st.sampled_from(_QUEUE_NAMES), min_size=1, max_size=4, unique=True))
+    kinds = {name: draw(st.sets(st.sampled_from(("waits", "pending", "quota")), min_size=1)) for name in names}
+    with_waits = [n for n in names if "waits" in kinds[n]]
+    with_pending = [n for n in names if "pending" in kinds[n]]
+    with_quota = [n for n in names if "quota" in kinds[n]]
+
+    def histogram() -> tuple[tuple[float, float], ...]:
+        counts = sorted(draw(st.lists(_COUNTS, min_size=3, max_size=3)))
+        return ((60.0, counts[0]), (600.0, counts[1]), (float("inf"), counts[2]))
+
+    def steps(of: list[str]) -> dict[str, float]:
+        return {n: draw(_COUNTS) for n in of}
+
+    waiting = steps(with_pending)
+    preempting = draw(st.none() | st.just(steps(draw(st.lists(st.sampled_from(names), unique=True)))))
+    return QueueMeasurements(
+        wait_buckets={n: histogram() for n in with_waits},
+        pending_average=steps(with_pending),
+        pending_max=steps(with_pending),
+        pending_hourly={n: draw(_HOURLY) for n in with_pending},
+        cohorts={n: draw(st.sampled_from(("pool", "other"))) for n in names if draw(st.booleans())},
+        nominal={n: draw(_HOURLY) for n in with_quota},
+        usage={n: draw(_HOURLY) for n in with_quota},
+        borrowed={n: draw(_HOURLY) for n in with_quota},
+        waiting_steps=waiting,
+        waiting_while_idle_steps=steps(with_pending),
+        cluster_waiting_steps=draw(_COUNTS) if waiting else None,
+        cluster_waiting_while_idle_steps=draw(_COUNTS) if waiting else None,
+        queue_steps=draw(_COUNTS) if waiting else None,
+        cluster_unused_average=draw(_COUNTS) if with_quota else None,
+        preemptions=preempting,
+        evictions=draw(st.none() | st.just({n: {"Preempted": draw(_COUNTS)} for n in names if draw(st.booleans())})),
+        cluster_pending_max=draw(_COUNTS) if with_pending else None,
+    )
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(queues=_collected())
+def test_the_cluster_row_has_every_figure_any_team_row_has_on_generated_queues(queues: QueueMeasurements) -> None:
+    cluster, teams = _build(queues)
+    assert set(cluster) == {field.name for field in dataclasses.fields(Queueing)}
+    for name, queueing in teams.items():
+        assert set(queueing) == set(cluster)
+        for figure, value in queueing.items():
+            if value is not None:
+                assert cluster[figure] is not None, f"{figure}: team {name} has it, the cluster does not"

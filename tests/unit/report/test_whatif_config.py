@@ -5,7 +5,14 @@ from typing import Any
 import pytest
 
 from kuota.report.errors import WhatIfError
-from kuota.report.sources.whatif import WHATIF_COHORT, nominal_gpus, summarize, with_borrowing, with_more_gpus
+from kuota.report.sources.whatif import (
+    WHATIF_COHORT,
+    Submission,
+    nominal_gpus,
+    summarize,
+    with_borrowing,
+    with_more_gpus,
+)
 
 
 def _queue(name: str, gpus: object, **spec: Any) -> dict[str, Any]:
@@ -56,8 +63,10 @@ def test_replay_waits_are_first_admission_minus_submission() -> None:
         ],
         "clusterQueues": {"ml": {"admissionWaitSeconds": {"p95": 40.0}, "gpuHoursAdmitted": 2.5}},
     }
-    replay = summarize(output, {("ml", "w1"): 60.0, ("ml", "w2"): 0.0})
+    for workload in output["workloads"]:
+        workload["clusterQueue"] = "ml"
+    replay = summarize(output, {("ml", "w1"): Submission(60.0, 1), ("ml", "w2"): Submission(0.0, 1)}, 1000.0)
     assert replay.waits_s == [40.0]
-    assert replay.per_queue_p95_s == {"ml": 40.0}
+    assert replay.per_queue_waits_s == {"ml": [40.0]}
     assert replay.admitted_gpu_hours == 2.5
     assert replay.horizon_s == 1000.0

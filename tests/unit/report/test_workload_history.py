@@ -5,7 +5,12 @@ from typing import Any
 
 import pytest
 
-from kuota.report.sources.workload_history import job_history, read_workloads, with_known_priority_classes
+from kuota.report.sources.workload_history import (
+    AFTER_THE_HOLDERS_S,
+    job_history,
+    read_workloads,
+    with_known_priority_classes,
+)
 
 START = 1_790_000_000.0
 
@@ -101,10 +106,23 @@ def test_a_workload_deactivated_for_its_maximum_execution_time_ended_and_failed(
 
 def test_running_workload_runs_to_the_window_end_and_unadmitted_ones_are_counted_out() -> None:
     history = job_history(
-        read_workloads([_workload("r", 0, 100), _workload("p", 0, None), _workload("old", -10, 0)]), START, START + 1000
+        read_workloads(
+            [
+                _workload("r", 0, 100),
+                _workload("p", 0, None),
+                _workload("old", -20, -15, -10),
+                _workload("late", 1000, None),
+            ]
+        ),
+        START,
+        START + 1000,
     )
     assert [r["duration"] for r in history.records] == [900.0]
-    assert history.skipped == {"never admitted (no known duration)": 1, "created outside the window": 1}
+    assert history.skipped == {
+        "never admitted (no known duration)": 1,
+        "created and ended before the window": 1,
+        "created after the window": 1,
+    }
 
 
 def test_workloads_without_a_queue_or_pod_sets_are_counted_out_not_replayed() -> None:
@@ -126,3 +144,39 @@ def test_a_priority_class_the_replayed_queues_lack_replays_at_the_default_priori
     assert [r["priorityClass"] for r in defaulted.records] == [None, None]
     assert defaulted.unknown_priority_classes == {"low": 2}
     assert [r["duration"] for r in defaulted.records] == [r["duration"] for r in history.records]
+
+
+def test_a_workload_holding_quota_at_the_window_start_runs_from_time_0_for_what_it_had_left() -> None:
+    notebook = _workload("notebook", -3 * 86400, -3 * 86400 + 60, gpus=1, count=1)
+    trainer = _workload("trainer", -7200, -3600, 1800, reason="Failed")
+    trainer["spec"]["maximumExecutionTimeSeconds"] = 10_000
+    history = job_history(read_workloads([trainer, notebook]), START, START + 86400)
+    by_name = {r["name"]: r for r in history.records}
+    assert [r["name"] for r in history.records] == ["notebook", "trainer"]  # creation order at time 0
+    assert by_name["notebook"]["submitAt"] == by_name["trainer"]["submitAt"] == 0.0
+    assert by_name["notebook"]["duration"] == 86400.0  # still running at the end: the whole window
+    assert by_name["trainer"]["duration"] == 1800.0
+    assert by_name["trainer"]["maxExecutionSeconds"] == 10_000 - 3600  # the hour admitted before the window counts
+    assert history.started_before.holding == {("ml", "notebook"), ("ml", "trainer")}
+    assert history.started_before.pending_since == {}
+    assert history.failed_gpu_hours == {"ml": 8 * 1800 / 3600}  # only its GPU-hours inside the window
+    assert history.skipped == {}
+
+
+def test_a_workload_pending_at_the_window_start_arrives_after_the_holders_in_creation_order() -> None:
+    items = [
+        _workload("in-window", 0, 50, 500),
+        _workload("pending-younger", -100, 300, 900),
+        _workload("holder", -50, -40),
+        _workload("pending-older", -900, 200, 400),
+    ]
+    history = job_history(read_workloads(items), START, START + 1000)
+    assert [(r["name"], r["submitAt"]) for r in history.records] == [
+        ("holder", 0.0),
+        ("pending-older", AFTER_THE_HOLDERS_S),
+        ("pending-younger", AFTER_THE_HOLDERS_S),
+        ("in-window", AFTER_THE_HOLDERS_S),
+    ]
+    assert [r["duration"] for r in history.records] == [1000.0, 200.0, 600.0, 450.0]
+    assert history.started_before.pending_since == {("ml", "pending-older"): -900.0, ("ml", "pending-younger"): -100.0}
+    assert history.started_before.holding == {("ml", "holder")}

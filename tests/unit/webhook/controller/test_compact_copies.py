@@ -118,7 +118,8 @@ def test_a_kept_workload_holds_none_of_the_template_kuota_does_not_read_and_is_a
     full = _workload()
     cut = state.compact_workload(full).load()
     (pod_set,) = cut["spec"]["podSets"]
-    assert set(pod_set["template"]) == {"spec"}
+    assert set(pod_set["template"]) <= {"spec", "metadata"}
+    assert set(pod_set["template"].get("metadata", {})) <= {"labels", "annotations"}, "what a restore puts back"
     assert set(pod_set["template"]["spec"]) == {"containers", "initContainers", "nodeSelector", "tolerations",
                                                 "affinity", "overhead"}  # fmt: skip
     assert pod_set["template"]["spec"]["containers"] == [

@@ -76,9 +76,13 @@ def test_v1beta1_schemas_use_v1beta1_names_in_rules_enums_and_columns() -> None:
     queue = MANIFESTS["ClusterQueue"]["spec"]["versions"][1]
     spec = queue["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert "cohort" in spec["properties"] and "cohortName" not in spec["properties"]
-    assert all(
-        "cohortName" not in rule["rule"] and "self.cohort)" in rule["rule"] for rule in spec["x-kubernetes-validations"]
-    )
+    cohort_rules = [rule["rule"] for rule in spec["x-kubernetes-validations"] if "cohort" in rule["rule"]]
+    assert cohort_rules
+    assert all("cohortName" not in rule and "self.cohort)" in rule for rule in cohort_rules)
+    assert spec["properties"]["admissionChecks"]["items"]["type"] == "string", "v1beta1's list of check names"
+    assert {"rule": "!has(self.admissionChecks) || !has(self.admissionChecksStrategy)"}.items() <= next(
+        rule for rule in spec["x-kubernetes-validations"] if "admissionChecks" in rule["rule"]
+    ).items()
     fungibility = spec["properties"]["flavorFungibility"]["properties"]
     assert fungibility["whenCanBorrow"]["enum"] == ["MayStopSearch", "TryNextFlavor", "Borrow"]
     assert fungibility["whenCanPreempt"]["enum"] == ["MayStopSearch", "TryNextFlavor", "Preempt"]

@@ -127,6 +127,14 @@ PAIRS = {
         _object(V1BETA1, "ResourceFlavor", {"spec": {"nodeLabels": {"gpu": "h100"}}}),
         _object(V1BETA2, "ResourceFlavor", {"spec": {"nodeLabels": {"gpu": "h100"}}}),
     ),
+    "AdmissionCheck is the same in both": (
+        _object(V1BETA1, "AdmissionCheck", {"spec": {"controllerName": "example.com/budget"}}),
+        _object(V1BETA2, "AdmissionCheck", {"spec": {"controllerName": "example.com/budget"}}),
+    ),
+    "Workload status.admissionChecks is the same in both": (
+        _object(V1BETA1, "Workload", {"status": {"admissionChecks": [{"name": "budget", "state": "Ready"}]}}, "r"),
+        _object(V1BETA2, "Workload", {"status": {"admissionChecks": [{"name": "budget", "state": "Ready"}]}}, "r"),
+    ),
     "WorkloadPriorityClass is the same in both": (
         _object(V1BETA1, "WorkloadPriorityClass", {"value": 10000, "description": "fine-tuning"}),
         _object(V1BETA2, "WorkloadPriorityClass", {"value": 10000, "description": "fine-tuning"}),
@@ -160,6 +168,15 @@ def test_kueues_deprecated_fungibility_names_are_stored_as_may_stop_search(field
     up = convert(queue, V1BETA2)
     assert up["spec"]["flavorFungibility"] == {field: "MayStopSearch", other: "TryNextFlavor"}
     assert convert(up, V1BETA1)["spec"]["flavorFungibility"] == {field: "MayStopSearch", other: "TryNextFlavor"}
+
+
+def test_v1beta1_admission_checks_are_stored_as_a_strategy_for_every_flavor() -> None:
+    """TestClusterQueueConvertTo's "AdmissionChecks to AdmissionChecksStrategy"; the strategy stays one in v1beta1."""
+    queue = _object(V1BETA1, "ClusterQueue", {"spec": {"admissionChecks": ["budget", "capacity"]}})
+    up = convert(queue, V1BETA2)
+    strategy = {"admissionChecks": [{"name": "budget"}, {"name": "capacity"}]}
+    assert up["spec"] == {"admissionChecksStrategy": strategy}
+    assert convert(up, V1BETA1)["spec"] == {"admissionChecksStrategy": strategy}
 
 
 def test_an_object_already_in_the_desired_version_comes_back_unchanged() -> None:
@@ -234,7 +251,16 @@ def test_other_annotations_are_kept_when_the_stash_is_removed() -> None:
             "desiredAPIVersion 'kueue.x-k8s.io/v1alpha1'",
         ),
         (_object("kueue.x-k8s.io/v1alpha1", "Cohort", {}), V1BETA2, "object apiVersion 'kueue.x-k8s.io/v1alpha1'"),
-        (_object(V1BETA1, "AdmissionCheck", {}), V1BETA2, "object kind 'AdmissionCheck'"),
+        (_object(V1BETA1, "Topology", {}), V1BETA2, "object kind 'Topology'"),
+        (
+            _object(
+                V1BETA1,
+                "ClusterQueue",
+                {"spec": {"admissionChecks": ["a"], "admissionChecksStrategy": {"admissionChecks": [{"name": "b"}]}}},
+            ),
+            V1BETA2,
+            "both spec.admissionChecks and spec.admissionChecksStrategy",
+        ),
         (_object(V1BETA1, "ClusterQueue", {"spec": []}), V1BETA2, "ClusterQueue spec must be an object"),
         (
             _object(V1BETA1, "ClusterQueue", {"spec": {"cohort": "a", "cohortName": "b"}}),

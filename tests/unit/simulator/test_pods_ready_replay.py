@@ -1,0 +1,89 @@
+"""`kuota simulate` replays waitForPodsReady: a workload's ``podsReadyAfter``, the timeout, the backoff and the
+deactivation past ``backoffLimitCount``, as the live manager applies them (Kueue v0.19+ defaults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.simulator.test_simulate import CONFIG, _line, _simulate
+
+WAIT = """\
+---
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady:
+  timeout: 60s
+  requeuingStrategy: {backoffBaseSeconds: 10, backoffLimitCount: 2}
+"""
+OFF = """\
+---
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates: {DisableWaitForPodsReady: true}
+"""
+
+
+@pytest.fixture
+def with_configuration(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def use(text: str) -> None:
+        monkeypatch.setattr("tests.unit.simulator.test_simulate.CONFIG", CONFIG + text)
+
+    return use
+
+
+def _evictions(workload: dict[str, Any]) -> list[tuple[float, str]]:
+    return [(e["at"], e["reason"]) for e in workload["evictions"]]
+
+
+def test_pods_never_ready_are_evicted_backed_off_then_deactivated(tmp_path: Path, with_configuration: Any) -> None:
+    with_configuration(WAIT)
+    lines = [_line("stuck", 0, 4, 100, podsReadyAfter=None), _line("next", 5, 4, 20)]
+    stuck, following = _simulate(tmp_path, lines)["workloads"]
+    # timeouts 60 s after each admission; backoff 10 s x 2^(n-1) (its first ends at 70, while "next" holds the
+    # quota until 80); the third timeout passes backoffLimitCount 2
+    assert [a["at"] for a in stuck["admissions"]] == [0.0, 80.0, 160.0]
+    assert _evictions(stuck) == [(60.0, "PodsReadyTimeout"), (140.0, "PodsReadyTimeout"), (220.0, "PodsReadyTimeout")]
+    assert stuck["status"] == "Deactivated"
+    # the quota the stuck workload held in vain is what the one behind it waited for
+    assert following["admissions"][0]["at"] == 60.0 and following["finishedAt"] == 80.0
+
+
+def test_work_starts_when_the_pods_are_ready_and_a_slow_start_within_the_timeout_is_kept(
+    tmp_path: Path, with_configuration: Any
+) -> None:
+    with_configuration(WAIT)
+    [slow] = _simulate(tmp_path, [_line("slow", 0, 4, 100, podsReadyAfter=45)])["workloads"]
+    assert slow["evictions"] == [] and slow["finishedAt"] == 145.0
+
+
+def test_an_eviction_before_the_pods_are_ready_keeps_no_work(tmp_path: Path, with_configuration: Any) -> None:
+    with_configuration(WAIT)
+    lines = [_line("low", 0, 4, 100, podsReadyAfter=40), _line("high", 30, 4, 20, priorityClass="high")]
+    low, _ = _simulate(tmp_path, lines)["workloads"]
+    assert _evictions(low) == [(30.0, "Preempted")]
+    assert low["admissions"][1]["at"] == 50.0 and low["finishedAt"] == 50.0 + 40 + 100, "all 100 s still to do"
+
+
+def test_on_by_default_with_kueues_thirty_minutes(tmp_path: Path) -> None:
+    [stuck] = _simulate(tmp_path, [_line("stuck", 0, 4, 100, podsReadyAfter=None)], "--until", "2000")["workloads"]
+    assert _evictions(stuck) == [(1800.0, "PodsReadyTimeout")]
+
+
+def test_turned_off_a_workload_whose_pods_never_start_holds_its_quota(tmp_path: Path, with_configuration: Any) -> None:
+    with_configuration(OFF)
+    lines = [_line("stuck", 0, 4, 100, podsReadyAfter=None), _line("next", 5, 4, 20)]
+    stuck, following = _simulate(tmp_path, lines, "--until", "100000")["workloads"]
+    assert stuck["status"] == "Admitted" and stuck["evictions"] == []
+    assert following["status"] == "Pending"
+
+
+def test_pods_ready_after_must_be_seconds_or_null(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kuota.cli import main
+    from tests.unit.simulator.test_simulate import _files
+
+    config, workloads = _files(tmp_path, [_line("a", 0, 1, 1, podsReadyAfter=-1)])
+    assert main(["simulate", "--config", str(config), "--workloads", str(workloads)]) == 2
+    assert "podsReadyAfter must be a number of seconds" in capsys.readouterr().err
