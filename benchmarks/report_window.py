@@ -5,7 +5,9 @@ the same run on the same data, is a 1-day window; the table shows how time and m
 
 The history is generated (125 nodes x 8 GPUs; each GPU runs a sequence of pods of 2-24 h at random loads,
 with gaps; 100 ClusterQueues with waits and pending counts) and sampled every ``--step`` seconds, then
-backfilled with promtool once and cached under ~/.cache/kuota/bench/.
+backfilled with promtool once and cached under ~/.cache/kuota/bench/. The levers read from the Workloads run too:
+a ``--workloads`` dump of ``--workloads-per-namespace`` Workloads in each namespace (a fifth preempted and
+finished, a tenth failed), priced with a spot price and a commitment discount.
 
     .venv/bin/python benchmarks/report_window.py [--gpus 1000] [--namespaces 100] [--step 600]
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -112,7 +115,62 @@ _PROBE = (
 )
 
 
-def run_report(url: str, window: str, resolution: str, out: Path) -> tuple[float, float]:
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def workloads_dump(path: Path, namespaces: int, per_namespace: int, seed: int = 6) -> Path:
+    """Workloads created over the week: a fifth preempted and finished, a tenth failed, priorities -1 to 2."""
+    rng = random.Random(seed)
+    items = []
+    for n in range(namespaces):
+        for index in range(per_namespace):
+            created = END - DAYS * 86400 + rng.randrange(0, DAYS * 86400 - 7200)
+            admitted = created + rng.randrange(0, 1800)
+            ended = min(END, admitted + rng.randrange(600, 12 * 3600))
+            kind = index % 10
+            conditions = [{"type": "QuotaReserved", "status": "True", "lastTransitionTime": _iso(admitted)}]
+            if kind < 2:
+                conditions.append({"type": "Preempted", "status": "False", "lastTransitionTime": _iso(admitted)})
+            reason = "Failed" if kind == 9 else "Succeeded"
+            conditions.append(
+                {"type": "Finished", "status": "True", "reason": reason, "lastTransitionTime": _iso(ended)}
+            )
+            requests = {"nvidia.com/gpu": str(rng.choice((1, 2, 4, 8)))}
+            items.append(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "Workload",
+                    "metadata": {
+                        "name": f"job-{index}",
+                        "namespace": f"team-{n:03d}",
+                        "creationTimestamp": _iso(created),
+                    },
+                    "spec": {
+                        "queueName": "default",
+                        "priority": rng.randrange(-1, 3),
+                        "podSets": [
+                            {
+                                "name": "main",
+                                "count": 1,
+                                "template": {"spec": {"containers": [{"resources": {"requests": requests}}]}},
+                            }
+                        ],
+                    },
+                    "status": {
+                        "admission": {
+                            "clusterQueue": f"team-{n:03d}",
+                            "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "h100"}}],
+                        },
+                        "conditions": conditions,
+                    },
+                }
+            )
+    path.write_text(json.dumps({"kind": "List", "items": items}), encoding="utf-8")
+    return path
+
+
+def run_report(url: str, window: str, resolution: str, out: Path, workloads: Path) -> tuple[float, float]:
     began = time.perf_counter()
     completed = subprocess.run(
         [
@@ -130,6 +188,12 @@ def run_report(url: str, window: str, resolution: str, out: Path) -> tuple[float
             resolution,
             "--out",
             str(out),
+            "--workloads",
+            str(workloads),
+            "--price",
+            "h100-spot=2.0",
+            "--commitment",
+            "30%",
         ],
         capture_output=True,
         text=True,
@@ -146,6 +210,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--namespaces", type=int, default=100)
+    parser.add_argument("--workloads-per-namespace", type=int, default=100)
     parser.add_argument(
         "--step",
         type=int,
@@ -159,13 +224,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temp:
         work = Path(temp)
         shutil.copytree(data, work / "tsdb")
+        workloads = workloads_dump(work / "workloads.json", args.namespaces, args.workloads_per_namespace)
         with PrometheusServer.start(
             work / "prometheus", tsdb=work / "tsdb", lookback_delta=f"{args.step // 2}s"
         ) as server:
-            rows = [(window, *run_report(server.url, window, resolution, work / window)) for window in ("1d", "7d")]
+            rows = [
+                (window, *run_report(server.url, window, resolution, work / window, workloads))
+                for window in ("1d", "7d")
+            ]
     base_time, base_rss = rows[0][1], rows[0][2]
     print(
-        f"\nkuota report, {args.gpus} GPUs, {args.namespaces} namespaces, samples every {args.step} s, "
+        f"\nkuota report, {args.gpus} GPUs, {args.namespaces} namespaces, "
+        f"{args.namespaces * args.workloads_per_namespace} Workloads, samples every {args.step} s, "
         f"resolution {resolution}"
     )
     print(f"{'window':>7} | {'time s':>7} | {'peak RSS MiB':>12} | {'time / 1d':>9} | {'RSS / 1d':>8} | target")

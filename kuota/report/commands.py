@@ -154,7 +154,16 @@ class _ReportCommand:
             metavar="[FLAVOR=]PRICE",
             help="dollars per GPU-hour, or an instance preset (p5.48xlarge: 8xH100, $55.04/h; p4d.24xlarge: "
             "8xA100, $21.96/h; docs/report.md); repeat as FLAVOR=PRICE to price a ResourceFlavor or a "
-            "GPU model (modelName) apart; the bare one is the default for the others (default p5.48xlarge)",
+            "GPU model (modelName) apart; the bare one is the default for the others (default p5.48xlarge); "
+            "FLAVOR-spot=PRICE is the spot price of FLAVOR (or of a GPU model), below its on-demand price",
+        )
+        rules.add_argument(
+            "--commitment",
+            action="append",
+            metavar="[MODEL=]PRICE|DISCOUNT%",
+            help="what a reserved GPU-hour costs, in dollars or as a discount off on demand (e.g. 35%%), to price "
+            "a commitment sized to the measured floor; repeat as MODEL=... per GPU model or flavor (the bare "
+            "one is the default)",
         )
         rules.add_argument(
             "--previous",
@@ -201,6 +210,7 @@ class _ReportCommand:
 
         from kuota.report.errors import ReportError, ReportInputError
         from kuota.report.figures.calibration import Tolerance
+        from kuota.report.figures.commitments import parse_commitments
         from kuota.report.figures.prices import parse_prices
         from kuota.report.figures.verdicts import Thresholds
         from kuota.report.figures.window import MAX_WINDOW_S, Window, WorkHours, parse_end, whole_seconds
@@ -272,6 +282,7 @@ class _ReportCommand:
             if not 1 <= args.more_gpus <= 1_000_000:
                 raise ReportInputError("--more-gpus must be from 1 to 1000000")
             prices = parse_prices(args.price or [])
+            commitments = parse_commitments(args.commitment or [], prices)
             tolerance = Tolerance(
                 wait_factor=bounded(args.calibration_wait_factor, "--calibration-wait-factor", 1, 1e6),
                 allocation_points=bounded(
@@ -288,6 +299,7 @@ class _ReportCommand:
                 history=Path(args.history) if args.history else None,
                 more_gpus=args.more_gpus,
                 prices=prices,
+                commitments=commitments,
                 previous=Path(args.previous) if args.previous else None,
                 workloads=Path(args.workloads) if args.workloads else None,
                 api=api_source(optional_path(args.kubeconfig or None), args.context, pod=args.in_cluster)

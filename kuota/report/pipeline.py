@@ -23,12 +23,14 @@ from typing import Any
 from kuota.files import PRIVATE_FILE_MODE, atomic_writer
 from kuota.report.errors import ReportInputError
 from kuota.report.figures.calibration import ReplayedWeek, Tolerance
+from kuota.report.figures.commitments import CommitmentTable
 from kuota.report.figures.measurements import Measurements
 from kuota.report.figures.prices import Price, PriceTable
 from kuota.report.figures.schema import Report
 from kuota.report.figures.team_report import build_report
 from kuota.report.figures.verdicts import Thresholds
 from kuota.report.figures.window import Window, trend_day_ends
+from kuota.report.figures.workload_levers import WorkloadRun
 from kuota.report.sources.api_listing import ApiSource, read_cluster
 from kuota.report.sources.collection import collect
 from kuota.report.sources.previous_report import read_previous
@@ -65,6 +67,7 @@ class ReportRequest:
     prometheus_access: PrometheusAccess | None = None  # credentials, headers, TLS; None: none
     prices: PriceTable | None = None  # per flavor or GPU model; ``price`` for the others (default: for all)
     previous: Path | None = None  # an earlier report.json, compared with week over week
+    commitments: CommitmentTable | None = None  # --commitment: prices the commitment lever
     tolerance: Tolerance = field(default_factory=Tolerance)  # of the what-if's calibration against the measured week
 
 
@@ -79,6 +82,7 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
     current_week: ReplayedWeek | None = None
     notes: list[str] = []
     failed = None
+    runs: list[WorkloadRun] | None = None
     history = request.history
     started_before = StartedBefore()
     with tempfile.TemporaryDirectory(prefix="kuota-report-") as temp:
@@ -87,6 +91,7 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             if config_objects is not None:
                 jobs = with_known_priority_classes(jobs, _priority_class_names(config_objects))
             failed = jobs.failed_gpu_hours
+            runs = jobs.runs
             notes += [f"{count} item(s) left out of the job history: {why}." for why, count in jobs.skipped.items()]
             notes += [
                 f"{count} Workloads name priority class {name}, which is not a WorkloadPriorityClass of the "
@@ -129,6 +134,8 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
         prices=request.prices,
         trend_day_ends=trend_day_ends(request.window),
         previous=previous,
+        workload_runs=runs,
+        commitments=request.commitments,
         replayed_week=current_week,
         tolerance=request.tolerance,
     )

@@ -52,6 +52,9 @@ class Lever:
     effort: Effort = Effort.SETTING
     items: tuple[LeverItem, ...] = ()  # largest first
     missing: str | None = None  # the input the lever lacks to be priced or computed
+    # what the window would have cost with the lever pulled and without it, where the lever compares the two
+    committed_dollars: float | None = None
+    on_demand_dollars: float | None = None
 
 
 def per_month(dollars: float | None, window_hours: float) -> float | None:
@@ -62,8 +65,9 @@ def per_month(dollars: float | None, window_hours: float) -> float | None:
 
 
 def priced(lever: Lever, price_per_gpu_hour: float | None, window_hours: float) -> Lever:
-    """A lever measured in GPU-hours alone, priced at its team's average price per GPU-hour."""
-    if lever.dollars is not None or lever.gpu_hours is None or price_per_gpu_hour is None:
+    """A lever measured in GPU-hours alone, priced at its team's average price per GPU-hour; one that lacks an
+    input of its own price (a spot price) stays unpriced: the full price would overstate it."""
+    if lever.dollars is not None or lever.gpu_hours is None or lever.missing is not None or price_per_gpu_hour is None:
         return lever
     dollars = lever.gpu_hours * price_per_gpu_hour
     return replace(lever, dollars=dollars, dollars_per_month=per_month(dollars, window_hours))
@@ -94,7 +98,8 @@ class QueueLeverInputs:
 
 
 def queue_levers(inputs: QueueLeverInputs, thresholds: Thresholds) -> list[Lever]:
-    """Borrowing and reclaiming within a cohort, for a team whose queue is long (GPU-hours; priced later)."""
+    """Borrowing and reclaiming within a cohort, for a team whose queue is long (GPU-hours; priced later); spot
+    is measured from the Workloads (:mod:`~kuota.report.figures.workload_levers`)."""
     if not inputs.long_queue:
         return []
     levers: list[Lever] = []
@@ -118,9 +123,6 @@ def queue_levers(inputs: QueueLeverInputs, thresholds: Thresholds) -> list[Lever
                 f"while it waited ({done})",
             )
         )
-    levers.append(
-        Lever("spot flavor", None, "a long queue of interruptible work can run on spot capacity (not quantified)")
-    )
     return levers
 
 

@@ -35,6 +35,8 @@ PRESETS = {
 MAX_PER_GPU_HOUR = 1_000_000.0
 # A flavor name or an NVML model name ("NVIDIA H100 80GB HBM3"): longer than either needs to be.
 MAX_KEY_CHARS = 253
+# ``--price KEY-spot=PRICE`` is the spot price of flavor or model KEY; a real spot flavor so named reads the same.
+SPOT_SUFFIX = "-spot"
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,13 @@ class PriceTable:
                 return self.named[key]
         return self.default
 
+    def spot(self, keys: Sequence[str | None]) -> Price | None:
+        """The spot price named for the first of ``keys`` (flavors, then GPU models) that has one."""
+        for key in keys:
+            if key is not None and key + SPOT_SUFFIX in self.named:
+                return self.named[key + SPOT_SUFFIX]
+        return None
+
 
 def parse_prices(texts: Sequence[str]) -> PriceTable:
     """``--price`` as given, once or more: at most one bare default, and ``KEY=PRICE_OR_PRESET`` per key."""
@@ -103,4 +112,20 @@ def parse_prices(texts: Sequence[str]) -> PriceTable:
             raise ReportInputError(f"--price {text!r}: {key!r} has a price already; give each one once")
         price = parse_price(value)
         named[key] = Price(price.per_gpu_hour, f"{key}: {price.source}")
-    return PriceTable(default or parse_price("p5.48xlarge"), named)
+    table = PriceTable(default or parse_price("p5.48xlarge"), named)
+    _check_spot_prices(table)
+    return table
+
+
+def _check_spot_prices(table: PriceTable) -> None:
+    """A spot price above its on-demand price (the base key's price, else the default) is a typo, not a saving."""
+    for key, spot in table.named.items():
+        base = key.removesuffix(SPOT_SUFFIX)
+        if base == key or not base:
+            continue
+        on_demand = table.of(base, base)
+        if spot.per_gpu_hour > on_demand.per_gpu_hour:
+            raise ReportInputError(
+                f"--price {key}={spot.per_gpu_hour:g}: the spot price is above {base}'s on-demand price "
+                f"{on_demand.per_gpu_hour:g} ({on_demand.source}); give a spot price below it"
+            )

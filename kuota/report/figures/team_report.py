@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kuota.report.figures.calibration import Calibration, ReplayedWeek, Tolerance, calibrate, withheld
+from kuota.report.figures.commitments import CommitmentTable, ModelHolding, commitment_lever
 from kuota.report.figures.levers import (
     Lever,
     QueueLeverInputs,
@@ -41,6 +42,7 @@ from kuota.report.figures.schema import (
 from kuota.report.figures.verdicts import WORST_QUEUE, Thresholds, Verdict, decide, settle_with_whatif
 from kuota.report.figures.week_over_week import PreviousReport, compare
 from kuota.report.figures.window import HOURS_PER_WEEK, HourClass, Window, trend_day_s
+from kuota.report.figures.workload_levers import RunPrice, WorkloadRun, failed_work_lever, spot_lever
 
 
 def _total(hourly: Hourly | None) -> float | None:
@@ -334,13 +336,17 @@ def build_report(
     prices: PriceTable | None = None,
     trend_day_ends: Sequence[int] = (),
     previous: PreviousReport | None = None,
+    workload_runs: Sequence[WorkloadRun] | None = None,
+    commitments: CommitmentTable | None = None,
     replayed_week: ReplayedWeek | None = None,
     tolerance: Tolerance | None = None,
 ) -> Report:
     """Every figure, verdict and lever of the report for the given measurements. ``prices`` (default: ``price``
     for every GPU-hour) prices GPU-hours per flavor or model; ``trend_day_ends`` are the days of the trends
     (those the wait histograms were queried for); ``previous`` is compared with, week over week;
-    ``replayed_week`` is the what-if's replay of the current queues, calibrated within ``tolerance``."""
+    ``workload_runs`` (the retained Workloads) give the spot and failed-work levers, ``commitments`` prices
+    the commitment lever; ``replayed_week`` is the what-if's replay of the current queues, calibrated within
+    ``tolerance``."""
     tolerance = tolerance or Tolerance()
     gpu, queues = measurements.gpu, measurements.queues
     hours = measurements.hours
@@ -351,6 +357,9 @@ def build_report(
     namespace_reports: list[NamespaceReport] = []
     namespace_prices: dict[str, _NamespacePrices] = {}
     model_hours = _model_hours(gpu) if gpu is not None else _ModelHours({}, None)
+    runs_by_namespace: dict[str, list[WorkloadRun]] = {}
+    for run in workload_runs or ():
+        runs_by_namespace.setdefault(run.namespace, []).append(run)
     for team in _teams(gpu, queues, namespace_queues):
         team_gpu = None
         if gpu is not None:
@@ -369,6 +378,8 @@ def build_report(
                 borrowing_whatif=borrowing_whatif,
                 failed_gpu_hours=failed_gpu_hours,
                 days=days,
+                runs=[run for ns in team.namespaces for run in runs_by_namespace.get(ns, ())],
+                run_prices=_run_prices(runs_by_namespace, team.namespaces, table, team_gpu, model_hours),
                 replayed_week=replayed_week,
                 tolerance=tolerance,
             )
@@ -384,6 +395,7 @@ def build_report(
         namespace_prices=namespace_prices,
         model_hours=model_hours,
         days=days,
+        commitments=commitments,
         replayed_week=replayed_week,
         tolerance=tolerance,
     )
@@ -473,6 +485,30 @@ def _team_gpu(
     )
 
 
+def _run_prices(
+    runs: Mapping[str, Sequence[WorkloadRun]],
+    namespaces: Sequence[str],
+    table: PriceTable,
+    gpu: _TeamGpu | None,
+    hours: _ModelHours,
+) -> dict[tuple[str, str], RunPrice]:
+    """Each Workload's on-demand price: its flavor's (or else its namespace's GPU model's) where named, else its
+    namespace's average; and its spot price, by the same keys."""
+    result = {}
+    for namespace in namespaces:
+        held = hours.allocated.get(namespace, {})
+        model = max((m for m in held if m), key=lambda m: held[m], default=None)
+        average = gpu.prices[namespace].average if gpu is not None and namespace in gpu.prices else None
+        for run in runs.get(namespace, ()):
+            named = run.flavor is not None and run.flavor in table.named
+            on_demand = table.of(run.flavor, model).per_gpu_hour if named or average is None else average
+            spot = table.spot([run.flavor, model])
+            result[(run.namespace, run.name)] = RunPrice(
+                on_demand, spot.per_gpu_hour if spot else None, run.flavor or model or "FLAVOR"
+            )
+    return result
+
+
 def _team_report(
     team: _Team,
     gpu: _TeamGpu | None,
@@ -483,6 +519,8 @@ def _team_report(
     borrowing_whatif: WhatIfScenario | None,
     failed_gpu_hours: Mapping[str, float] | None,
     days: Sequence[Sequence[int]],
+    runs: Sequence[WorkloadRun] = (),
+    run_prices: Mapping[tuple[str, str], RunPrice] | None = None,
     replayed_week: ReplayedWeek | None,
     tolerance: Tolerance,
 ) -> TeamReport:
@@ -513,8 +551,12 @@ def _team_report(
     verdict = settle_with_whatif(verdict, scenario_p95, thresholds, withheld(calibration))
     idle_total = gpu.idle_gpu_hours if gpu is not None else None
     levers = _team_levers(utilization, queueing, idle_total, reclaimable, thresholds)
+    window_hours = window.length_s / 3600
+    for workload_lever in (spot_lever, failed_work_lever):
+        found = workload_lever(runs, run_prices or {}, window_hours)
+        levers += [found] if found is not None else []
     price = gpu.money.price_per_gpu_hour if gpu is not None else None
-    levers = ranked(priced(lever, price, window.length_s / 3600) for lever in levers)
+    levers = ranked(priced(lever, price, window_hours) for lever in levers)
     failed = None
     if failed_gpu_hours is not None:
         failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
@@ -603,6 +645,7 @@ def _cluster(
     namespace_prices: Mapping[str, _NamespacePrices],
     model_hours: _ModelHours,
     days: Sequence[Sequence[int]],
+    commitments: CommitmentTable | None,
     replayed_week: ReplayedWeek | None,
     tolerance: Tolerance,
 ) -> ClusterReport:
@@ -666,7 +709,12 @@ def _cluster(
     verdict = settle_with_whatif(
         verdict, borrowing_whatif.wait_p95_s if borrowing_whatif else None, thresholds, withheld(calibration)
     )
-    levers = cluster_levers([(team.name, team.levers) for team in teams])
+    commitment = None
+    if gpu is not None:
+        commitment = _commitment(
+            gpu, namespace_prices, hours=hours, window=window, commitments=commitments, default=price
+        )
+    levers = cluster_levers([(team.name, team.levers) for team in teams], [commitment] if commitment else [])
     return ClusterReport(
         capacity_gpu_hours=_total(capacity),
         capacity_source=capacity_source,
@@ -710,6 +758,28 @@ def _cluster_calibration(
         wait_bounds=[bound for bound, _ in queueing.wait_buckets] if queueing else [],
         allocated_gpu_hours=sum(held) if held else None,
     )
+
+
+def _commitment(
+    gpu: GpuMeasurements,
+    namespace_prices: Mapping[str, _NamespacePrices],
+    *,
+    hours: int,
+    window: Window,
+    commitments: CommitmentTable | None,
+    default: Price,
+) -> Lever | None:
+    """The cluster's floor per GPU model as a commitment, its on-demand dollars priced as the money figures are."""
+    by_model: dict[str, list[Hourly]] = {}
+    on_demand: dict[str, float] = {}
+    allocated = gpu.allocated_by_model or {(ns, ""): hourly for ns, hourly in gpu.allocated.items()}
+    for (namespace, model), hourly in allocated.items():
+        by_model.setdefault(model, []).append(hourly)
+        prices = namespace_prices.get(namespace)
+        price = prices.by_model.get(model, prices.average) if prices is not None else default.per_gpu_hour
+        on_demand[model] = on_demand.get(model, 0.0) + sum(hourly) * price
+    holdings = [ModelHolding(model, _add(series, hours), on_demand[model]) for model, series in by_model.items()]
+    return commitment_lever(holdings, commitments, window.length_s / 3600 / hours if hours else 0.0)
 
 
 def _cluster_wide(queueing: Queueing, queues: QueueMeasurements, resolution_s: int) -> Queueing:

@@ -10,7 +10,8 @@ named (a user's dump may hold objects kuota does not understand, and one bad ite
 :func:`job_history` then places the Workloads in the window.
 
 The manager keeps finished Workloads for a configurable time (default 8 days). Only the last admission is
-visible on a Workload, so runs before a preemption are not counted; a Workload never admitted has no known
+visible on a Workload: runs before a preemption count only where ``accumulatedPastExecutionTimeSeconds`` records
+them (Kueue writes it; the what-if replays the last run alone); a Workload never admitted has no known
 duration and is left out (and counted).
 
 A Workload created before the window takes part in it too: one holding quota at the window's start (admitted
@@ -30,12 +31,14 @@ from typing import Any
 
 from kuota.engine import QuantityError, format_quantity, parse_quantity
 from kuota.report.errors import UnreadableWorkloadError
+from kuota.report.figures.workload_levers import Outcome, WorkloadRun
 from kuota.report.sources.quoting import excerpt, quoted
 
 GPU = "nvidia.com/gpu"
 KUEUE_GROUP = "kueue.x-k8s.io"
 FAILED_REASONS = frozenset({"Failed", "OwnerNotFound", "Deactivated", "MaximumExecutionTimeExceeded"})
 LARGEST_INT32 = 2**31 - 1  # pod set counts and maximumExecutionTimeSeconds are int32 in Kueue's API
+PREEMPTED = "Preempted"  # the eviction reason (and condition) of a preemption
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset({"", "NoSchedule", "PreferNoSchedule", "NoExecute"})
 NOT_A_WORKLOAD = "not a kueue.x-k8s.io Workload"
@@ -83,6 +86,10 @@ class RetainedWorkload:
     pod_sets: tuple[PodSetDemand, ...]
     admitted: float | None  # QuotaReserved, else Admitted
     ended: Ending | None
+    priority: int | None = None
+    gpu_flavor: str | None = None  # status.admission's flavor of nvidia.com/gpu
+    preemptions: int = 0  # schedulingStats' Preempted evictions, else 1 where a Preempted condition is recorded
+    past_execution_s: int = 0  # admitted before its last eviction (accumulatedPastExecutionTimeSeconds)
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class JobHistory:
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many Workloads were left out
     # priority class -> how many records name it though the replayed config has no such WorkloadPriorityClass
     unknown_priority_classes: dict[str, int] = field(default_factory=dict)
+    runs: list[WorkloadRun] = field(default_factory=list)  # each Workload of the records, as the levers read it
     started_before: StartedBefore = field(default_factory=StartedBefore)
 
 
@@ -289,6 +297,42 @@ def _priority_class(spec: Mapping[str, Any]) -> str | None:
     return _text(reference, "spec.priorityClassRef")
 
 
+def _preemptions(status: Mapping[str, Any], conditions: Sequence[object]) -> int:
+    """Kueue counts evictions by reason in ``schedulingStats``; without it (kuota's manager, older Kueue) a
+    ``Preempted`` condition, True or since cleared by a new admission, proves one."""
+    stats = _object(status.get("schedulingStats"), "status.schedulingStats")
+    counted = 0
+    for index, raw in enumerate(_list(stats.get("evictions"), "status.schedulingStats.evictions")):
+        path = f"status.schedulingStats.evictions[{index}]"
+        eviction = _object(raw, path, optional=False)
+        if eviction.get("reason") == PREEMPTED:
+            counted += _whole(eviction.get("count"), f"{path}.count", 0)
+    if counted:
+        return counted
+    recorded = any(isinstance(c, dict) and c.get("type") == PREEMPTED for c in conditions)
+    return 1 if recorded else 0
+
+
+def _gpu_flavor(status: Mapping[str, Any]) -> str | None:
+    admission = _object(status.get("admission"), "status.admission")
+    assignments = _list(admission.get("podSetAssignments"), "status.admission.podSetAssignments")
+    for index, raw in enumerate(assignments):
+        path = f"status.admission.podSetAssignments[{index}]"
+        flavors = _object(_object(raw, path, optional=False).get("flavors"), f"{path}.flavors")
+        if GPU in flavors:
+            return _name(flavors[GPU], f"{path}.flavors.{GPU}")
+    return None
+
+
+def _priority(spec: Mapping[str, Any]) -> int | None:
+    value = spec.get("priority")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -LARGEST_INT32 - 1 <= value <= LARGEST_INT32:
+        raise _unreadable("spec.priority is not a 32-bit whole number", "spec.priority", value)
+    return value
+
+
 def retained_workload(item: object) -> RetainedWorkload:
     """One listed item as the history reads it; raises :class:`UnreadableWorkloadError` naming the field."""
     if not isinstance(item, dict):
@@ -310,6 +354,8 @@ def retained_workload(item: object) -> RetainedWorkload:
         # Kueue's (and kuota's) deactivating evictions: Deactivated, or DeactivatedDueTo<cause>.
         finished = evicted if evicted is not None and str(evicted[1]).startswith("Deactivated") else None
     max_execution = spec.get("maximumExecutionTimeSeconds")
+    # v1beta1 spells it accumulatedPastExexcutionTimeSeconds
+    past_key = next((k for k in status if k.startswith("accumulatedPastExe") and k.endswith("TimeSeconds")), None)
     return RetainedWorkload(
         namespace=_name(metadata.get("namespace"), "metadata.namespace"),
         name=_name(metadata.get("name"), "metadata.name"),
@@ -322,6 +368,10 @@ def retained_workload(item: object) -> RetainedWorkload:
         ),
         admitted=admitted[0] if admitted else None,
         ended=Ending(*finished) if finished else None,
+        priority=_priority(spec),
+        gpu_flavor=_gpu_flavor(status),
+        preemptions=_preemptions(status, conditions),
+        past_execution_s=0 if past_key is None else _whole(status[past_key], f"status.{past_key}", 0),
     )
 
 
@@ -375,6 +425,7 @@ def read_workloads(items: Iterable[object]) -> RetainedWorkloads:
 def job_history(retained: RetainedWorkloads, window_start: float, window_end: float) -> JobHistory:
     placed: list[tuple[float, float, dict[str, Any]]] = []  # (submitAt, created, record)
     failed: dict[str, float] = {}
+    runs: list[WorkloadRun] = []
     skipped: dict[str, int] = dict(retained.skipped)
     holding: set[tuple[str, str]] = set()
     pending_since: dict[tuple[str, str], float] = {}
@@ -423,17 +474,41 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
             "podSets": [pod_set.record() for pod_set in workload.pod_sets],
         }
         placed.append((submit_at, workload.created, record))
-        if workload.ended is not None and (
-            workload.ended.reason in FAILED_REASONS or str(workload.ended.reason).startswith("Deactivated")
-        ):
-            gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
-            failed[workload.namespace] = failed.get(workload.namespace, 0.0) + gpus * ran / 3600
+        run = _run(workload, workload.admitted, ran, window_start=window_start, window_end=window_end)
+        runs.append(run)
+        if run.outcome is Outcome.FAILED:
+            failed[workload.namespace] = failed.get(workload.namespace, 0.0) + run.gpu_hours
     placed.sort(key=lambda entry: (entry[0], entry[1]))  # ties at an instant keep creation order
     return JobHistory(
         [record for _, _, record in placed],
         failed,
         skipped,
         started_before=StartedBefore(frozenset(holding), pending_since),
+        runs=runs,
+    )
+
+
+def _run(
+    workload: RetainedWorkload, admitted: float, ran: float, *, window_start: float, window_end: float
+) -> WorkloadRun:
+    """The Workload's GPU-hours in the window: its last admission's, and the earlier ones' where recorded (they
+    lie between its creation and its last admission; only what of that span is inside the window counts)."""
+    inside = max(0.0, min(admitted, window_end) - max(workload.created, window_start))
+    earlier = min(float(workload.past_execution_s), inside)
+    gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
+    outcome = Outcome.UNFINISHED
+    if workload.ended is not None:
+        failed = workload.ended.reason in FAILED_REASONS or str(workload.ended.reason).startswith("Deactivated")
+        outcome = Outcome.FAILED if failed else Outcome.SUCCEEDED
+    return WorkloadRun(
+        namespace=workload.namespace,
+        name=workload.name,
+        gpu_hours=gpus * (ran + earlier) / 3600,
+        flavor=workload.gpu_flavor,
+        priority=workload.priority,
+        preemptions=workload.preemptions,
+        outcome=outcome,
+        reason=workload.ended.reason if workload.ended is not None else None,
     )
 
 

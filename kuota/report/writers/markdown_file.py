@@ -241,9 +241,11 @@ def lever_lines(levers: Sequence[Lever]) -> list[str]:
     for lv in levers:
         if not lv.items:
             continue
-        lines += [f"Behind *{markdown_text(lv.name)}*:", ""]
+        lines += [f"Behind {markdown_text(lv.name)}:", ""]
         lines += [
-            f"- {markdown_text(item.namespace)}/{markdown_text(item.name)}: {number(item.gpu_hours)} GPU-h, "
+            # an item without a namespace is the cluster's (a GPU model's commitment)
+            f"- {markdown_text(f'{item.namespace}/{item.name}' if item.namespace else item.name)}: "
+            f"{number(item.gpu_hours)} GPU-h, "
             f"{money(item.dollars)} ({markdown_text(item.detail)})"
             for item in lv.items[:LEVER_ITEMS_SHOWN]
         ]

@@ -182,7 +182,10 @@ def test_report_csv_has_the_documented_columns_and_a_row_per_team_and_namespace(
     for scope, name, team in levers:
         source = _by_name(report["cluster"]["levers"] if not team else _by_name(report["teams"], team)["levers"], name)
         row = rows[(scope, name, team)]
-        assert float(row["lever_dollars_per_month"]) == pytest.approx(source["dollars_per_month"], abs=1e-4)
+        if source["dollars_per_month"] is None:
+            assert (row["lever_dollars_per_month"], row["lever_missing"]) == ("", source["missing"])
+        else:
+            assert float(row["lever_dollars_per_month"]) == pytest.approx(source["dollars_per_month"], abs=1e-4)
         assert (row["lever_effort"], row["allocated_gpu_hours"]) == (source["effort"], "")
     assert {key for key in rows if key[0] != "lever"} == {
         ("cluster", "cluster"),

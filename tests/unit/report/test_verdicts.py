@@ -117,10 +117,11 @@ def test_levers_ranked_by_dollars_then_gpu_hours_then_the_rest() -> None:
         "stop idle holders",  # 20
         "borrowing in a cohort",  # 2 h x 8 GPUs = 16
         "preemption (reclaimWithinCohort)",  # 5
-        "spot flavor",
     ]
     assert levers[0].dollars == 100.0 and levers[0].dollars_per_month == 100.0 * HOURS_PER_MONTH / 168
-    assert levers[-1].dollars is None, "a lever without GPU-hours has no price"
+    assert priced(Lever("unquantified", None, ""), 2.0, 168.0).dollars is None, "no GPU-hours, no price"
+    lacking = priced(Lever("spot", 10.0, "", missing="a spot price"), 2.0, 168.0)
+    assert lacking.dollars is None, "a lever lacking its own price is not priced at the full one"
     unpriced = Lever("unpriced", 1000.0, "", missing="a price")
     cheap = Lever("cheap", 1.0, "", dollars=1.0, dollars_per_month=per_month(1.0, 168.0))
     assert [lv.name for lv in ranked([unpriced, cheap])] == ["cheap", "unpriced"], "dollars rank above GPU-hours"
