@@ -7,10 +7,11 @@ a report meant for a budget names its own per flavor or GPU model (``--price FLA
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kuota.report.errors import ReportInputError
+from kuota.report.figures.gpu_models import CATALOGUE
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ PRESETS = {
 }
 
 
+# a price named KEY-spot is KEY's spot price
+SPOT_SUFFIX = "-spot"
 # Far above any GPU's price, and low enough that a week's idle cost stays a finite number.
 MAX_PER_GPU_HOUR = 1_000_000.0
 # A flavor name or an NVML model name ("NVIDIA H100 80GB HBM3"): longer than either needs to be.
@@ -104,3 +107,16 @@ def parse_prices(texts: Sequence[str]) -> PriceTable:
         price = parse_price(value)
         named[key] = Price(price.per_gpu_hour, f"{key}: {price.source}")
     return PriceTable(default or parse_price("p5.48xlarge"), named)
+
+
+def check_price_keys(table: PriceTable, flavors: Collection[str], models: Collection[str]) -> None:
+    """Each ``--price KEY=`` must name a ResourceFlavor of the queues, a GPU model seen in the window or in the
+    catalogue, or one of those with ``-spot`` appended: a key that names nothing would price nothing, silently."""
+    known = {*flavors, *models, *CATALOGUE}
+    for key in table.named:
+        if key in known or key.removesuffix(SPOT_SUFFIX) in known:
+            continue
+        raise ReportInputError(
+            f"--price {key!r}=...: {key!r} is no ResourceFlavor of the queues and no GPU model seen in the window or "
+            f"known to kuota (nor one with {SPOT_SUFFIX}); known: {', '.join(sorted(known))}"
+        )
