@@ -21,7 +21,14 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from kuota.report.figures.gpu_models import CATALOGUE, MIG_COMPUTE_SLICES, GpuModel, MigProfile, smallest_mig_profile
+from kuota.report.figures.gpu_models import (
+    CATALOGUE,
+    MIG_COMPUTE_SLICES,
+    GpuModel,
+    MigProfile,
+    smaller_models,
+    smallest_mig_profile,
+)
 from kuota.report.figures.levers import HOURS_PER_MONTH, Effort, Lever, LeverItem, per_month
 from kuota.report.figures.measurements import Hourly
 from kuota.report.figures.verdicts import Thresholds
@@ -218,7 +225,7 @@ def right_sizing(inputs: PodLeverInputs, pods: Sequence[Pod], thresholds: Thresh
         if own is None or pod.memory_peak_bytes is None:
             unknown_models.add(pod.model or "unknown")
             continue
-        fitting = [m for m in CATALOGUE.values() if m.memory_gb < own.memory_gb and _fits(pod, m.memory_gb)]
+        fitting = [m for m in smaller_models(own.name) if _fits(pod, m.memory_gb)]
         if not fitting:
             continue
         hours = pod.busy_gpu_hours()

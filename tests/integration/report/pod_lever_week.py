@@ -115,4 +115,3 @@ def _dcgm_series(om: OpenMetricsHistory, *, relabelled: bool) -> None:
             if relabelled:
                 for labels, points in memory.values():
                     om.gauge("DCGM_FI_DEV_FB_USED", labels, points)
-

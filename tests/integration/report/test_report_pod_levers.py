@@ -82,9 +82,7 @@ def test_low_use_inference_pods_get_mig_profiles_packed_into_fewer_gpus(pod_leve
     assert lever["dollars"] == pytest.approx(2 * 168 * H100_PRICE, rel=0.05)
     assert lever["effort"] == "a new flavor"
     assert "3 NVIDIA H100 80GB HBM3 GPU(s) held, 1 needed packed" in lever["evidence"]
-    assert {(item["name"], item["target"]) for item in lever["items"]} == {
-        (f"server-{i}", "2g.20gb") for i in range(3)
-    }
+    assert {(item["name"], item["target"]) for item in lever["items"]} == {(f"server-{i}", "2g.20gb") for i in range(3)}
 
 
 def test_a_small_training_pod_fits_an_l4_and_adding_one_is_priced(pod_lever_report: ReportRun) -> None:
