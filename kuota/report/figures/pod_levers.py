@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from kuota.report.figures.gpu_models import (
     CATALOGUE,
@@ -62,8 +63,13 @@ class Pod:
     sm_p95_percent: float | None
     price: float  # per GPU-hour of its GPUs
 
-    def idle_hours(self) -> list[bool]:
-        return [i > 0 and i >= IDLE_HOUR_SHARE * h for h, i in zip(self.held, self.idle, strict=True)]
+    @cached_property
+    def idle_hours(self) -> tuple[bool, ...]:
+        return tuple(i > 0 and i >= IDLE_HOUR_SHARE * h for h, i in zip(self.held, self.idle, strict=True))
+
+    @cached_property
+    def held_hours(self) -> int:
+        return sum(1 for h in self.held if h > 0)
 
     def busy_gpu_hours(self) -> float:
         return max(0.0, sum(self.held) - sum(self.idle))
@@ -90,7 +96,7 @@ def auto_stop_gpu_hours(pod: Pod, after_hours: int) -> float:
     """The idle GPU-hours an auto-stop after ``after_hours`` consecutive idle hours would have saved."""
     saved = 0.0
     run = 0
-    for hour, idle in enumerate(pod.idle_hours()):
+    for hour, idle in enumerate(pod.idle_hours):
         run = run + 1 if idle else 0
         if run > after_hours:
             saved += pod.idle[hour]
@@ -98,19 +104,20 @@ def auto_stop_gpu_hours(pod: Pod, after_hours: int) -> float:
 
 
 def is_notebook_like(pod: Pod, hour_classes: Sequence[HourClass]) -> bool:
-    held = [h > 0 for h in pod.held]
-    if sum(held) < NOTEBOOK_MIN_HOURS:
+    if pod.held_hours < NOTEBOOK_MIN_HOURS:
         return False
-    idle = pod.idle_hours()
+    held = [h > 0 for h in pod.held]
+    idle = pod.idle_hours
     busy_workday = any(h and not i and c is HourClass.WORKDAY for h, i, c in zip(held, idle, hour_classes, strict=True))
     off_hours = [i for h, i, c in zip(held, idle, hour_classes, strict=True) if h and c is not HourClass.WORKDAY]
     return busy_workday and bool(off_hours) and sum(off_hours) > len(off_hours) / 2
 
 
 def is_inference_like(pod: Pod, window_hours: int) -> bool:
-    held = [h > 0 for h in pod.held]
-    busy = sum(1 for h, i in zip(held, pod.idle_hours(), strict=True) if h and not i)
-    return sum(held) >= INFERENCE_HELD_SHARE * window_hours and busy >= INFERENCE_BUSY_SHARE * sum(held)
+    if pod.held_hours < INFERENCE_HELD_SHARE * window_hours:
+        return False
+    busy = sum(1 for h, i in zip(pod.held, pod.idle_hours, strict=True) if h > 0 and not i)
+    return busy >= INFERENCE_BUSY_SHARE * pod.held_hours
 
 
 def pod_levers(inputs: PodLeverInputs, thresholds: Thresholds) -> list[Lever]:
@@ -134,7 +141,7 @@ def stop_idle_holders(inputs: PodLeverInputs, thresholds: Thresholds) -> Lever |
     if not inputs.idle_measured:
         return None
     saved = dict.fromkeys(AUTO_STOP_HOURS, 0.0)
-    idle_hours = idle_dollars = 0.0
+    recovered_hours = idle_hours = idle_dollars = 0.0
     items: list[tuple[bool, LeverItem]] = []
     for pod in inputs.pods:
         idle = sum(pod.idle)
@@ -143,6 +150,7 @@ def stop_idle_holders(inputs: PodLeverInputs, thresholds: Thresholds) -> Lever |
         recovered = {n: auto_stop_gpu_hours(pod, n) for n in AUTO_STOP_HOURS}
         for n, hours in recovered.items():
             saved[n] += hours * pod.price
+        recovered_hours += recovered[AUTO_STOP_HOURS[0]]
         idle_hours += idle
         idle_dollars += idle * pod.price
         if idle < thresholds.idle_holder_hours:
@@ -171,7 +179,6 @@ def stop_idle_holders(inputs: PodLeverInputs, thresholds: Thresholds) -> Lever |
     first = AUTO_STOP_HOURS[0]
     if saved[first] <= 0:
         return None
-    recovered_hours = sum(auto_stop_gpu_hours(pod, first) for pod in inputs.pods)
     monthly = {n: _month(dollars, inputs) or 0.0 for n, dollars in saved.items()}
     shown = ", ".join(f"{n} h ${monthly[n]:,.0f}" for n in AUTO_STOP_HOURS)
     return Lever(
