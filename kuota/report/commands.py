@@ -154,7 +154,8 @@ class _ReportCommand:
             metavar="[FLAVOR=]PRICE",
             help="dollars per GPU-hour, or an instance preset (p5.48xlarge: 8xH100, $55.04/h; p4d.24xlarge: "
             "8xA100, $21.96/h; docs/report.md); repeat as FLAVOR=PRICE to price a ResourceFlavor or a "
-            "GPU model (modelName) apart; the bare one is the default for the others (default p5.48xlarge); "
+            "GPU model (modelName) apart, and to name a smaller model's price for right-sizing "
+            "('NVIDIA L4=0.80'); the bare one is the default for the others (default p5.48xlarge); "
             "FLAVOR-spot=PRICE is the spot price of FLAVOR (or of a GPU model), below its on-demand price",
         )
         rules.add_argument(
@@ -188,6 +189,13 @@ class _ReportCommand:
             type=float,
             default=2.0,
             help="list pods with at least this many idle GPU-hours (default 2)",
+        )
+        rules.add_argument(
+            "--right-size-percent",
+            type=float,
+            default=30.0,
+            metavar="PERCENT",
+            help="a pod whose p95 SM use is at most this may move to a smaller GPU model (default 30)",
         )
         rules.add_argument(
             "--idle-elsewhere-gpus",
@@ -263,6 +271,7 @@ class _ReportCommand:
                 idle_percent=bounded(args.idle_percent, "--idle-percent", 0, 100),
                 idle_holder_hours=bounded(args.idle_holder_hours, "--idle-holder-hours", 0, MAX_WINDOW_S / 3600),
                 idle_elsewhere_gpus=args.idle_elsewhere_gpus,
+                right_size_percent=bounded(args.right_size_percent, "--right-size-percent", 0, 100),
             )
             timeout = bounded(args.timeout, "--timeout", 0, 86400, above=True)
             if args.context is not None and args.in_cluster:

@@ -25,7 +25,7 @@ from kuota.report.errors import ReportInputError
 from kuota.report.figures.calibration import ReplayedWeek, Tolerance
 from kuota.report.figures.commitments import CommitmentTable
 from kuota.report.figures.measurements import Measurements
-from kuota.report.figures.prices import Price, PriceTable
+from kuota.report.figures.prices import Price, PriceTable, check_price_keys
 from kuota.report.figures.schema import Report
 from kuota.report.figures.team_report import build_report
 from kuota.report.figures.verdicts import Thresholds
@@ -110,6 +110,8 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             progress(f"checking that {replay[1]} replays through kuota simulate against the queues")
             await check_replayable(*replay)
         measurements = await _collect(request, progress)
+        if request.prices is not None:
+            check_price_keys(request.prices, _flavor_names(config_objects or [], measurements), _models(measurements))
         notes[:0] = measurements.notes
         if replay is not None:
             progress(
@@ -215,6 +217,27 @@ def _priority_class_names(objects: Iterable[Mapping[str, Any]]) -> set[str]:
         if obj.get("kind") == "WorkloadPriorityClass" and isinstance(metadata, dict):
             names.add(str(metadata.get("name")))
     return names
+
+
+def _flavor_names(objects: Iterable[Mapping[str, Any]], measurements: Measurements) -> set[str]:
+    """The ResourceFlavors the queue objects name, and those Kueue's quota series carry."""
+    names = {flavor for _, flavor in measurements.queues.usage_by_flavor} if measurements.queues else set()
+    for obj in objects:
+        metadata, spec = obj.get("metadata"), obj.get("spec")
+        if obj.get("kind") == "ResourceFlavor" and isinstance(metadata, dict):
+            names.add(str(metadata.get("name")))
+        if obj.get("kind") == "ClusterQueue" and isinstance(spec, dict):
+            groups = [group for group in spec.get("resourceGroups") or [] if isinstance(group, dict)]
+            for group in groups:
+                names.update(str(f.get("name")) for f in group.get("flavors") or [] if isinstance(f, dict))
+    return names
+
+
+def _models(measurements: Measurements) -> set[str]:
+    gpu = measurements.gpu
+    if gpu is None:
+        return set()
+    return {*gpu.models_seen, *(model for _, model in gpu.allocated_by_model if model)}
 
 
 def _write_history(path: Path, records: Iterable[Mapping[str, Any]]) -> None:

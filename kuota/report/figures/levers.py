@@ -11,11 +11,14 @@ Levers are ranked by dollars per month; those without dollars follow by GPU-hour
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TypeVar
 
 from kuota.report.figures.verdicts import Thresholds
+
+K = TypeVar("K")
 
 # The month cloud bills use (365 days x 24 h / 12).
 HOURS_PER_MONTH = 730.0
@@ -40,6 +43,10 @@ class LeverItem:
     gpu_hours: float  # the GPU-hours of this item the lever recovers or moves
     dollars: float | None  # what they cost or save over the window; None when not priced
     detail: str  # why this item counts, in a few words
+    target: str | None = None  # where it would move: a smaller GPU model, a MIG profile
+    # stop idle holders: its idle GPU-hours and their dollars per hour class (workday, night, weekend)
+    idle_gpu_hours_by_class: Mapping[str, float] | None = None
+    idle_dollars_by_class: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,10 @@ class Lever:
     # what the window would have cost with the lever pulled and without it, where the lever compares the two
     committed_dollars: float | None = None
     on_demand_dollars: float | None = None
+    # stop idle holders: dollars per month an auto-stop after N idle hours would save, for N in 1, 2, 4
+    auto_stop: Mapping[int, float] | None = None
+    # right-sizing: a target GPU model the cluster has none of -> dollars per month to add the GPUs it needs
+    adding_models: Mapping[str, float] | None = None
 
 
 def per_month(dollars: float | None, window_hours: float) -> float | None:
@@ -126,56 +137,6 @@ def queue_levers(inputs: QueueLeverInputs, thresholds: Thresholds) -> list[Lever
     return levers
 
 
-@dataclass(frozen=True)
-class UtilizationLeverInputs:
-    """A team's GPU-hours the utilization levers read."""
-
-    low_utilization: bool
-    utilization_p95_percent: float | None
-    allocated_gpu_hours: float | None
-    used_gpu_hours: float | None
-    idle_held_gpu_hours: float | None
-
-
-def utilization_levers(inputs: UtilizationLeverInputs, thresholds: Thresholds) -> list[Lever]:
-    """Idle holders, right-sizing and MIG from a team's GPU-hours (GPU-hours; priced later)."""
-    levers: list[Lever] = []
-    idle = inputs.idle_held_gpu_hours
-    if idle:
-        levers.append(
-            Lever(
-                "stop idle holders",
-                idle,
-                f"{idle:.1f} GPU-hours held at under {thresholds.idle_percent:g}% utilization (hourly mean)",
-            )
-        )
-    active = None
-    if inputs.allocated_gpu_hours is not None and inputs.used_gpu_hours is not None:
-        active = max(0.0, inputs.allocated_gpu_hours - (idle or 0.0))
-    if inputs.low_utilization and active is not None and inputs.used_gpu_hours is not None:
-        unused = max(0.0, active - inputs.used_gpu_hours)
-        levers.append(
-            Lever(
-                "right-sizing to smaller GPUs",
-                unused,
-                f"{unused:.1f} GPU-hours allocated but unused by working pods",
-                effort=Effort.FLAVOR,
-            )
-        )
-    p95 = inputs.utilization_p95_percent
-    if active and p95 is not None and p95 < thresholds.low_utilization_percent:
-        levers.append(
-            Lever(
-                "MIG for inference",
-                active * (1 - p95 / 100),
-                f"even the busiest hours (p95 {p95:.0f}%) use under {thresholds.low_utilization_percent:g}% "
-                "of a GPU: a MIG slice would do",
-                effort=Effort.FLAVOR,
-            )
-        )
-    return levers
-
-
 def cluster_levers(team_levers: Sequence[tuple[str, Sequence[Lever]]], extra: Iterable[Lever] = ()) -> list[Lever]:
     """Each lever summed over the teams that have it (items: the largest of all), with the cluster's own."""
     merged: dict[str, Lever] = {}
@@ -200,8 +161,16 @@ def _summed(first: Lever, second: Lever) -> Lever:
     def add(a: float | None, b: float | None) -> float | None:
         return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
+    def merged(a: Mapping[K, float] | None, b: Mapping[K, float] | None) -> dict[K, float] | None:
+        if a is None and b is None:
+            return None
+        keys = {**(a or {}), **(b or {})}
+        return {key: (a or {}).get(key, 0.0) + (b or {}).get(key, 0.0) for key in keys}
+
     return replace(
         first,
+        auto_stop=merged(first.auto_stop, second.auto_stop),
+        adding_models=merged(first.adding_models, second.adding_models),
         gpu_hours=add(first.gpu_hours, second.gpu_hours),
         dollars=add(first.dollars, second.dollars),
         dollars_per_month=add(first.dollars_per_month, second.dollars_per_month),

@@ -20,6 +20,16 @@ class MissingSeries:
 
 
 @dataclass(frozen=True)
+class PodGpu:
+    """One pod's GPUs over the window, for the pod levers."""
+
+    held: Hourly  # GPU-hours held per hour
+    model: str  # the GPU model it held most ("" where not known)
+    memory_peak_bytes: float | None  # the most GPU memory it used on one GPU; None without a memory series
+    sm_p95_percent: float | None  # p95 of its SM use over the window, the highest of its GPUs'
+
+
+@dataclass(frozen=True)
 class GpuMeasurements:
     source: str  # the series read, e.g. "kuota_gpu_allocated + kuota_pod_gpu_sm_utilization_percent"
     allocated: Mapping[str, Hourly]  # namespace -> GPU-hours held per hour
@@ -30,6 +40,9 @@ class GpuMeasurements:
     # (namespace, GPU model) -> the same figures by the model of the GPUs held ("" where none is known)
     allocated_by_model: Mapping[tuple[str, str], Hourly] = field(default_factory=dict)
     used_by_model: Mapping[tuple[str, str], Hourly] | None = None
+    pods: Mapping[tuple[str, str], PodGpu] = field(default_factory=dict)  # (namespace, pod) -> its GPUs
+    models_seen: Mapping[str, float] = field(default_factory=dict)  # GPU model -> GPUs of it seen in the window
+    memory_source: str | None = None  # the memory series read; None where there is none
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ a report meant for a budget names its own per flavor or GPU model (``--price FLA
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kuota.report.errors import ReportInputError
+from kuota.report.figures.gpu_models import CATALOGUE
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,16 @@ def _check_spot_prices(table: PriceTable) -> None:
                 f"--price {key}={spot.per_gpu_hour:g}: the spot price is above {base}'s on-demand price "
                 f"{on_demand.per_gpu_hour:g} ({on_demand.source}); give a spot price below it"
             )
+
+
+def check_price_keys(table: PriceTable, flavors: Collection[str], models: Collection[str]) -> None:
+    """Each ``--price KEY=`` must name a ResourceFlavor of the queues, a GPU model seen in the window or in the
+    catalogue, or one of those with ``-spot`` appended: a key that names nothing would price nothing, silently."""
+    known = {*flavors, *models, *CATALOGUE}
+    for key in table.named:
+        if key in known or key.removesuffix(SPOT_SUFFIX) in known:
+            continue
+        raise ReportInputError(
+            f"--price {key!r}=...: {key!r} is no ResourceFlavor of the queues and no GPU model seen in the window or "
+            f"known to kuota (nor one with {SPOT_SUFFIX}); known: {', '.join(sorted(known))}"
+        )

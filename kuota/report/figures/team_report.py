@@ -16,14 +16,13 @@ from kuota.report.figures.commitments import CommitmentTable, ModelHolding, comm
 from kuota.report.figures.levers import (
     Lever,
     QueueLeverInputs,
-    UtilizationLeverInputs,
     cluster_levers,
     priced,
     queue_levers,
     ranked,
-    utilization_levers,
 )
 from kuota.report.figures.measurements import GpuMeasurements, Hourly, Measurements, QueueMeasurements
+from kuota.report.figures.pod_levers import Pod, PodLeverInputs, pod_levers
 from kuota.report.figures.prices import Price, PriceTable
 from kuota.report.figures.quantiles import histogram_count, histogram_quantile, percentile
 from kuota.report.figures.schema import (
@@ -360,11 +359,20 @@ def build_report(
     runs_by_namespace: dict[str, list[WorkloadRun]] = {}
     for run in workload_runs or ():
         runs_by_namespace.setdefault(run.namespace, []).append(run)
+    hour_classes = [window.hour_class(index) for index in range(hours)]
     for team in _teams(gpu, queues, namespace_queues):
         team_gpu = None
         if gpu is not None:
             team_gpu = _team_gpu(
-                team, gpu, queues, model_hours, table=table, window=window, thresholds=thresholds, hours=hours
+                team,
+                gpu,
+                queues,
+                model_hours,
+                table=table,
+                window=window,
+                thresholds=thresholds,
+                hours=hours,
+                hour_classes=hour_classes,
             )
             namespace_prices.update(team_gpu.prices)
             namespace_reports += team_gpu.namespaces
@@ -428,10 +436,33 @@ class _TeamGpu:
     money: Money
     prices: Mapping[str, _NamespacePrices]  # of the team's namespaces
     namespaces: tuple[NamespaceReport, ...]
-    idle_gpu_hours: float | None  # held at under the idle threshold; None without utilization series
     idle_by_hour_of_week: tuple[float, ...] | None
     idle_cost: IdleCost | None
     idle_holders: tuple[IdleHolder, ...]
+    pod_levers: tuple[Lever, ...] = ()  # priced per pod already
+
+
+def _team_pods(team: _Team, gpu: GpuMeasurements, prices: Mapping[str, _NamespacePrices], hours: int) -> list[Pod]:
+    """The team's pods with their GPU-hours, idle hours, model, memory, SM use and price."""
+    idle = gpu.idle_held or {}
+    keys = sorted({key for key in (*gpu.pods, *idle) if key[0] in team.namespaces})
+    pods = []
+    for namespace, name in keys:
+        measured = gpu.pods.get((namespace, name))
+        model = measured.model if measured is not None else ""
+        pods.append(
+            Pod(
+                namespace,
+                name,
+                held=measured.held if measured is not None else idle[(namespace, name)],
+                idle=idle.get((namespace, name), (0.0,) * hours),
+                model=model,
+                memory_peak_bytes=measured.memory_peak_bytes if measured is not None else None,
+                sm_p95_percent=measured.sm_p95_percent if measured is not None else None,
+                price=prices[namespace].by_model.get(model, prices[namespace].average),
+            )
+        )
+    return pods
 
 
 def _team_gpu(
@@ -444,20 +475,19 @@ def _team_gpu(
     window: Window,
     thresholds: Thresholds,
     hours: int,
+    hour_classes: Sequence[HourClass],
 ) -> _TeamGpu:
     """A team's GPU-hours, utilization and money (each namespace's too), idle cost and idle holders."""
     shares = _flavor_shares(queues, team.cluster_queue)
     prices = {ns: _namespace_prices(model_hours.allocated.get(ns, {}), shares, table) for ns in team.namespaces}
     allocated = _add([gpu.allocated[ns] for ns in team.namespaces if ns in gpu.allocated], hours)
     used = None if gpu.used is None else _add([gpu.used[ns] for ns in team.namespaces if ns in gpu.used], hours)
-    idle_total = None
     idle_by_hour_of_week = None
     idle_cost = None
     idle_holders: tuple[IdleHolder, ...] = ()
     if gpu.idle_held is not None:
         held = {key: series for key, series in gpu.idle_held.items() if key[0] in team.namespaces}
         idle_hourly = _add(list(held.values()), hours)
-        idle_total = sum(idle_hourly)
         idle_by_hour_of_week = _by_hour_of_week(idle_hourly, window)
         idle_dollars = _add([_priced(h, prices[ns].average) for (ns, _), h in held.items()], hours)
         idle_cost = _split_by_class(idle_hourly, window, idle_dollars)
@@ -471,6 +501,15 @@ def _team_gpu(
                 key=lambda holder: (-holder.idle_gpu_hours, holder.namespace, holder.pod),
             )
         )
+    inputs = PodLeverInputs(
+        pods=_team_pods(team, gpu, prices, hours),
+        hour_classes=hour_classes,
+        window_hours=window.length_s / 3600,
+        idle_measured=gpu.idle_held is not None,
+        memory_series=gpu.memory_source,
+        model_prices={key: price.per_gpu_hour for key, price in table.named.items()},
+        models_seen={*gpu.models_seen, *(model for _, model in gpu.allocated_by_model if model)},
+    )
     return _TeamGpu(
         allocated=allocated,
         used=used,
@@ -478,10 +517,10 @@ def _team_gpu(
         money=_money(model_hours, team.namespaces, prices),
         prices=prices,
         namespaces=tuple(_namespace_report(gpu, model_hours, ns, team.name, prices) for ns in team.namespaces),
-        idle_gpu_hours=idle_total,
         idle_by_hour_of_week=idle_by_hour_of_week,
         idle_cost=idle_cost,
         idle_holders=idle_holders,
+        pod_levers=tuple(pod_levers(inputs, thresholds)),
     )
 
 
@@ -549,14 +588,13 @@ def _team_report(
             allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
         )
     verdict = settle_with_whatif(verdict, scenario_p95, thresholds, withheld(calibration))
-    idle_total = gpu.idle_gpu_hours if gpu is not None else None
-    levers = _team_levers(utilization, queueing, idle_total, reclaimable, thresholds)
+    levers = _queue_levers(queueing, reclaimable, thresholds)
     window_hours = window.length_s / 3600
     for workload_lever in (spot_lever, failed_work_lever):
         found = workload_lever(runs, run_prices or {}, window_hours)
         levers += [found] if found is not None else []
     price = gpu.money.price_per_gpu_hour if gpu is not None else None
-    levers = ranked(priced(lever, price, window_hours) for lever in levers)
+    levers = ranked([*(priced(lever, price, window_hours) for lever in levers), *(gpu.pod_levers if gpu else ())])
     failed = None
     if failed_gpu_hours is not None:
         failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
@@ -607,22 +645,8 @@ def _verdict(utilization: float | None, queueing: Queueing | None, thresholds: T
     return decide(utilization, queueing.wait_p95_s if queueing else None, share, thresholds)
 
 
-def _team_levers(
-    utilization: Utilization | None,
-    queueing: Queueing | None,
-    idle_total: float | None,
-    reclaimable: float | None,
-    thresholds: Thresholds,
-) -> list[Lever]:
+def _queue_levers(queueing: Queueing | None, reclaimable: float | None, thresholds: Thresholds) -> list[Lever]:
     long_queue = bool(queueing and queueing.wait_p95_s is not None and queueing.wait_p95_s > thresholds.long_wait_s)
-    average = utilization.average_percent if utilization else None
-    gpu_inputs = UtilizationLeverInputs(
-        low_utilization=average is not None and average < thresholds.low_utilization_percent,
-        utilization_p95_percent=utilization.p95_percent if utilization else None,
-        allocated_gpu_hours=utilization.allocated_gpu_hours if utilization else None,
-        used_gpu_hours=utilization.used_gpu_hours if utilization else None,
-        idle_held_gpu_hours=idle_total,
-    )
     queue_inputs = QueueLeverInputs(
         long_queue=long_queue,
         waiting_while_idle_hours=queueing.waiting_while_idle_elsewhere_hours if queueing else None,
@@ -630,7 +654,7 @@ def _team_levers(
         cohort=queueing.cohort if queueing else None,
         preemptions=queueing.preemptions if queueing else None,
     )
-    return utilization_levers(gpu_inputs, thresholds) + queue_levers(queue_inputs, thresholds)
+    return queue_levers(queue_inputs, thresholds)
 
 
 def _cluster(

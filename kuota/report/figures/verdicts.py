@@ -38,6 +38,7 @@ class Thresholds:
     idle_holder_hours: float = 2.0
     idle_elsewhere_gpus: int = 8
     waiting_while_idle_share: float = 0.5
+    right_size_percent: float = 30.0  # a pod whose p95 SM use is at most this may fit a smaller GPU
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from kuota.report.figures.measurements import (
     Hourly,
     Measurements,
     MissingSeries,
+    PodGpu,
     QueueMeasurements,
 )
 from kuota.report.figures.window import Window, trend_day_ends, trend_day_s
@@ -184,19 +185,26 @@ async def _detect_gpu_series(run: _Runner, window_s: int) -> GpuSeries | None:
             promql.presence(promql.DCGM_UTIL, window_s, 'exported_namespace!=""'),
             Meaning.COUNT,
         ),
+        kuota_memory=run.scalar("presence.kuota_memory", promql.presence(promql.KUOTA_MEMORY, window_s), Meaning.COUNT),
+        dcgm_memory=run.scalar("presence.dcgm_memory", promql.presence(promql.DCGM_MEMORY, window_s), Meaning.COUNT),
     )
     if found["kuota"]:
         return GpuSeries(
-            GpuFamily.KUOTA, bool(found["kuota_exported"]), bool(found["kuota_util"]), bool(found["kuota_up"])
+            GpuFamily.KUOTA,
+            bool(found["kuota_exported"]),
+            bool(found["kuota_util"]),
+            bool(found["kuota_up"]),
+            bool(found["kuota_memory"]),
         )
     if found["dcgm"]:
-        return GpuSeries(GpuFamily.DCGM, bool(found["dcgm_exported"]), True, True)
+        return GpuSeries(GpuFamily.DCGM, bool(found["dcgm_exported"]), True, True, bool(found["dcgm_memory"]))
     return None
 
 
 async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuSeries) -> GpuMeasurements:
     jobs: dict[str, Awaitable[list[RangeSeries]]] = {
         "allocated": run.hourly("namespace_allocated_hourly", queries.namespace_allocated_hourly(gpu)),
+        "pods": run.hourly("pod_allocated_hourly", queries.pod_allocated_hourly(gpu)),
     }
     if gpu.has_util:
         jobs["used"] = run.hourly("namespace_used_hourly", queries.namespace_used_hourly(gpu))
@@ -204,7 +212,17 @@ async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuS
         jobs["cluster_used"] = run.hourly("cluster_used_hourly", queries.cluster_used_hourly(gpu))
     if gpu.has_inventory:
         jobs["inventory"] = run.hourly("inventory_hourly", queries.inventory_hourly(gpu))
-    got = await _gather(**jobs)
+    pod_jobs: dict[str, Awaitable[list[InstantSample]]] = {
+        "models": run.instant("models_seen", queries.models_seen(), Meaning.LABELS),
+    }
+    if gpu.has_util:
+        pod_jobs["p95"] = run.instant("pod_util_p95", queries.pod_util_p95(gpu), Meaning.GAUGE)
+    if gpu.has_memory:
+        pod_jobs["memory"] = run.instant("pod_memory_peak", queries.pod_memory_peak(gpu), Meaning.GAUGE)
+    async with asyncio.TaskGroup() as group:
+        hourly_task = group.create_task(_gather(**jobs))
+        pod_task = group.create_task(_gather(**pod_jobs))
+    got, per_pod = hourly_task.result(), pod_task.result()
     idle = (
         {(s.labels.get("namespace", ""), s.labels.get("pod", "")): _hourly(s, window) for s in got["idle"]}
         if "idle" in got
@@ -221,7 +239,40 @@ async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuS
         cluster_used=_single(got["cluster_used"], window) if "cluster_used" in got else None,
         allocated_by_model=allocated,
         used_by_model=used,
+        pods=_pods(got["pods"], per_pod, window),
+        models_seen={
+            s.labels[promql.MODEL_LABEL]: s.value for s in per_pod["models"] if s.labels.get(promql.MODEL_LABEL)
+        },
+        memory_source=gpu.memory_metric if gpu.has_memory else None,
     )
+
+
+def _pods(
+    held: list[RangeSeries], per_pod: Mapping[str, list[InstantSample]], window: Window
+) -> dict[tuple[str, str], PodGpu]:
+    """Each pod's GPU-hours per hour (over all its GPUs' models), the model it held most, peak memory, p95 use."""
+
+    def by_pod(name: str) -> dict[tuple[str, str], float] | None:
+        if name not in per_pod:
+            return None
+        return {(s.labels.get("namespace", ""), s.labels.get("pod", "")): s.value for s in per_pod[name]}
+
+    by_model: dict[tuple[str, str], dict[str, Hourly]] = {}
+    for s in held:
+        key = (s.labels.get("namespace", ""), s.labels.get("pod", ""))
+        by_model.setdefault(key, {})[s.labels.get(promql.MODEL_LABEL, "")] = _hourly(s, window)
+    memory, p95 = by_pod("memory"), by_pod("p95")
+    pods: dict[tuple[str, str], PodGpu] = {}
+    for key, models in by_model.items():
+        hourly = tuple(map(sum, zip(*models.values(), strict=True)))
+        model = max(models, key=lambda m: (sum(models[m]), m))
+        pods[key] = PodGpu(
+            held=hourly,
+            model=model,
+            memory_peak_bytes=memory.get(key) if memory is not None else None,
+            sm_p95_percent=p95.get(key) if p95 is not None else None,
+        )
+    return pods
 
 
 def _bucket_bound(run: _Runner, labels: Mapping[str, str], name: str = "wait_buckets") -> float:
@@ -371,6 +422,13 @@ async def _collect(
     else:
         if not gpu_found.has_util:
             missing.append(MissingSeries(promql.KUOTA_UTIL, "measured utilization, used GPU-hours, idle holders"))
+        if not gpu_found.has_memory:
+            missing.append(
+                MissingSeries(
+                    gpu_found.memory_metric,
+                    "peak GPU memory per pod: the right-sizing and MIG levers cannot tell what would fit",
+                )
+            )
         if not gpu_found.has_inventory:
             missing.append(
                 MissingSeries(promql.KUOTA_UP, "the GPU inventory (capacity falls back to the sum of nominal quotas)")

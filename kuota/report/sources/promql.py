@@ -10,6 +10,7 @@ scraped inside the window counts from zero. A window shorter than an hour is its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -21,6 +22,8 @@ KUOTA_UTIL = "kuota_pod_gpu_sm_utilization_percent"
 KUOTA_ALLOCATED = "kuota_gpu_allocated"
 KUOTA_UP = "kuota_gpu_up"
 DCGM_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+KUOTA_MEMORY = "kuota_pod_gpu_memory_used_bytes"
+DCGM_MEMORY = "DCGM_FI_DEV_FB_USED"  # MiB
 WAIT_BUCKET = "kueue_admission_wait_time_seconds_bucket"
 PENDING = "kueue_pending_workloads"
 USAGE = "kueue_cluster_queue_resource_usage"
@@ -42,13 +45,40 @@ class GpuSeries:
     relabelled: bool
     has_util: bool
     has_inventory: bool
+    has_memory: bool = False
+
+    def _relabel(self, expr: str) -> str:
+        if not self.relabelled:
+            return expr
+        renamed = f'label_replace({expr}, "namespace", "$1", "exported_namespace", "(.+)")'
+        return f'label_replace({renamed}, "pod", "$1", "exported_pod", "(.+)")'
+
+    def _selector(self, metric: str) -> str:
+        return f'{metric}{{{"exported_namespace" if self.relabelled else "namespace"}!=""}}'
 
     def _pod_series(self, metric: str) -> str:
-        if not self.relabelled:
-            return f'{metric}{{namespace!=""}}'
-        inner = f'{metric}{{exported_namespace!=""}}'
-        renamed = f'label_replace({inner}, "namespace", "$1", "exported_namespace", "(.+)")'
-        return f'label_replace({renamed}, "pod", "$1", "exported_pod", "(.+)")'
+        return self._relabel(self._selector(metric))
+
+    def _windowed(self, metric: str, range_: str, function: Callable[[str], str]) -> str:
+        """``function`` of a per-pod series' raw samples over ``range_`` (before relabelling: label_replace
+        gives no range vector)."""
+        return self._relabel(function(f"{self._selector(metric)}[{range_}]"))
+
+    @property
+    def memory_metric(self) -> str:
+        return KUOTA_MEMORY if self.family is GpuFamily.KUOTA else DCGM_MEMORY
+
+    def memory_peak(self, range_: str) -> str:
+        """The most GPU memory each pod used on one GPU over ``range_``, in bytes (dcgm-exporter's is MiB)."""
+        peak = self._windowed(self.memory_metric, range_, lambda samples: f"max_over_time({samples})")
+        scale = "" if self.family is GpuFamily.KUOTA else " * 1048576"
+        return f"max by (namespace, pod) ({peak}){scale}"
+
+    def util_p95(self, range_: str) -> str:
+        """Each pod's p95 SM use over ``range_``: the 95th percentile of each of its GPUs' samples, the highest."""
+        metric = KUOTA_UTIL if self.family is GpuFamily.KUOTA else DCGM_UTIL
+        p95 = self._windowed(metric, range_, lambda samples: f"quantile_over_time(0.95, {samples})")
+        return f"max by (namespace, pod) ({p95})"
 
     @property
     def util(self) -> str:
@@ -143,6 +173,20 @@ class Queries:
 
     def namespace_used_hourly(self, gpu: GpuSeries) -> str:
         return self._gpu_hours(f"sum by (namespace, {MODEL_LABEL}) ({gpu.by_model(gpu.util)}) / 100", 3600)
+
+    def pod_allocated_hourly(self, gpu: GpuSeries) -> str:
+        return self._gpu_hours(f"sum by (namespace, pod, {MODEL_LABEL}) ({gpu.by_model(gpu.allocated)})", 3600)
+
+    def pod_memory_peak(self, gpu: GpuSeries) -> str:
+        return gpu.memory_peak(span(self.window_s))
+
+    def pod_util_p95(self, gpu: GpuSeries) -> str:
+        return gpu.util_p95(span(self.window_s))
+
+    def models_seen(self) -> str:
+        """GPUs per model in the window, each GPU (UUID) once, from dcgm-exporter's ``modelName``."""
+        latest = f"last_over_time({DCGM_UTIL}[{span(self.window_s)}])"
+        return f"count by ({MODEL_LABEL}) (group by (UUID, {MODEL_LABEL}) ({latest}))"
 
     def pod_idle_hourly(self, gpu: GpuSeries) -> str:
         """GPU-hours each pod held GPUs whose hourly mean was under the idle threshold."""

@@ -44,7 +44,12 @@ def test_the_gpu_series_read_are_kuotas_when_present_else_dcgm_exporters_relabel
     }
     report = synthetic_week_report.json()
     assert report["gpu_source"] == expected[synthetic_week_exporters]
-    assert report["missing"] == [], "dcgm-exporter alone gives utilization, allocation and the GPU inventory"
+    # dcgm-exporter alone gives utilization, allocation and the GPU inventory; the week has no memory series
+    memory = {
+        week.GpuExporters.KUOTA_AND_DCGM: "kuota_pod_gpu_memory_used_bytes",
+        week.GpuExporters.DCGM_ONLY: "DCGM_FI_DEV_FB_USED",
+    }
+    assert [entry["metric"] for entry in report["missing"]] == [memory[synthetic_week_exporters]]
 
 
 def test_progress_line_per_phase(synthetic_week_report: ReportRun) -> None:

@@ -4,7 +4,7 @@ through the real ``kuota report`` against a fake Prometheus (whose answers are h
 The fake week (3 hours): namespace ``ml`` (LocalQueue to ClusterQueue ``team-ml``) holds 4 H100s at 50% and 1
 A100 at 100% every hour; namespace ``web`` (no queue) holds 2 A100s, idle. ``team-ml``'s GPU quota usage is 3
 GPUs in flavor ``spot`` and 1 in ``on-demand`` each hour, so its GPU-hours are 3/4 ``spot`` and 1/4
-``on-demand``.
+``on-demand``. ``web``'s 2 A100s are held by one pod, ``web-0``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ def week(namespaces: tuple[str, str] = ("ml", "web")) -> Answer:
                     ({"namespace": ml, "modelName": A100}, "1"),
                     ({"namespace": web, "modelName": A100}, "2"),
                 )
+            if query.startswith("sum_over_time((sum by (namespace, pod, modelName)"):  # GPU-hours per pod
+                return 200, _series(({"namespace": web, "pod": "web-0", "modelName": A100}, "2"))
+            if query.startswith("sum by (namespace, pod) ((avg_over_time"):  # idle-held GPU-hours per pod
+                return 200, _series(({"namespace": web, "pod": "web-0"}, "2"))
             if "sum by (cluster_queue, flavor)" in query:
                 return 200, _series(
                     ({"cluster_queue": "team-ml", "flavor": "spot"}, "3"),

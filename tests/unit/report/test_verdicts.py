@@ -6,13 +6,11 @@ from kuota.report.figures.levers import (
     Lever,
     LeverItem,
     QueueLeverInputs,
-    UtilizationLeverInputs,
     cluster_levers,
     per_month,
     priced,
     queue_levers,
     ranked,
-    utilization_levers,
 )
 from kuota.report.figures.verdicts import (
     Quadrant,
@@ -92,33 +90,13 @@ def _queue(**changes: object) -> QueueLeverInputs:
     return QueueLeverInputs(**base)  # type: ignore[arg-type]
 
 
-def _utilization(**changes: object) -> UtilizationLeverInputs:
-    base: dict[str, object] = dict(
-        low_utilization=True,
-        utilization_p95_percent=80.0,
-        allocated_gpu_hours=100.0,
-        used_gpu_hours=30.0,
-        idle_held_gpu_hours=20.0,
-    )
-    base.update(changes)
-    return UtilizationLeverInputs(**base)  # type: ignore[arg-type]
-
-
-def _levers(**changes: object) -> list[Lever]:
-    queue = {k: v for k, v in changes.items() if k in QueueLeverInputs.__dataclass_fields__}
-    gpu = {k: v for k, v in changes.items() if k not in queue}
-    return utilization_levers(_utilization(**gpu), RULES) + queue_levers(_queue(**queue), RULES)
-
-
 def test_levers_ranked_by_dollars_then_gpu_hours_then_the_rest() -> None:
-    levers = ranked(priced(lever, 2.0, 168.0) for lever in _levers())
+    levers = ranked(priced(lever, 2.0, 168.0) for lever in queue_levers(_queue(), RULES))
     assert [lever.name for lever in levers] == [
-        "right-sizing to smaller GPUs",  # 100 - 20 - 30 = 50
-        "stop idle holders",  # 20
         "borrowing in a cohort",  # 2 h x 8 GPUs = 16
         "preemption (reclaimWithinCohort)",  # 5
     ]
-    assert levers[0].dollars == 100.0 and levers[0].dollars_per_month == 100.0 * HOURS_PER_MONTH / 168
+    assert levers[0].dollars == 32.0 and levers[0].dollars_per_month == 32.0 * HOURS_PER_MONTH / 168
     assert priced(Lever("unquantified", None, ""), 2.0, 168.0).dollars is None, "no GPU-hours, no price"
     lacking = priced(Lever("spot", 10.0, "", missing="a spot price"), 2.0, 168.0)
     assert lacking.dollars is None, "a lever lacking its own price is not priced at the full one"
@@ -129,11 +107,6 @@ def test_levers_ranked_by_dollars_then_gpu_hours_then_the_rest() -> None:
 
 def test_no_queue_levers_without_a_long_queue() -> None:
     assert queue_levers(_queue(long_queue=False), RULES) == []
-
-
-def test_mig_only_when_even_busy_hours_use_under_half_a_gpu() -> None:
-    assert "MIG for inference" in {lv.name for lv in _levers(utilization_p95_percent=30.0)}
-    assert "MIG for inference" not in {lv.name for lv in _levers()}
 
 
 def test_the_cluster_sums_each_lever_over_its_teams_and_keeps_the_largest_items() -> None:
