@@ -111,7 +111,9 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             await check_replayable(*replay)
         measurements = await _collect(request, progress)
         if request.prices is not None:
-            check_price_keys(request.prices, _flavor_names(config_objects or [], measurements), _models(measurements))
+            # the flavors of the queues, of Kueue's quota series and of the retained Workloads' admissions
+            flavors = _flavor_names(config_objects or [], measurements) | {r.flavor for r in runs or () if r.flavor}
+            check_price_keys(request.prices, flavors, _models(measurements))
         notes[:0] = measurements.notes
         if replay is not None:
             progress(

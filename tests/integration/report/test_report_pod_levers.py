@@ -107,6 +107,8 @@ def test_the_cluster_ranks_the_pod_levers_by_dollars(pod_lever_report: ReportRun
         "MIG for inference",  # 336 GPU-h x 6.88
         "stop idle holders",  # 112 x 6.88
         "right-sizing to smaller GPUs",  # 72 x 6.08
+        "commitment sized to the floor",  # not priced without --commitment: it says so, after the priced ones
     ]
+    assert cluster[-1]["dollars"] is None and "--commitment" in cluster[-1]["missing"]
     markdown = (pod_lever_report.out / "report.md").read_text(encoding="utf-8")
     assert "serving/server-0" in markdown and "notebooks/notebook-bob" in markdown
