@@ -202,8 +202,8 @@ async def _detect_gpu_series(run: _Runner, window_s: int) -> GpuSeries | None:
 
 
 async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuSeries) -> GpuMeasurements:
+    # the namespaces' GPU-hours are their pods' summed here: one query of the heaviest series, not two
     jobs: dict[str, Awaitable[list[RangeSeries]]] = {
-        "allocated": run.hourly("namespace_allocated_hourly", queries.namespace_allocated_hourly(gpu)),
         "pods": run.hourly("pod_allocated_hourly", queries.pod_allocated_hourly(gpu)),
     }
     if gpu.has_util:
@@ -228,7 +228,7 @@ async def _collect_gpu(run: _Runner, window: Window, queries: Queries, gpu: GpuS
         if "idle" in got
         else None
     )
-    allocated = _by_pair(got["allocated"], "namespace", promql.MODEL_LABEL, window)
+    allocated = _by_pair(got["pods"], "namespace", promql.MODEL_LABEL, window)
     used = _by_pair(got["used"], "namespace", promql.MODEL_LABEL, window) if "used" in got else None
     return GpuMeasurements(
         source=" + ".join(gpu.names) + (" (exported_namespace relabelled)" if gpu.relabelled else ""),

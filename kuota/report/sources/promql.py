@@ -168,9 +168,6 @@ class Queries:
         return f"sum_over_time(({indicator})[{span(self.window_s)}:{self.resolution_s}s])"
 
     # GPU series, hourly (range queries, step 1h)
-    def namespace_allocated_hourly(self, gpu: GpuSeries) -> str:
-        return self._gpu_hours(f"sum by (namespace, {MODEL_LABEL}) ({gpu.by_model(gpu.allocated)})", 3600)
-
     def namespace_used_hourly(self, gpu: GpuSeries) -> str:
         return self._gpu_hours(f"sum by (namespace, {MODEL_LABEL}) ({gpu.by_model(gpu.util)}) / 100", 3600)
 

@@ -18,6 +18,7 @@ the name fits), and each cell of the idle-held heat maps is labelled with its GP
 
 from __future__ import annotations
 
+import html
 import io
 import math
 from collections.abc import Sequence
@@ -146,35 +147,82 @@ def _gpu_hours_text(value: float) -> str:
     return f"{value:.1f}" if value >= 0.995 else f"{value:.2f}".removeprefix("0")
 
 
+# the heat map's colour ramp, light to dark (ColorBrewer's YlOrRd), and a slot the window does not cover
+_HEAT_RAMP = ((255, 255, 204), (254, 217, 118), (253, 141, 60), (227, 26, 28), (128, 0, 38))
+_UNCOVERED = "#dfe4ea"
+_CELL_W, _CELL_H, _LEFT, _TOP = 36, 26, 44, 40
+
+
+def _heat(fraction: float) -> str:
+    """The ramp's colour at ``fraction`` (0 to 1), interpolated between its stops."""
+    position = max(0.0, min(1.0, fraction)) * (len(_HEAT_RAMP) - 1)
+    low = min(int(position), len(_HEAT_RAMP) - 2)
+    mix = position - low
+    rgb = (round(a + (b - a) * mix) for a, b in zip(_HEAT_RAMP[low], _HEAT_RAMP[low + 1], strict=True))
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
 def idle_held_by_hour_of_week(slots: Sequence[float] | None, window: Window, whose: str) -> str | None:
     """``whose`` idle-held GPU-hours as a 7 x 24 heat map, each cell labelled with its GPU-hours; slots of the
-    week the window does not cover are grey (not 0). None without utilization series or without idle hours."""
+    week the window does not cover are grey (not 0). None without utilization series or without idle hours.
+
+    Written as SVG markup directly, not through matplotlib: a report of a hundred teams draws a hundred of these,
+    and a grid of labelled rectangles needs no plotting library (its text stays text a reader can select)."""
     if slots is None or not any(slots):
         return None
     covered = {window.hour_of_week(index) for index in range(window.hours)}
-    grid = [
-        [slots[day * 24 + hour] if day * 24 + hour in covered else math.nan for hour in range(24)] for day in range(7)
-    ]
     top = max(slots)
-    colours = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#dfe4ea")
-    figure, axes = _figure(11, 3.6)
-    image = axes.imshow(grid, aspect="auto", cmap=colours, vmin=0, vmax=top, interpolation="nearest")
-    for slot in sorted(covered):
-        day, hour = divmod(slot, 24)
-        if slots[slot] > 0:
-            dark = slots[slot] > 0.6 * top  # the colour map's dark end: white text on it
-            label = _gpu_hours_text(slots[slot])
-            axes.text(hour, day, label, ha="center", va="center", fontsize=8, color="white" if dark else "#222222",
-                      gid=f"idle-cell-{slot}")  # fmt: skip
-    axes.set_yticks(range(7), list(_DAYS))
-    axes.set_xticks(range(24), [str(hour) for hour in range(24)], fontsize=8)
-    axes.set_xlabel(f"hour of day ({window.work_hours.timezone}); a cell holds that hour of every day of the window")
+    width, height = _LEFT + 24 * _CELL_W + 20, _TOP + 7 * _CELL_H + 70
     title = f"GPU-hours held idle by hour of week, {_label(whose)}: {sum(slots):,.1f} in all"
     if len(covered) < HOURS_PER_WEEK:
         title += " (grey: hours the window does not cover)"
-    axes.set_title(title)
-    figure.colorbar(image, ax=axes, fraction=0.02, label="idle-held GPU-hours")
-    return _svg(figure)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img" font-family="DejaVu Sans, sans-serif">',
+        f"<title>{html.escape(title)}</title>",
+        f'<text x="{width / 2:.0f}" y="20" text-anchor="middle" font-size="14">{html.escape(title)}</text>',
+    ]
+    for day, name in enumerate(_DAYS):
+        y = _TOP + day * _CELL_H
+        parts.append(
+            f'<text x="{_LEFT - 6}" y="{y + _CELL_H / 2 + 4:.0f}" text-anchor="end" font-size="11">{name}</text>'
+        )
+        for hour in range(24):
+            slot, x = day * 24 + hour, _LEFT + hour * _CELL_W
+            value = slots[slot]
+            fill = (_heat(value / top) if value > 0 else "#ffffff") if slot in covered else _UNCOVERED
+            cell = f'<rect x="{x}" y="{y}" width="{_CELL_W - 1}" height="{_CELL_H - 1}" fill="{fill}"/>'
+            if slot in covered and value > 0:
+                label = _gpu_hours_text(value)
+                ink = "#ffffff" if value > 0.6 * top else "#222222"  # the ramp's dark end: white text on it
+                cell = (
+                    f'<g id="idle-cell-{slot}"><!-- {label} -->{cell}<text x="{x + _CELL_W / 2:.0f}" '
+                    f'y="{y + _CELL_H / 2 + 4:.0f}" text-anchor="middle" font-size="10" fill="{ink}">{label}</text></g>'
+                )
+            parts.append(cell)
+    bottom = _TOP + 7 * _CELL_H
+    parts += [
+        f'<text x="{_LEFT + hour * _CELL_W + _CELL_W / 2:.0f}" y="{bottom + 14}" text-anchor="middle" '
+        f'font-size="10">{hour}</text>'
+        for hour in range(24)
+    ]
+    zone = html.escape(window.work_hours.timezone)
+    parts.append(
+        f'<text x="{_LEFT}" y="{bottom + 32}" font-size="11">hour of day ({zone}); a cell holds that hour of every '
+        "day of the window</text>"
+    )
+    # the legend: the ramp from 0 to the fullest slot, labelled at both ends
+    legend_x, legend_y, steps = _LEFT, bottom + 44, 40
+    parts += [
+        f'<rect x="{legend_x + 4 * step}" y="{legend_y}" width="4" height="10" fill="{_heat(step / (steps - 1))}"/>'
+        for step in range(steps)
+    ]
+    parts += [
+        f'<text x="{legend_x + 4 * steps + 8}" y="{legend_y + 9}" font-size="11">0 to {_gpu_hours_text(top)} '
+        "idle-held GPU-hours in a cell</text>",
+        "</svg>",
+    ]
+    return "".join(parts)
 
 
 def _team_dollars(teams: Sequence[TeamReport], name: str) -> dict[str, float]:

@@ -100,7 +100,7 @@ MALFORMED = {
     ),
     "infinite-gauge": (
         _on("kuota_gpu_allocated{", "/query_range", (200, matrix(({"namespace": "ml"}, ["1", "+Inf", "1"])))),
-        "answered +Inf for namespace_allocated_hourly",
+        "answered +Inf for pod_allocated_hourly",
     ),
     "bucket-without-bound": (
         _on(BUCKETS, "/query", (200, vector(({"cluster_queue": "a", "le": "soon"}, "1")))),
@@ -170,7 +170,4 @@ def test_nan_in_gpu_hours_is_no_data_for_that_hour_and_said_in_a_note(tmp_path: 
     report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
     ml = next(team for team in report["teams"] if team["name"] == "ml")
     assert ml["utilization"]["allocated_gpu_hours"] == 3.0
-    assert (
-        "Prometheus answered NaN for 1 point(s) of namespace_allocated_hourly: they count as no data."
-        in (report["notes"])
-    )
+    assert "Prometheus answered NaN for 1 point(s) of pod_allocated_hourly: they count as no data." in (report["notes"])

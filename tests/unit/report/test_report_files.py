@@ -29,8 +29,8 @@ HOSTILE = (
 
 def _hostile_namespaces(path: str, query: str) -> tuple[int, bytes]:
     """GPU-hours for namespaces named to break Markdown, HTML and matplotlib's math text."""
-    if path.endswith("/query_range") and query.startswith("sum_over_time((sum by (namespace, modelName)"):
-        return 200, matrix(*(({"namespace": name}, ["2", "1", "4"]) for name in HOSTILE))
+    if path.endswith("/query_range") and query.startswith("sum_over_time((sum by (namespace, pod, modelName)"):
+        return 200, matrix(*(({"namespace": name, "pod": f"{name}-0"}, ["2", "1", "4"]) for name in HOSTILE))
     return every_series_present(path, query)
 
 

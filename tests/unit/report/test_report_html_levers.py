@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -46,6 +47,11 @@ def _report(hours: int, timezone: str = "UTC") -> Report:
 def _texts(svg: str) -> list[str]:
     """The texts matplotlib drew, in order: it writes each as a comment before the glyphs that draw it."""
     return [text.strip() for text in re.findall(r"<!-- (.*?) -->", svg)]
+
+
+def _text_elements(svg: str) -> list[str]:
+    """The texts of an SVG written as markup (the heat maps): its ``<text>`` elements, unescaped."""
+    return [html.unescape(text) for text in re.findall(r"<text[^>]*>(.*?)</text>", svg)]
 
 
 def _cells(svg: str) -> dict[int, str]:
@@ -111,7 +117,7 @@ def test_the_heat_maps_cells_are_labelled_and_sum_to_the_idle_gpu_hours(hours: i
     for slot, text in cells.items():
         assert float(text) == pytest.approx(slots[slot], rel=0.05, abs=0.05), slot
     assert sum(float(text) for text in cells.values()) == pytest.approx(sum(slots), rel=0.02)
-    texts = _texts(svg)
+    texts = _text_elements(svg)
     assert f"GPU-hours held idle by hour of week, all teams: {sum(slots):,.1f} in all" in " ".join(texts)
     assert [t for t in texts if t in svg_charts._DAYS] == ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     assert ("grey: hours the window does not cover" in " ".join(texts)) is (hours < 168)

@@ -48,20 +48,19 @@ def week(namespaces: tuple[str, str] = ("ml", "web")) -> Answer:
 
     def answer(path: str, query: str) -> tuple[int, bytes]:
         if path.endswith("/query_range"):
-            if query.startswith("sum_over_time((sum by (namespace, modelName)"):
-                if "kuota_pod_gpu_sm_utilization_percent" in query:  # busy GPUs
-                    return 200, _series(
-                        ({"namespace": ml, "modelName": H100}, "2"),
-                        ({"namespace": ml, "modelName": A100}, "1"),
-                        ({"namespace": web, "modelName": A100}, "0"),
-                    )
+            if query.startswith("sum_over_time((sum by (namespace, modelName)") and "sm_utilization" in query:
                 return 200, _series(
-                    ({"namespace": ml, "modelName": H100}, "4"),
+                    ({"namespace": ml, "modelName": H100}, "2"),
                     ({"namespace": ml, "modelName": A100}, "1"),
-                    ({"namespace": web, "modelName": A100}, "2"),
+                    ({"namespace": web, "modelName": A100}, "0"),
                 )
             if query.startswith("sum_over_time((sum by (namespace, pod, modelName)"):  # GPU-hours per pod
-                return 200, _series(({"namespace": web, "pod": "web-0", "modelName": A100}, "2"))
+                return 200, _series(
+                    ({"namespace": ml, "pod": "ml-0", "modelName": H100}, "3"),
+                    ({"namespace": ml, "pod": "ml-1", "modelName": H100}, "1"),
+                    ({"namespace": ml, "pod": "ml-1", "modelName": A100}, "1"),
+                    ({"namespace": web, "pod": "web-0", "modelName": A100}, "2"),
+                )
             if query.startswith("sum by (namespace, pod) ((avg_over_time"):  # idle-held GPU-hours per pod
                 return 200, _series(({"namespace": web, "pod": "web-0"}, "2"))
             if "sum by (cluster_queue, flavor)" in query:
