@@ -226,6 +226,15 @@ def render(report: Report, charts: Sequence[tuple[str, str, str | None]] | None 
                 ],
             )
         )
+    if report.calibration_tolerance is not None:
+        rows = [text.calibration_row(t.name, t.calibration) for t in report.teams if t.calibration]
+        if report.cluster.calibration is not None:
+            rows.append(text.calibration_row("cluster", report.cluster.calibration))
+        sections += [
+            f"<h3>{html.escape(text.CALIBRATION_TITLE)}</h3>",
+            f"<p>{html.escape(text.calibration_tolerance_text(report.calibration_tolerance))}</p>",
+            _table(text.CALIBRATION_COLUMNS, rows),
+        ]
     if report.missing:
         items = "".join(f"<li><code>{html.escape(m)}</code>: {html.escape(why)}</li>" for m, why in report.missing)
         sections.append(f"<h2>Missing data</h2><ul>{items}</ul>")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from kuota.report.figures.calibration import Calibration
+from kuota.report.figures.calibration import Calibration, Tolerance
 from kuota.report.figures.levers import Lever
 from kuota.report.figures.schema import Change, IdleCost, Money, NamespaceReport, Queueing, Report, TeamReport
 from kuota.report.figures.window import trend_day_s
@@ -441,7 +441,10 @@ def _week_over_week(report: Report) -> list[str]:
     ]
 
 
-def _calibration_row(name: str, calibration: Calibration) -> list[str]:
+CALIBRATION_COLUMNS = ["team", "p50 wait measured / replayed", "p95 wait", "allocation of nominal quota", "calibration"]
+
+
+def calibration_row(name: str, calibration: Calibration) -> list[str]:
     return [
         name,
         f"{hours_text(calibration.wait_p50_measured_s)} / {hours_text(calibration.wait_p50_replayed_s)}",
@@ -456,18 +459,25 @@ def _calibration(report: Report) -> list[str]:
     tolerance = report.calibration_tolerance
     if tolerance is None:
         return []
-    rows = [_calibration_row(markdown_text(t.name), t.calibration) for t in report.teams if t.calibration]
+    rows = [calibration_row(markdown_text(t.name), t.calibration) for t in report.teams if t.calibration]
     if report.cluster.calibration is not None:
-        rows.append(_calibration_row("**cluster**", report.cluster.calibration))
+        rows.append(calibration_row("**cluster**", report.cluster.calibration))
     return [
-        "### Calibration: the current queues replayed against the measured week",
+        f"### {CALIBRATION_TITLE}",
         "",
+        calibration_tolerance_text(tolerance),
+        "",
+        *_table(CALIBRATION_COLUMNS, rows),
+    ]
+
+
+CALIBRATION_TITLE = "Calibration: the current queues replayed against the measured week"
+
+
+def calibration_tolerance_text(tolerance: Tolerance) -> str:
+    return (
         f"Tolerance: p95 waits within a factor of {tolerance.wait_factor:g} (both under "
         f"{tolerance.wait_floor_s:g} s agree), allocation within {tolerance.allocation_points:g} percentage points "
         "(GPU-hours held over nominal GPU quota: allocated to pods, measured; admitted, replayed). Where a row is "
-        "off, the what-if's borrowing scenario does not move its verdict.",
-        "",
-        *_table(
-            ["team", "p50 wait measured / replayed", "p95 wait", "allocation of nominal quota", "calibration"], rows
-        ),
-    ]
+        "off, the what-if's borrowing scenario does not move its verdict."
+    )

@@ -139,3 +139,6 @@ def test_a_dump_that_lost_the_long_holders_is_off_the_measured_week_and_its_over
     markdown = (dump_without_long_holders.out / "report.md").read_text(encoding="utf-8")
     assert "### Calibration: the current queues replayed against the measured week" in markdown
     assert "| research |" in markdown and "off: allocation replayed" in markdown
+    page = (dump_without_long_holders.out / "report.html").read_text(encoding="utf-8")
+    assert "<h3>Calibration: the current queues replayed against the measured week</h3>" in page
+    assert "<td>research</td>" in page and "off: allocation replayed" in page
