@@ -298,8 +298,8 @@ def _priority_class(spec: Mapping[str, Any]) -> str | None:
 
 
 def _preemptions(status: Mapping[str, Any], conditions: Sequence[object]) -> int:
-    """Kueue counts evictions by reason in ``schedulingStats``; without it (kuota's manager, older Kueue) a
-    ``Preempted`` condition, True or since cleared by a new admission, proves one."""
+    """Kueue and kuota's manager count evictions by reason in ``schedulingStats``; without it (older Kueue and
+    kuota) a ``Preempted`` condition, True or since cleared by a new admission, proves one."""
     stats = _object(status.get("schedulingStats"), "status.schedulingStats")
     counted = 0
     for index, raw in enumerate(_list(stats.get("evictions"), "status.schedulingStats.evictions")):

@@ -154,6 +154,30 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
     return reason.value, messages.get(reason, f"The workload was evicted: {reason.value}")
 
 
+# The Evicted reason of a deactivation names its cause ("DeactivatedDueToRequeuingLimitExceeded"): Kueue counts
+# it as reason "Deactivated" with that cause.
+_DEACTIVATED_DUE_TO = "DeactivatedDueTo"
+
+
+def counted_eviction(workload: Mapping[str, Any], evicted_reason: str) -> list[dict[str, Any]]:
+    """``status.schedulingStats.evictions`` with this eviction counted, as Kueue counts them: by reason and
+    underlying cause (a PodsReady timeout's is the PodsReady condition's reason, WaitForStart or WaitForRecovery;
+    a deactivation's its cause), so a tool reading the Workload knows how often, and why, it lost its quota."""
+    status = workload.get("status") or {}
+    reason, cause = evicted_reason, ""
+    if evicted_reason.startswith(_DEACTIVATED_DUE_TO):
+        reason, cause = "Deactivated", evicted_reason.removeprefix(_DEACTIVATED_DUE_TO)
+    elif evicted_reason == EvictionReason.PODS_READY_TIMEOUT.value:
+        ready = [c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "PodsReady"]
+        cause = "WaitForRecovery" if ready == ["WaitForRecovery"] else "WaitForStart"
+    counts = [dict(entry) for entry in (status.get("schedulingStats") or {}).get("evictions") or []]
+    for entry in counts:
+        if entry.get("reason") == reason and entry.get("underlyingCause", "") == cause:
+            entry["count"] = int(entry.get("count") or 0) + 1
+            return counts
+    return [*counts, {"reason": reason, "underlyingCause": cause, "count": 1}]
+
+
 def eviction_patch(
     workload: Mapping[str, Any],
     eviction: Eviction,
@@ -198,6 +222,7 @@ def eviction_patch(
         status["requeueState"] = None  # as Kueue: a deactivated workload starts afresh when reactivated
     if checks is not None:
         status["admissionChecks"] = [dict(check) for check in checks] or None
+    status["schedulingStats"] = {"evictions": counted_eviction(workload, reason)}
     patch = _patch(workload, status)
     if eviction.deactivated:
         patch["spec"] = {"active": False}

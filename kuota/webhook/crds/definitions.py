@@ -634,6 +634,28 @@ WORKLOAD = Definition(
                     "backoff state after evictions",
                 ),
                 "accumulatedPastExecutionTimeSeconds": integer("time admitted before the last eviction", minimum=0),
+                "schedulingStats": obj(
+                    {
+                        "evictions": array(
+                            obj(
+                                {
+                                    "reason": string("the eviction's reason", max_length=316),
+                                    "underlyingCause": string(
+                                        "what caused it, where the reason has causes", max_length=316
+                                    ),
+                                    "count": integer("evictions for this reason and cause", minimum=0),
+                                },
+                                "",
+                                required=["reason", "underlyingCause", "count"],
+                            ),
+                            "evictions counted by reason and underlying cause",
+                            max_items=256,
+                            list_type="map",
+                            map_keys=["reason", "underlyingCause"],
+                        )
+                    },
+                    "how often the workload was evicted, and why",
+                ),
                 "admissionChecks": array(
                     _admission_check_state(),
                     "the state of each AdmissionCheck the workload must pass",

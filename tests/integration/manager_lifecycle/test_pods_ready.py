@@ -140,6 +140,11 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
         )
         assert _condition(workload, "Requeued")[:2] == ("False", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        # counted as Kueue counts them: each timeout before the limit, then the deactivation with its cause
+        assert workload["status"]["schedulingStats"]["evictions"] == [
+            {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1},
+            {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1},
+        ]
         wait_until(
             lambda: (
                 cluster.kubectl(

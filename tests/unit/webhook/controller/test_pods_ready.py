@@ -196,3 +196,26 @@ def test_block_admission_holds_while_an_admitted_workload_waits_for_its_pods() -
     assert not unblocked.blocks_admission()
     clock.track("a/w", None)
     assert not clock.blocks_admission()
+
+
+def test_each_eviction_is_counted_in_scheduling_stats_by_reason_and_underlying_cause() -> None:
+    waiting = _condition("PodsReady", False, "WaitForStart")
+    timeout = Eviction("a/w", "q", EvictionReason.PODS_READY_TIMEOUT, T0, requeue_at=T0 + 10)
+    first = eviction_patch(_workload(ADMITTED, waiting), timeout)["status"]["schedulingStats"]
+    assert first == {"evictions": [{"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1}]}
+    recovering = _condition("PodsReady", False, "WaitForRecovery")
+    again = eviction_patch(_workload(ADMITTED, recovering, schedulingStats=first), timeout)["status"]["schedulingStats"]
+    assert again["evictions"] == [
+        {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1},
+        {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForRecovery", "count": 1},
+    ]
+    limit = Eviction("a/w", "q", EvictionReason.PODS_READY_TIMEOUT, T0, deactivated=True)
+    final = eviction_patch(_workload(ADMITTED, waiting, schedulingStats=again), limit)["status"]["schedulingStats"]
+    assert final["evictions"][-1] == {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1}
+    preempted = Eviction("a/w", "q", EvictionReason.PREEMPTED, T0)
+    twice = _workload(
+        ADMITTED, schedulingStats={"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    )
+    assert eviction_patch(twice, preempted)["status"]["schedulingStats"] == {
+        "evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 2}]
+    }
