@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.integration.report.openmetrics import OpenMetricsHistory
+from tests.integration.report.openmetrics import OpenMetricsHistory, gpus_up, pod_gpu_labels
 
 START = int(datetime(2026, 10, 5, tzinfo=UTC).timestamp())
 HOURS = 168
@@ -77,20 +77,10 @@ def _samples() -> Iterator[tuple[int, int]]:
 
 def history() -> OpenMetricsHistory:
     om = OpenMetricsHistory()
-    for node in NODES:
-        for gpu in range(GPUS_PER_NODE):
-            labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
-            om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
+    gpus_up(om, NODES, GPUS_PER_NODE, (t for t, _ in _samples()))
     for pod in PODS:
         for gpu in pod.gpus:
-            labels = {
-                "Hostname": pod.node,
-                "gpu": str(gpu),
-                "UUID": f"GPU-{pod.node}-{gpu}",
-                "namespace": pod.namespace,
-                "pod": pod.pod,
-                "container": "main",
-            }
+            labels = pod_gpu_labels(pod.node, gpu, pod.namespace, pod.pod)
             times = [t for t, h in _samples() if pod.present(h)]
             om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t in times))
             om.gauge("kuota_pod_gpu_sm_utilization_percent", labels, ((t, pod.util) for t in times))

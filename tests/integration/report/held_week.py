@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kuota.simulator.simulation import simulate
-from tests.integration.report.openmetrics import OpenMetricsHistory
+from tests.integration.report.openmetrics import OpenMetricsHistory, gpus_up, pod_gpu_labels
 
 START = int(datetime(2026, 9, 28, tzinfo=UTC).timestamp())
 HOURS = 168
@@ -201,21 +201,11 @@ def _gpus_of(runs: Sequence[Run]) -> dict[str, list[tuple[str, int]]]:
 
 def prometheus_history(runs: Sequence[Run]) -> OpenMetricsHistory:
     om = OpenMetricsHistory()
-    for node in NODES:
-        for gpu in range(GPUS_PER_NODE):
-            labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
-            om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
+    gpus_up(om, NODES, GPUS_PER_NODE, (t for t, _ in _samples()))
     placed = _gpus_of(runs)
     for run in runs:
         for node, gpu in placed.get(run.job.name, []):
-            labels = {
-                "Hostname": node,
-                "gpu": str(gpu),
-                "UUID": f"GPU-{node}-{gpu}",
-                "namespace": run.job.namespace,
-                "pod": run.job.name,
-                "container": "main",
-            }
+            labels = pod_gpu_labels(node, gpu, run.job.namespace, run.job.name)
             times = [t for t, inside in _samples() if inside and _held(run, t)]
             if times:
                 om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t in times))

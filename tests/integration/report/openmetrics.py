@@ -46,3 +46,21 @@ class OpenMetricsHistory:
         with path.open("w", encoding="utf-8") as out:
             self.write(out)
         return path
+
+
+def gpu_labels(node: str, gpu: int) -> dict[str, str]:
+    """The labels kuota's exporter gives one GPU (its ``kuota_gpu_up``)."""
+    return {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
+
+
+def pod_gpu_labels(node: str, gpu: int, namespace: str, pod: str) -> dict[str, str]:
+    """The labels of a pod's series on one GPU (``kuota_gpu_allocated`` and the pod's use of it)."""
+    return {**gpu_labels(node, gpu), "namespace": namespace, "pod": pod, "container": "main"}
+
+
+def gpus_up(om: OpenMetricsHistory, nodes: Iterable[str], gpus_per_node: int, times: Iterable[int]) -> None:
+    """``kuota_gpu_up`` 1 for every GPU of every node at each of ``times``."""
+    at = list(times)
+    for node in nodes:
+        for gpu in range(gpus_per_node):
+            om.gauge("kuota_gpu_up", gpu_labels(node, gpu), ((t, 1) for t in at))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tests.integration.report.openmetrics import OpenMetricsHistory
+from tests.integration.report.openmetrics import OpenMetricsHistory, gpu_labels, gpus_up, pod_gpu_labels
 from tests.integration.report.synthetic_week import END, START, STEP_S, is_workday_hour
 
 MODEL = "NVIDIA H100 80GB HBM3"
@@ -74,20 +74,10 @@ def history(exporters: GpuExporters) -> OpenMetricsHistory:
 
 
 def _kuota_series(om: OpenMetricsHistory) -> None:
-    for node in NODES:
-        for gpu in range(8):
-            labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
-            om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
+    gpus_up(om, NODES, 8, (t for t, _ in _samples()))
     for pod in PODS:
         for gpu in pod.gpus:
-            labels = {
-                "Hostname": pod.node,
-                "gpu": str(gpu),
-                "UUID": f"GPU-{pod.node}-{gpu}",
-                "namespace": pod.namespace,
-                "pod": pod.pod,
-                "container": "main",
-            }
+            labels = pod_gpu_labels(pod.node, gpu, pod.namespace, pod.pod)
             times = [(t, h) for t, h in _samples() if pod.present(h)]
             om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t, _ in times))
             om.gauge("kuota_pod_gpu_sm_utilization_percent", labels, ((t, pod.util(h)) for t, h in times))
@@ -99,7 +89,7 @@ def _dcgm_series(om: OpenMetricsHistory, *, relabelled: bool) -> None:
     (else no pod labels: kuota's exporter attributes the GPU, dcgm-exporter gives its model)."""
     for node in NODES:
         for gpu in range(8):
-            device = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "modelName": MODEL}
+            device = {**gpu_labels(node, gpu), "modelName": MODEL}
             util: dict[str, tuple[dict[str, str], list[tuple[int, float]]]] = {}
             memory: dict[str, tuple[dict[str, str], list[tuple[int, float]]]] = {}
             for t, hour in _samples():

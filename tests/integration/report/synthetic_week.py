@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from tests.integration.report.openmetrics import OpenMetricsHistory
+from tests.integration.report.openmetrics import OpenMetricsHistory, gpus_up, pod_gpu_labels
 
 START = int(datetime(2026, 9, 28, tzinfo=UTC).timestamp())
 HOURS = 168
@@ -146,20 +146,10 @@ def history(exporters: GpuExporters = GpuExporters.KUOTA_AND_DCGM) -> OpenMetric
 
 
 def _kuota_series(om: OpenMetricsHistory) -> None:
-    for node in NODES:
-        for gpu in range(GPUS_PER_NODE):
-            labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}"}
-            om.gauge("kuota_gpu_up", labels, ((t, 1) for t, _ in _samples()))
+    gpus_up(om, NODES, GPUS_PER_NODE, (t for t, _ in _samples()))
     for pod in PODS:
         for gpu in pod.gpus:
-            labels = {
-                "Hostname": pod.node,
-                "gpu": str(gpu),
-                "UUID": f"GPU-{pod.node}-{gpu}",
-                "namespace": pod.namespace,
-                "pod": pod.pod,
-                "container": "main",
-            }
+            labels = pod_gpu_labels(pod.node, gpu, pod.namespace, pod.pod)
             times = [(t, h) for t, h in _samples() if h is not None and pod.present(h)]
             om.gauge("kuota_gpu_allocated", labels, ((t, 1) for t, _ in times))
             om.gauge("kuota_pod_gpu_sm_utilization_percent", labels, ((t, pod.util(h)) for t, h in times))
