@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from kuota.report.errors import ReportInputError
 from kuota.report.figures.levers import Effort, Lever, LeverItem, per_month
 from kuota.report.figures.measurements import Hourly
-from kuota.report.figures.prices import MAX_KEY_CHARS, PriceTable
+from kuota.report.figures.prices import PriceTable, keyed_texts
 
 COMMITMENT = "commitment sized to the floor"
 FLOOR_SHARE_OF_HOURS = 0.95
@@ -82,26 +82,12 @@ def parse_commitments(texts: Sequence[str], prices: PriceTable) -> CommitmentTab
     or GPU model; a price must be below the on-demand price of its key (``--price``). None when not given."""
     if not texts:
         return None
-    default: CommitmentRate | None = None
+    given = keyed_texts(texts, "--commitment", "commitment", "MODEL=PRICE")
+    default = None
+    if given.default is not None:
+        default = _rate(given.default, given.default, prices.default.per_gpu_hour, prices.default.source)
     named: dict[str, CommitmentRate] = {}
-    for text in texts:
-        key, separator, value = text.rpartition("=")
-        if not separator:
-            if default is not None:
-                raise ReportInputError(
-                    f"--commitment {text!r}: the default is given twice; name the others' GPU model "
-                    "(--commitment MODEL=PRICE)"
-                )
-            default = _rate(text, text, prices.default.per_gpu_hour, prices.default.source)
-            continue
-        key = key.strip()
-        if not key.isprintable() or not key or len(key) > MAX_KEY_CHARS:
-            raise ReportInputError(
-                f"--commitment {text[:80]!r}: KEY=PRICE needs a ResourceFlavor or GPU model name of 1 to "
-                f"{MAX_KEY_CHARS} printable characters before '='"
-            )
-        if key in named:
-            raise ReportInputError(f"--commitment {text!r}: {key!r} has a commitment already; give each one once")
+    for key, (value, text) in given.named.items():
         on_demand = prices.of(key, key)
         named[key] = _rate(value, text, on_demand.per_gpu_hour, on_demand.source)
     return CommitmentTable(default, named)

@@ -89,31 +89,50 @@ class PriceTable:
         return None
 
 
-def parse_prices(texts: Sequence[str]) -> PriceTable:
-    """``--price`` as given, once or more: at most one bare default, and ``KEY=PRICE_OR_PRESET`` per key."""
-    default: Price | None = None
-    named: dict[str, Price] = {}
+@dataclass(frozen=True)
+class KeyedTexts:
+    """A repeatable ``--OPTION [KEY=]VALUE`` as given: at most one bare default, and one value per key. Each text is
+    kept whole for the error lines that quote it."""
+
+    default: str | None
+    named: Mapping[str, tuple[str, str]]  # key -> (its value, the whole text)
+
+
+def keyed_texts(texts: Sequence[str], option: str, noun: str, example: str) -> KeyedTexts:
+    """``texts`` split at their last ``=``; a key is a ResourceFlavor or GPU model name of 1 to ``MAX_KEY_CHARS``
+    printable characters, given once. ``noun`` is what the option gives ("price"), ``example`` its keyed form."""
+    default: str | None = None
+    named: dict[str, tuple[str, str]] = {}
     for text in texts:
         key, separator, value = text.rpartition("=")
         if not separator:
             if default is not None:
                 raise ReportInputError(
-                    f"--price {text!r}: the default price is given twice; name the others' flavor or GPU model "
-                    "(--price FLAVOR=PRICE)"
+                    f"{option} {text!r}: the default {noun} is given twice; name the others' flavor or GPU model "
+                    f"({option} {example})"
                 )
-            default = parse_price(text)
+            default = text
             continue
         if not key.isprintable() or not key.strip() or len(key.strip()) > MAX_KEY_CHARS:
             raise ReportInputError(
-                f"--price {text[:80]!r}: FLAVOR=PRICE needs a ResourceFlavor or GPU model name of 1 to "
+                f"{option} {text[:80]!r}: {example} needs a ResourceFlavor or GPU model name of 1 to "
                 f"{MAX_KEY_CHARS} printable characters before '='"
             )
         key = key.strip()
         if key in named:
-            raise ReportInputError(f"--price {text!r}: {key!r} has a price already; give each one once")
+            raise ReportInputError(f"{option} {text!r}: {key!r} has a {noun} already; give each one once")
+        named[key] = (value, text)
+    return KeyedTexts(default, named)
+
+
+def parse_prices(texts: Sequence[str]) -> PriceTable:
+    """``--price`` as given, once or more: at most one bare default, and ``KEY=PRICE_OR_PRESET`` per key."""
+    given = keyed_texts(texts, "--price", "price", "FLAVOR=PRICE")
+    named: dict[str, Price] = {}
+    for key, (value, _) in given.named.items():
         price = parse_price(value)
         named[key] = Price(price.per_gpu_hour, f"{key}: {price.source}")
-    table = PriceTable(default or parse_price("p5.48xlarge"), named)
+    table = PriceTable(parse_price(given.default or "p5.48xlarge"), named)
     _check_spot_prices(table)
     return table
 

@@ -208,7 +208,7 @@ def test_a_commitment_per_model_applies_to_that_model_only() -> None:
         (["7"], "7 per GPU-hour is not below the on-demand price 6"),
         (["h100=5.5"], "5.5 per GPU-hour is not below the on-demand price 5"),
         (["cheap"], "neither dollars per GPU-hour"),
-        (["30%", "20%"], "the default is given twice"),
+        (["30%", "20%"], "the default commitment is given twice"),
         (["h100=1", "h100=2"], "has a commitment already"),
     ],
 )
