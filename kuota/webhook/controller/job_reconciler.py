@@ -136,7 +136,9 @@ class JobReconciler:
         if self._pods_ready is None:
             return
         try:
-            workload = await write_pods_ready(self._writer, self._state, workload, self._adapter.pods_ready(job))
+            workload = await write_pods_ready(
+                self._writer, self._state, self._metrics, workload, self._adapter.pods_ready(job)
+            )
         except StaleObjectError:
             await self._decisions.refresh_workload(key_of(workload))
             raise

@@ -24,6 +24,7 @@ from kuota.engine import EngineError, Eviction, EvictionReason, WaitForPodsReady
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.state import ControllerState
 
 log = logging.getLogger(__name__)
@@ -246,17 +247,36 @@ class _Deadlines:
         return keys
 
 
+def ready_waits(workload: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The seconds from queued and from admitted to the pods' readiness, for a Workload whose ``PodsReady`` just
+    turned True ``Started`` (Kueue observes its ready-wait histograms then, not on ``Recovered``); else None."""
+    conditions = _conditions(workload)
+    ready = status.condition(conditions, PODS_READY)
+    if ready is None or ready.get("status") != "True" or ready.get("reason") != STARTED:
+        return None
+    ready_at = status.parse_time(ready.get("lastTransitionTime"))
+    admitted_at = status.parse_time((status.condition(conditions, "Admitted") or {}).get("lastTransitionTime"))
+    if ready_at is None or admitted_at is None:
+        return None
+    return max(0.0, ready_at - status.queued_since(workload)), max(0.0, ready_at - admitted_at)
+
+
 async def write_pods_ready(
-    writer: ApiWriter, state: ControllerState, workload: Mapping[str, Any], ready: bool
+    writer: ApiWriter, state: ControllerState, metrics: ControllerMetrics, workload: Mapping[str, Any], ready: bool
 ) -> Mapping[str, Any]:
-    """Write the Workload's ``PodsReady`` condition if it changed; the newest copy of the Workload. Raises
-    StaleObjectError (the caller re-reads) and ApiWriteError."""
+    """Write the Workload's ``PodsReady`` condition if it changed (and, when it turned ``Started``, observe the
+    ready-wait histograms); the newest copy of the Workload. Raises StaleObjectError (the caller re-reads) and
+    ApiWriteError."""
     patch = pods_ready_patch(workload, ready, state.clock())
     if patch is None:
         return workload
     metadata = workload["metadata"]
     written = await writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch, "status")
     state.workloads.wrote(written)
+    waits = ready_waits(written)
+    cluster_queue = (written.get("status", {}).get("admission") or {}).get("clusterQueue")
+    if waits is not None and cluster_queue:
+        metrics.record_pods_ready(written, str(cluster_queue), *waits)
     return written
 
 

@@ -107,10 +107,17 @@ def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> It
         yield manager
 
 
+def _metric(manager: ManagerProcess, series: str, **labels: str) -> float:
+    """The sum of the manager's samples of ``series`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(
+        value for (name, found), value in manager.metric_values().items() if name == series and wanted <= set(found)
+    )
+
+
 def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_ready_pods_start(
     cluster: Cluster, pods_ready_manager: ManagerProcess
 ) -> None:
-    del pods_ready_manager
     for name in VERBATIM:
         cluster.kubectl("apply", "-f", str(GUIDE / name))
     versions = WorkloadVersions(cluster, NAMESPACE)
@@ -125,8 +132,21 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             ready = None if workload is None else _condition(workload, "PodsReady")
             return workload if ready is not None and ready[:2] == ("True", "Started") else None
 
-        ready = _condition(wait_until(started, "the running Job's Workload to be PodsReady", timeout=60), "PodsReady")
-        assert ready == ("True", "Started", "All pods reached readiness and the workload is running")
+        running = wait_until(started, "the running Job's Workload to be PodsReady", timeout=60)
+        assert _condition(running, "PodsReady") == (
+            "True",
+            "Started",
+            "All pods reached readiness and the workload is running",
+        )
+        queue = {"cluster_queue": running["status"]["admission"]["clusterQueue"], "replica_role": "standalone"}
+        local_queue = {"name": running["spec"]["queueName"], "namespace": NAMESPACE}
+        for series, labels in (
+            ("kueue_ready_wait_time_seconds_count", queue),
+            ("kueue_admitted_until_ready_wait_time_seconds_count", queue),
+            ("kueue_local_queue_ready_wait_time_seconds_count", local_queue),
+            ("kueue_local_queue_admitted_until_ready_wait_time_seconds_count", local_queue),
+        ):
+            assert _metric(pods_ready_manager, series, **labels) == 1, series
 
         def deactivated() -> dict[str, Any] | None:
             workload = workload_of(cluster, NAMESPACE, stuck["metadata"]["uid"])
@@ -145,6 +165,16 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1},
             {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1},
         ]
+        # the metrics label each eviction as the Workload counts it
+        for cause in (
+            {"reason": "PodsReadyTimeout", "underlying_cause": "WaitForStart"},
+            {"reason": "Deactivated", "underlying_cause": "RequeuingLimitExceeded"},
+        ):
+            for series in ("kueue_evicted_workloads_total", "kueue_evicted_workloads_once_total"):
+                assert _metric(pods_ready_manager, series, **queue, **cause) == 1, (series, cause)
+            assert _metric(pods_ready_manager, "kueue_local_queue_evicted_workloads_total", **local_queue, **cause) == 1
+        # its pods were never ready: no time from ready to evicted
+        assert _metric(pods_ready_manager, "kueue_pods_ready_to_evicted_time_seconds_count", **queue) == 0
         wait_until(
             lambda: (
                 cluster.kubectl(
