@@ -82,15 +82,9 @@ KUEUE: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 # What Kueue exports and kuota does not, and why (docs/metrics.md says the same).
 ABSENT = {
     "kueue_admission_cycle_preemption_skips": "the engine reports no preemption candidates skipped in a cycle",
-    "kueue_pods_ready_to_evicted_time_seconds": "the controller keeps no PodsReady condition",
-    "kueue_ready_wait_time_seconds": "the controller keeps no PodsReady condition",
-    "kueue_admitted_until_ready_wait_time_seconds": "the controller keeps no PodsReady condition",
-    "kueue_local_queue_ready_wait_time_seconds": "the controller keeps no PodsReady condition",
-    "kueue_local_queue_admitted_until_ready_wait_time_seconds": "the controller keeps no PodsReady condition",
     "kueue_admission_checks_wait_time_seconds": "kuota has no AdmissionChecks: admission is the reservation",
     "kueue_local_queue_admission_checks_wait_time_seconds": "kuota has no AdmissionChecks",
     "kueue_replaced_workload_slices_total": "kuota has no workload slices (elastic Jobs)",
-    "kueue_evicted_workloads_once_total": "kuota keeps no record of which Workloads were evicted before",
 }
 # Label values Kueue gives (metrics.go's constants, roletracker's roles).
 KUEUE_VALUES = {
@@ -100,7 +94,14 @@ KUEUE_VALUES = {
     ("kueue_local_queue_pending_workloads", "status"): {"active", "inadmissible"},
     ("kueue_cluster_queue_status", "status"): {"pending", "active", "terminating"},
     ("kueue_local_queue_status", "active"): {"True", "False", "Unknown"},
-    "underlying_cause": {"", "AdmissionCheck", "MaximumExecutionTimeExceeded", "RequeuingLimitExceeded"},
+    "underlying_cause": {
+        "",
+        "WaitForStart",
+        "WaitForRecovery",
+        "AdmissionCheck",
+        "MaximumExecutionTimeExceeded",
+        "RequeuingLimitExceeded",
+    },
 }
 
 

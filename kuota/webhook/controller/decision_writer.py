@@ -272,12 +272,11 @@ class DecisionWriter:
             eviction.reason.value,
             eviction.preempted_by,
         )
-        cause = _underlying_cause(eviction, obj)
-        self._metrics.record_eviction(written, eviction.cluster_queue, eviction.reason.value, cause)
         if eviction.preemption_reason is not None and eviction.preempted_by is not None:
             preempting_queue = self._engine_cluster_queue(eviction.preempted_by)
             self._metrics.record_preemption(preempting_queue, eviction.preemption_reason.value)
         evicted = status.condition(written["status"]["conditions"], "Evicted") or {}
+        self._record_eviction(obj, written, eviction, str(evicted.get("reason", eviction.reason.value)))
         message = str(evicted.get("message", ""))
         # Kueue's event reasons: EvictedDueTo<the Evicted condition's reason>; Preempted on a victim and
         # PreemptedWorkload on its preemptor.
@@ -314,6 +313,23 @@ class DecisionWriter:
             state.dirty_jobs.add(owner)
             state.wake.set()
         return True
+
+    def _record_eviction(
+        self, before: Mapping[str, Any], written: Mapping[str, Any], eviction: Eviction, evicted_reason: str
+    ) -> None:
+        """The eviction's metrics, labelled as the Workload's ``schedulingStats.evictions`` counts it."""
+        reason, cause = status.counted_as(before, evicted_reason)
+        counts = (written.get("status", {}).get("schedulingStats") or {}).get("evictions") or []
+        first = any(
+            entry.get("reason") == reason and entry.get("underlyingCause", "") == cause and entry.get("count") == 1
+            for entry in counts
+        )
+        ready = status.condition(before.get("status", {}).get("conditions") or [], "PodsReady") or {}
+        ready_since = status.parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+        since_pods_ready = None if ready_since is None else max(0.0, eviction.at - ready_since)
+        self._metrics.record_eviction(
+            written, eviction.cluster_queue, reason, cause, first=first, since_pods_ready=since_pods_ready
+        )
 
     def _queue_path(self, cluster_queue: str) -> str:
         """A ClusterQueue's place in its cohort tree as Kueue writes it: ``/root-cohort/.../queue``."""
@@ -410,18 +426,6 @@ def _same_decision_inputs(decided: Mapping[str, Any], fresh: Mapping[str, Any]) 
         and status.is_true(decided, "QuotaReserved") == status.is_true(fresh, "QuotaReserved")
         and status.is_true(decided, "Finished") == status.is_true(fresh, "Finished")
     )
-
-
-def _underlying_cause(eviction: Eviction, before: Mapping[str, Any]) -> str:
-    """Kueue's ``underlying_cause`` of an eviction: ``""`` when its reason is the cause (a preemption's own reason
-    is in ``kueue_preempted_workloads_total``; a Workload someone set inactive), else why kuota deactivated it."""
-    if not eviction.deactivated or not before.get("spec", {}).get("active", True):
-        return ""
-    if eviction.reason is EvictionReason.PODS_READY_TIMEOUT:
-        return "RequeuingLimitExceeded"
-    if eviction.reason is EvictionReason.ADMISSION_CHECK:
-        return "AdmissionCheck"
-    return "MaximumExecutionTimeExceeded"
 
 
 def _waves(decisions: list[Admission | Eviction]) -> list[list[Admission | Eviction]]:

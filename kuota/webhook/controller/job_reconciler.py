@@ -21,7 +21,7 @@ from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
-from kuota.webhook.controller.pods_ready import PodsReadyClock, write_pods_ready
+from kuota.webhook.controller.pods_ready import PodsReadyClock, follow_pods_ready
 from kuota.webhook.controller.state import ControllerState, JobKey, NewestCopies, key_of, owner_job
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import adapter as jobs
@@ -133,14 +133,11 @@ class JobReconciler:
 
     async def _pods_ready_step(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
         """waitForPodsReady: the Workload's PodsReady condition from the job's pods, and its clocks."""
-        if self._pods_ready is None:
-            return
-        try:
-            workload = await write_pods_ready(self._writer, self._state, workload, self._adapter.pods_ready(job))
-        except StaleObjectError:
-            await self._decisions.refresh_workload(key_of(workload))
-            raise
-        self._pods_ready.track(key_of(workload), workload)
+        if self._pods_ready is not None:
+            ready = self._adapter.pods_ready(job)
+            await follow_pods_ready(
+                self._pods_ready, self._writer, self._metrics, workload, ready, refresh=self._decisions.refresh_workload
+            )
 
     async def _delete_workload_of(self, key: str, job: dict[str, Any]) -> None:
         """A deleted job gives its quota back at once: its Workload is deleted now, not when the garbage

@@ -302,6 +302,47 @@ class ControllerMetrics:
         self.evicted_total = Counter(
             "kueue_evicted_workloads", "Workloads evicted", ["cluster_queue", *eviction_labels], registry=r
         )
+        self.evicted_once_total = Counter(
+            "kueue_evicted_workloads_once",
+            "Workloads evicted for the first time for this reason and underlying cause",
+            ["cluster_queue", *eviction_labels],
+            registry=r,
+        )
+        self.pods_ready_to_evicted = Histogram(
+            "kueue_pods_ready_to_evicted_time_seconds",
+            "Time from a Workload's pods being ready to its eviction",
+            ["cluster_queue", "reason", "underlying_cause", "replica_role"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.ready_wait = Histogram(
+            "kueue_ready_wait_time_seconds",
+            "Time from creation (or requeue) to the pods being ready",
+            per_queue,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.admitted_until_ready_wait = Histogram(
+            "kueue_admitted_until_ready_wait_time_seconds",
+            "Time from admission to the pods being ready",
+            per_queue,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.local_ready_wait = Histogram(
+            "kueue_local_queue_ready_wait_time_seconds",
+            "Time from creation (or requeue) to the pods being ready, per LocalQueue",
+            per_local_queue,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.local_admitted_until_ready_wait = Histogram(
+            "kueue_local_queue_admitted_until_ready_wait_time_seconds",
+            "Time from admission to the pods being ready, per LocalQueue",
+            per_local_queue,
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.preempted_total = Counter(
             "kueue_preempted_workloads",
             "Workloads preempted",
@@ -426,11 +467,38 @@ class ControllerMetrics:
         for cohort in cohorts:
             self.cohort_admitted_total.labels(cohort, priority_class, role).inc()
 
-    def record_eviction(self, workload: Mapping[str, Any], cluster_queue: str, reason: str, cause: str) -> None:
+    def record_eviction(
+        self,
+        workload: Mapping[str, Any],
+        cluster_queue: str,
+        reason: str,
+        cause: str,
+        *,
+        first: bool,
+        since_pods_ready: float | None,
+    ) -> None:
+        """An eviction written, counted by reason and underlying cause as ``status.schedulingStats.evictions``
+        counts it; ``first``: the first of that reason and cause for this Workload; ``since_pods_ready``: seconds
+        from its pods being ready to the eviction (None: they were not ready)."""
         role, priority_class = self.replica_role, _priority_class(workload)
         name, namespace = _local_queue(workload)
         self.evicted_total.labels(cluster_queue, reason, cause, priority_class, role).inc()
         self.local_evicted_total.labels(name, namespace, reason, cause, priority_class, role).inc()
+        if first:
+            self.evicted_once_total.labels(cluster_queue, reason, cause, priority_class, role).inc()
+        if since_pods_ready is not None:
+            self.pods_ready_to_evicted.labels(cluster_queue, reason, cause, role).observe(since_pods_ready)
+
+    def record_pods_ready(
+        self, workload: Mapping[str, Any], cluster_queue: str, since_queued: float, since_admitted: float
+    ) -> None:
+        """A Workload's pods ready for the first time since its admission (``Started``, not ``Recovered``)."""
+        role, priority_class = self.replica_role, _priority_class(workload)
+        name, namespace = _local_queue(workload)
+        self.ready_wait.labels(cluster_queue, priority_class, role).observe(since_queued)
+        self.admitted_until_ready_wait.labels(cluster_queue, priority_class, role).observe(since_admitted)
+        self.local_ready_wait.labels(name, namespace, priority_class, role).observe(since_queued)
+        self.local_admitted_until_ready_wait.labels(name, namespace, priority_class, role).observe(since_admitted)
 
     def record_preemption(self, preempting_cluster_queue: str, reason: str) -> None:
         self.preempted_total.labels(preempting_cluster_queue, reason, self.replica_role).inc()

@@ -23,6 +23,7 @@ from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, Sta
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import placements_of
 from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.pods_ready import PodsReadyClock, follow_pods_ready
 from kuota.webhook.controller.state import (
     POD_GROUP,
     CompactCopy,
@@ -67,8 +68,10 @@ class PodReconciler:
         events: EventRecorder,
         flavors: Reflector[dict[str, Any]],
         metrics: ControllerMetrics,
+        pods_ready: PodsReadyClock | None = None,
     ) -> None:
         self._state = state
+        self._pods_ready = pods_ready  # None: waitForPodsReady is off
         self._view = state.jobs.setdefault(POD, NewestCopies(compact_pod))
         self._writer = writer
         self._sync = sync
@@ -209,6 +212,17 @@ class PodReconciler:
                     "Started",
                     f"Admitted by clusterQueue {workload['status']['admission'].get('clusterQueue')}; flavor "
                     f"{', '.join(flavor_names)}",
+                )
+            if self._pods_ready is not None:
+                size = sum(int(pod_set.get("count", 1)) for pod_set in workload["spec"]["podSets"])
+                ready = pods.pods_ready(running, size)
+                await follow_pods_ready(
+                    self._pods_ready,
+                    self._writer,
+                    self._metrics,
+                    workload,
+                    ready,
+                    refresh=self._decisions.refresh_workload,
                 )
             return
         evicted = status.condition((workload.get("status") or {}).get("conditions") or [], "Evicted")

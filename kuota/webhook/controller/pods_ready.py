@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kuota.engine import EngineError, Eviction, EvictionReason, WaitForPodsReady, WorkloadState
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
-from kuota.webhook.controller.state import ControllerState
+from kuota.webhook.controller.metrics import ControllerMetrics
+from kuota.webhook.controller.state import ControllerState, key_of
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class PodsReadyClock:
 
     def __init__(self, state: ControllerState, wait: WaitForPodsReady) -> None:
         self.wait = wait
-        self._state = state
+        self.state = state
         self._timeouts = _Deadlines()
         self._backoffs = _Deadlines()
 
@@ -148,7 +149,7 @@ class PodsReadyClock:
         changed = self._timeouts.set(key, None if workload is None else timeout_deadline(workload, self.wait))
         changed |= self._backoffs.set(key, None if workload is None else backing_off_until(workload))
         if changed:
-            self._state.wake.set()
+            self.state.wake.set()
 
     def admitted(self, key: str, now: float) -> None:
         """A job's Workload the engine just admitted: not ready until its own copy says otherwise (its deadline,
@@ -167,7 +168,7 @@ class PodsReadyClock:
     def timed_out(self, now: float) -> list[Eviction]:
         """The evictions (made by the engine now) of the Workloads whose pods did not get ready in time."""
         evictions: list[Eviction] = []
-        state = self._state
+        state = self.state
         for key in self._timeouts.due(now):
             workload = state.workloads.get(key)
             deadline = None if workload is None else timeout_deadline(workload, self.wait)
@@ -190,7 +191,7 @@ class PodsReadyClock:
         """The Workloads whose backoff ended (their ``requeueAt`` passed): their ``Requeued`` is to be written
         before the engine admits them again (call before ``schedule(now)``, which queues them again)."""
         ended: list[str] = []
-        state = self._state
+        state = self.state
         for key in self._backoffs.due(now):
             workload = state.workloads.get(key)
             if workload is None or backing_off_until(workload) is None:
@@ -246,18 +247,56 @@ class _Deadlines:
         return keys
 
 
+def ready_waits(workload: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The seconds from queued and from admitted to the pods' readiness, for a Workload whose ``PodsReady`` just
+    turned True ``Started`` (Kueue observes its ready-wait histograms then, not on ``Recovered``); else None."""
+    conditions = _conditions(workload)
+    ready = status.condition(conditions, PODS_READY)
+    if ready is None or ready.get("status") != "True" or ready.get("reason") != STARTED:
+        return None
+    ready_at = status.parse_time(ready.get("lastTransitionTime"))
+    admitted_at = status.parse_time((status.condition(conditions, "Admitted") or {}).get("lastTransitionTime"))
+    if ready_at is None or admitted_at is None:
+        return None
+    return max(0.0, ready_at - status.queued_since(workload)), max(0.0, ready_at - admitted_at)
+
+
 async def write_pods_ready(
-    writer: ApiWriter, state: ControllerState, workload: Mapping[str, Any], ready: bool
+    writer: ApiWriter, state: ControllerState, metrics: ControllerMetrics, workload: Mapping[str, Any], ready: bool
 ) -> Mapping[str, Any]:
-    """Write the Workload's ``PodsReady`` condition if it changed; the newest copy of the Workload. Raises
-    StaleObjectError (the caller re-reads) and ApiWriteError."""
+    """Write the Workload's ``PodsReady`` condition if it changed (and, when it turned ``Started``, observe the
+    ready-wait histograms); the newest copy of the Workload. Raises StaleObjectError (the caller re-reads) and
+    ApiWriteError."""
     patch = pods_ready_patch(workload, ready, state.clock())
     if patch is None:
         return workload
     metadata = workload["metadata"]
     written = await writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch, "status")
     state.workloads.wrote(written)
+    waits = ready_waits(written)
+    cluster_queue = (written.get("status", {}).get("admission") or {}).get("clusterQueue")
+    if waits is not None and cluster_queue:
+        metrics.record_pods_ready(written, str(cluster_queue), *waits)
     return written
+
+
+async def follow_pods_ready(
+    clock: PodsReadyClock,
+    writer: ApiWriter,
+    metrics: ControllerMetrics,
+    workload: Mapping[str, Any],
+    ready: bool,
+    *,
+    refresh: Callable[[str], Awaitable[None]],
+) -> None:
+    """waitForPodsReady for one admitted Workload of a job or of pods: its ``PodsReady`` condition from whether its
+    pods are ``ready``, and its clocks. A stale copy is re-read (``refresh``) and StaleObjectError raised."""
+    try:
+        workload = await write_pods_ready(writer, clock.state, metrics, workload, ready)
+    except StaleObjectError:
+        await refresh(key_of(workload))
+        raise
+    clock.track(key_of(workload), workload)
 
 
 async def write_backoff_finished(writer: ApiWriter, state: ControllerState, key: str) -> None:

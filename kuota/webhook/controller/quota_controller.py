@@ -142,6 +142,7 @@ class QuotaController:
             events=self._events,
             flavors=self.watches.config["ResourceFlavor"],
             metrics=metrics,
+            pods_ready=self._pods_ready,
         )
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
@@ -330,9 +331,12 @@ class QuotaController:
             self._pods_ready.track(key, obj)
 
     def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
-        """Whether a Workload (or the one of that key) belongs to a job whose pods' readiness kuota writes."""
+        """Whether a Workload (or the one of that key) belongs to a job, pod or pod group whose pods' readiness
+        kuota writes."""
         obj = self.workloads.get(workload) if isinstance(workload, str) else workload
         owner = owner_job(obj) if obj is not None else None
+        if owner is not None and owner[0] in (POD, POD_GROUP):
+            return POD in self.watches.jobs
         return owner is not None and owner[0] in self._job_reconcilers
 
     async def _cycle(self) -> None:

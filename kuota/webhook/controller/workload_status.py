@@ -159,17 +159,26 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
 _DEACTIVATED_DUE_TO = "DeactivatedDueTo"
 
 
+def counted_as(workload: Mapping[str, Any], evicted_reason: str) -> tuple[str, str]:
+    """An eviction's reason and underlying cause as Kueue counts and labels them (``schedulingStats.evictions``
+    and ``kueue_evicted_workloads_total``), from the Evicted reason written and the Workload as it was before
+    the eviction: a PodsReady timeout's cause is the PodsReady condition's reason (WaitForStart or
+    WaitForRecovery), a deactivation's what deactivated it, any other's ``""``."""
+    if evicted_reason.startswith(_DEACTIVATED_DUE_TO):
+        return "Deactivated", evicted_reason.removeprefix(_DEACTIVATED_DUE_TO)
+    if evicted_reason == EvictionReason.PODS_READY_TIMEOUT.value:
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        ready = [c.get("reason") for c in conditions if c.get("type") == "PodsReady"]
+        return evicted_reason, "WaitForRecovery" if ready == ["WaitForRecovery"] else "WaitForStart"
+    return evicted_reason, ""
+
+
 def counted_eviction(workload: Mapping[str, Any], evicted_reason: str) -> list[dict[str, Any]]:
     """``status.schedulingStats.evictions`` with this eviction counted, as Kueue counts them: by reason and
-    underlying cause (a PodsReady timeout's is the PodsReady condition's reason, WaitForStart or WaitForRecovery;
-    a deactivation's its cause), so a tool reading the Workload knows how often, and why, it lost its quota."""
+    underlying cause (``counted_as``), so a tool reading the Workload knows how often, and why, it lost its
+    quota."""
     status = workload.get("status") or {}
-    reason, cause = evicted_reason, ""
-    if evicted_reason.startswith(_DEACTIVATED_DUE_TO):
-        reason, cause = "Deactivated", evicted_reason.removeprefix(_DEACTIVATED_DUE_TO)
-    elif evicted_reason == EvictionReason.PODS_READY_TIMEOUT.value:
-        ready = [c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "PodsReady"]
-        cause = "WaitForRecovery" if ready == ["WaitForRecovery"] else "WaitForStart"
+    reason, cause = counted_as(workload, evicted_reason)
     counts = [dict(entry) for entry in (status.get("schedulingStats") or {}).get("evictions") or []]
     for entry in counts:
         if entry.get("reason") == reason and entry.get("underlyingCause", "") == cause:

@@ -182,11 +182,22 @@ def essence(pod: Mapping[str, Any]) -> dict[str, Any]:
                 {key: c[key] for key in _KEPT_CONTAINER if key in c} for c in spec[field] if isinstance(c, Mapping)
             ]
     status = pod.get("status") or {}
-    return {
-        "metadata": kept,
-        "spec": spec,
-        "status": {key: status[key] for key in ("phase", "message") if key in status},
-    }
+    kept_status = {key: status[key] for key in ("phase", "message") if key in status}
+    if is_ready(pod):  # waitForPodsReady reads it, and its change is news
+        kept_status["conditions"] = [{"type": "Ready", "status": "True"}]
+    return {"metadata": kept, "spec": spec, "status": kept_status}
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's ``Ready`` condition is True (Kueue's ``hasPodReadyTrue``)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, Mapping))
+
+
+def pods_ready(pods: Sequence[Mapping[str, Any]], size: int) -> bool:
+    """A single pod's or a group's readiness, as Kueue's pod integration says it: at least ``size`` pods (the
+    group's total count; 1 for a single pod), every one of them ``Ready``."""
+    return len(pods) >= size and all(is_ready(pod) for pod in pods)
 
 
 def single_workload_name(pod: Mapping[str, Any]) -> str:

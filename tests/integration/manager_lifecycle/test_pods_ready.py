@@ -8,16 +8,18 @@ import contextlib
 import json
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import ensure_namespace, remove_queue_objects, wait_for_event
+from tests.integration.manager.conftest import ensure_namespace, get_json, remove_queue_objects, wait_for_event
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, workload_of
+from tests.integration.manager.test_pods import create, gpu_pod, single_workload_name
 from tests.manager_process import ManagerProcess
 from tests.paths import GUIDE
 from tests.waiting import wait_until
@@ -78,8 +80,11 @@ def _first(versions: list[dict[str, Any]], what: str, check: Any, after: int = -
 
 
 @contextlib.contextmanager
-def _manager(cluster: Cluster, wait_for_pods_ready: dict[str, Any]) -> Iterator[ManagerProcess]:
-    """A manager whose Configuration sets ``wait_for_pods_ready``; the guide's queue objects and jobs gone after."""
+def _manager(
+    cluster: Cluster, wait_for_pods_ready: dict[str, Any], frameworks: tuple[str, ...] = ("batch/job",)
+) -> Iterator[ManagerProcess]:
+    """A manager whose Configuration sets ``wait_for_pods_ready``; the guide's queue objects, jobs and pods gone
+    after."""
     ensure_namespace(cluster, "kuota-pods-ready", managed=False)
     ensure_namespace(cluster, NAMESPACE)
     config = cluster.workdir / "pods-ready-config.yaml"
@@ -87,6 +92,7 @@ def _manager(cluster: Cluster, wait_for_pods_ready: dict[str, Any]) -> Iterator[
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "waitForPodsReady": wait_for_pods_ready,
+        "integrations": {"frameworks": list(frameworks)},
     }
     config.write_text(yaml.safe_dump(configuration))
     manager = ManagerProcess(cluster, "kuota-pods-ready", identity="pods-ready", extra_args=(f"--config={config}",))
@@ -94,6 +100,9 @@ def _manager(cluster: Cluster, wait_for_pods_ready: dict[str, Any]) -> Iterator[
     try:
         yield manager
     finally:
+        # Pods go while the manager runs: it releases their finalizers.
+        cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=false", check=False)
+        wait_until(lambda: not get_json(cluster, "pods", "-n", NAMESPACE)["items"], "the pods to be deleted", 60)
         remove_queue_objects(cluster, [NAMESPACE])
         manager.stop()
         manager.unregister()
@@ -107,10 +116,17 @@ def pods_ready_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> It
         yield manager
 
 
+def _metric(manager: ManagerProcess, series: str, **labels: str) -> float:
+    """The sum of the manager's samples of ``series`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(
+        value for (name, found), value in manager.metric_values().items() if name == series and wanted <= set(found)
+    )
+
+
 def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_ready_pods_start(
     cluster: Cluster, pods_ready_manager: ManagerProcess
 ) -> None:
-    del pods_ready_manager
     for name in VERBATIM:
         cluster.kubectl("apply", "-f", str(GUIDE / name))
     versions = WorkloadVersions(cluster, NAMESPACE)
@@ -125,8 +141,21 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             ready = None if workload is None else _condition(workload, "PodsReady")
             return workload if ready is not None and ready[:2] == ("True", "Started") else None
 
-        ready = _condition(wait_until(started, "the running Job's Workload to be PodsReady", timeout=60), "PodsReady")
-        assert ready == ("True", "Started", "All pods reached readiness and the workload is running")
+        running = wait_until(started, "the running Job's Workload to be PodsReady", timeout=60)
+        assert _condition(running, "PodsReady") == (
+            "True",
+            "Started",
+            "All pods reached readiness and the workload is running",
+        )
+        queue = {"cluster_queue": running["status"]["admission"]["clusterQueue"]}
+        local_queue = {"name": running["spec"]["queueName"], "namespace": NAMESPACE}
+        for series, labels in (
+            ("kueue_ready_wait_time_seconds_count", queue),
+            ("kueue_admitted_until_ready_wait_time_seconds_count", queue),
+            ("kueue_local_queue_ready_wait_time_seconds_count", local_queue),
+            ("kueue_local_queue_admitted_until_ready_wait_time_seconds_count", local_queue),
+        ):
+            assert _metric(pods_ready_manager, series, **labels) == 1, series
 
         def deactivated() -> dict[str, Any] | None:
             workload = workload_of(cluster, NAMESPACE, stuck["metadata"]["uid"])
@@ -145,6 +174,16 @@ def test_pods_never_ready_are_evicted_backed_off_requeued_then_deactivated_and_r
             {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1},
             {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1},
         ]
+        # the metrics label each eviction as the Workload counts it
+        for cause in (
+            {"reason": "PodsReadyTimeout", "underlying_cause": "WaitForStart"},
+            {"reason": "Deactivated", "underlying_cause": "RequeuingLimitExceeded"},
+        ):
+            for series in ("kueue_evicted_workloads_total", "kueue_evicted_workloads_once_total"):
+                assert _metric(pods_ready_manager, series, **queue, **cause) == 1, (series, cause)
+            assert _metric(pods_ready_manager, "kueue_local_queue_evicted_workloads_total", **local_queue, **cause) == 1
+        # its pods were never ready: no time from ready to evicted
+        assert _metric(pods_ready_manager, "kueue_pods_ready_to_evicted_time_seconds_count", **queue) == 0
         wait_until(
             lambda: (
                 cluster.kubectl(
@@ -259,3 +298,60 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
         assert stuck["spec"].get("active") is False  # backoffLimitCount 0: the first timeout deactivates
         admitted_condition = next(c for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
         assert admitted_condition["lastTransitionTime"] >= deactivated_at
+
+
+def _stuck(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The pod can never be scheduled, so never ready."""
+    manifest["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
+    return manifest
+
+
+def test_plain_pods_and_pod_groups_wait_for_start_then_start_or_time_out_like_a_job(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]]
+) -> None:
+    del kuota_crds
+    wait = {"timeout": "5s", "requeuingStrategy": {"backoffLimitCount": 0}}
+    with _manager(cluster, wait, frameworks=("batch/job", "pod")):
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        versions = WorkloadVersions(cluster, NAMESPACE)
+        try:
+            single = single_workload_name(create(cluster, gpu_pod("ready-pod", 1)))
+            stuck_single = single_workload_name(create(cluster, _stuck(gpu_pod("stuck-pod", 1))))
+            for index in range(2):
+                create(cluster, gpu_pod(f"ready-gang-{index}", 1, group=("ready-gang", 2)))
+            create(cluster, gpu_pod("stuck-gang-0", 1, group=("stuck-gang", 2)))
+            create(cluster, _stuck(gpu_pod("stuck-gang-1", 1, group=("stuck-gang", 2))))
+
+            def reached(name: str, what: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]] | None:
+                seen = versions.of(name)
+                return seen if any(what(obj) for obj in seen) else None
+
+            def waiting_for_start(obj: dict[str, Any]) -> bool:
+                return _condition(obj, "PodsReady") == ("False", "WaitForStart", NOT_READY)
+
+            def started(obj: dict[str, Any]) -> bool:
+                ready = _condition(obj, "PodsReady")
+                return ready == ("True", "Started", "All pods reached readiness and the workload is running")
+
+            def deactivated(obj: dict[str, Any]) -> bool:
+                return obj["spec"].get("active") is False and _condition(obj, "Evicted") == (
+                    "True",
+                    "DeactivatedDueToRequeuingLimitExceeded",
+                    "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+                )
+
+            for name in (single, "ready-gang"):
+                seen = wait_until(partial(reached, name, started), f"{name}'s pods to be ready", timeout=60)
+                _first(
+                    seen, "its pods started", started, after=_first(seen, "it waits for its pods", waiting_for_start)
+                )
+            for name in (stuck_single, "stuck-gang"):
+                seen = wait_until(partial(reached, name, deactivated), f"{name} to time out", timeout=60)
+                timed_out = _first(seen, "it timed out", deactivated, after=_first(seen, "it waits", waiting_for_start))
+                assert not any(started(obj) for obj in seen[:timed_out]), f"{name}'s pods were never ready"
+                assert seen[timed_out]["status"]["schedulingStats"]["evictions"] == [
+                    {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1}
+                ]
+        finally:
+            versions.stop()

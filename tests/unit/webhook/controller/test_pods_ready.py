@@ -8,17 +8,19 @@ from kuota.engine import Admission, Eviction, EvictionReason
 from kuota.engine.decisions import WorkloadState
 from kuota.engine.decoding import parse_object
 from kuota.engine.model import Configuration, WaitForPodsReady
+from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.pods_ready import (
     PodsReadyClock,
     backing_off_until,
     backoff_finished_patch,
     pods_ready_condition,
     pods_ready_patch,
+    ready_waits,
     requeue_state,
     timeout_deadline,
 )
 from kuota.webhook.controller.state import ControllerState
-from kuota.webhook.controller.workload_status import admission_patch, eviction_patch, rfc3339
+from kuota.webhook.controller.workload_status import admission_patch, counted_as, eviction_patch, rfc3339
 
 from ...engine.builders import flavor, gpu_queue, local_queue, workload
 
@@ -219,3 +221,52 @@ def test_each_eviction_is_counted_in_scheduling_stats_by_reason_and_underlying_c
     assert eviction_patch(twice, preempted)["status"]["schedulingStats"] == {
         "evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 2}]
     }
+
+
+def test_an_eviction_is_labelled_as_its_scheduling_stats_count_it() -> None:
+    waiting = _workload(ADMITTED, _condition("PodsReady", False, "WaitForStart"))
+    recovering = _workload(ADMITTED, _condition("PodsReady", False, "WaitForRecovery"))
+    assert counted_as(waiting, "PodsReadyTimeout") == ("PodsReadyTimeout", "WaitForStart")
+    assert counted_as(recovering, "PodsReadyTimeout") == ("PodsReadyTimeout", "WaitForRecovery")
+    assert counted_as(waiting, "DeactivatedDueToRequeuingLimitExceeded") == ("Deactivated", "RequeuingLimitExceeded")
+    assert counted_as(waiting, "DeactivatedDueToAdmissionCheck") == ("Deactivated", "AdmissionCheck")
+    assert counted_as(waiting, "Deactivated") == ("Deactivated", "")
+    assert counted_as(waiting, "Preempted") == ("Preempted", "")
+    assert counted_as(waiting, "AdmissionCheck") == ("AdmissionCheck", "")
+
+
+def test_the_ready_waits_are_taken_when_the_pods_first_start_not_when_they_recover() -> None:
+    created = {"creationTimestamp": rfc3339(T0 - 60)}
+    admitted = _condition("Admitted", True, "Admitted", T0)
+    started = _workload(admitted, _condition("PodsReady", True, "Started", T0 + 15))
+    started["metadata"].update(created)
+    assert ready_waits(started) == (75.0, 15.0)
+    recovered = _workload(admitted, _condition("PodsReady", True, "Recovered", T0 + 15))
+    recovered["metadata"].update(created)
+    assert ready_waits(recovered) is None
+    assert ready_waits(_workload(admitted, _condition("PodsReady", False, "WaitForStart"))) is None
+
+
+def _sample(metrics: ControllerMetrics, series: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(series, {"replica_role": "standalone", **labels})
+
+
+def test_the_pods_ready_metrics_carry_kueues_labels() -> None:
+    metrics = ControllerMetrics()
+    obj = {**_workload(ADMITTED), "spec": {"queueName": "lq", "priorityClassRef": {"name": "high"}}}
+    metrics.record_pods_ready(obj, "q", 75.0, 15.0)
+    queue = {"cluster_queue": "q", "priority_class": "high"}
+    local = {"name": "lq", "namespace": "a", "priority_class": "high"}
+    assert _sample(metrics, "kueue_ready_wait_time_seconds_sum", **queue) == 75.0
+    assert _sample(metrics, "kueue_admitted_until_ready_wait_time_seconds_sum", **queue) == 15.0
+    assert _sample(metrics, "kueue_local_queue_ready_wait_time_seconds_sum", **local) == 75.0
+    assert _sample(metrics, "kueue_local_queue_admitted_until_ready_wait_time_seconds_sum", **local) == 15.0
+    cause = {"reason": "PodsReadyTimeout", "underlying_cause": "WaitForRecovery"}
+    metrics.record_eviction(obj, "q", *cause.values(), first=True, since_pods_ready=None)
+    metrics.record_eviction(obj, "q", *cause.values(), first=False, since_pods_ready=None)
+    assert _sample(metrics, "kueue_evicted_workloads_total", **queue, **cause) == 2
+    assert _sample(metrics, "kueue_evicted_workloads_once_total", **queue, **cause) == 1
+    assert _sample(metrics, "kueue_pods_ready_to_evicted_time_seconds_count", cluster_queue="q", **cause) is None
+    preempted = {"reason": "Preempted", "underlying_cause": ""}
+    metrics.record_eviction(obj, "q", *preempted.values(), first=True, since_pods_ready=600.0)
+    assert _sample(metrics, "kueue_pods_ready_to_evicted_time_seconds_sum", cluster_queue="q", **preempted) == 600.0

@@ -184,3 +184,28 @@ def test_a_groups_excess_pods_are_its_newest_members_the_ungated_and_guarded_kep
     failed = pod("f", phase="Failed")
     assert pods.excess_pods([failed, older, newer], 2) == []
     assert pods.members([failed, older]) == [older]
+
+
+def _ready(name: str, ready: bool, group: str | None = None, total: str | None = None) -> dict[str, Any]:
+    conditions = [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "True" if ready else "False", "reason": "" if ready else "ContainersNotReady"},
+    ]
+    return pod(name, 1, group, total, phase="Running", conditions=conditions)
+
+
+def test_pods_are_ready_as_kueues_pod_integration_says_every_pod_of_the_group_ready() -> None:
+    assert pods.pods_ready([_ready("single", True)], 1)
+    assert not pods.pods_ready([_ready("single", False)], 1)
+    assert not pods.pods_ready([pod("pending")], 1)  # no conditions yet
+    gang = [_ready("w-0", True, "ddp", "3"), _ready("w-1", True, "ddp", "3")]
+    assert not pods.pods_ready(gang, 3)  # a member is missing (gone, or finished)
+    assert pods.pods_ready([*gang, _ready("w-2", True, "ddp", "3")], 3)
+    assert not pods.pods_ready([*gang, _ready("w-2", False, "ddp", "3")], 3)
+
+
+def test_the_kept_essence_keeps_readiness_so_that_its_change_is_news() -> None:
+    ready, waiting = pods.essence(_ready("w-0", True)), pods.essence(_ready("w-0", False))
+    assert ready["status"] == {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    assert waiting["status"] == {"phase": "Running"}
+    assert pods.is_ready(ready) and not pods.is_ready(waiting)
