@@ -25,14 +25,13 @@ from typing import Any
 
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.admission_checks import PENDING, READY, REJECTED, RETRY, Check
-from kuota.webhook.jobs.adapter import PodSetPlacement, placed_pod_spec
+from kuota.webhook.jobs.adapter import PROVISIONING_PARAMETER_PREFIX, PodSetPlacement, placed_pod_spec
 
 CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
 CONFIG_GROUP, CONFIG_KIND, CONFIG_PLURAL = "kueue.x-k8s.io", "ProvisioningRequestConfig", "provisioningrequestconfigs"
 REQUEST_API_VERSION = "autoscaling.x-k8s.io/v1"
 CONSUME_ANNOTATION = "autoscaling.x-k8s.io/consume-provisioning-request"
 CLASS_ANNOTATION = "autoscaling.x-k8s.io/provisioning-class-name"
-PARAMETER_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 CHECK_INACTIVE_MESSAGE = "the check is not active"
 NO_REQUEST_NEEDED = "the provisioning request is not needed"
@@ -297,10 +296,6 @@ def request_manifest(
     """The ProvisioningRequest of one attempt: the config's class and parameters, then the Workload's
     ``provreq.kueue.x-k8s.io/`` annotations as parameters, one entry per merged pod set, owned by the Workload."""
     metadata = workload["metadata"]
-    parameters = dict(config.parameters)
-    for key, value in (metadata.get("annotations") or {}).items():
-        if key.startswith(PARAMETER_ANNOTATION_PREFIX):
-            parameters[key.removeprefix(PARAMETER_ANNOTATION_PREFIX)] = value
     return {
         "apiVersion": REQUEST_API_VERSION,
         "kind": "ProvisioningRequest",
@@ -312,7 +307,7 @@ def request_manifest(
         },
         "spec": {
             "provisioningClassName": config.class_name,
-            "parameters": parameters,
+            "parameters": request_parameters(workload, config),
             "podSets": [
                 {"podTemplateRef": {"name": pod_template_name(name, merged.name)}, "count": merged.count}
                 for merged in pod_sets
@@ -321,13 +316,25 @@ def request_manifest(
     }
 
 
-def synced_with_config(request: Mapping[str, Any], config: ProvisioningConfig) -> bool:
+def request_parameters(workload: Mapping[str, Any], config: ProvisioningConfig) -> dict[str, str]:
+    """A request's parameters: the config's, then the Workload's ``provreq.kueue.x-k8s.io/`` annotations."""
+    parameters = dict(config.parameters)
+    for key, value in (workload["metadata"].get("annotations") or {}).items():
+        if key.startswith(PROVISIONING_PARAMETER_PREFIX):
+            parameters[key.removeprefix(PROVISIONING_PARAMETER_PREFIX)] = str(value)
+    return parameters
+
+
+def synced_with_config(workload: Mapping[str, Any], request: Mapping[str, Any], config: ProvisioningConfig) -> bool:
     """Whether a request still says what its config does (Kueue's ``provReqSyncedWithConfig``): another class or
-    parameter makes it stale, and it is deleted."""
+    value of a config's parameter makes it stale, and it is deleted. Unlike Kueue, a parameter the Workload's
+    annotation overrides is compared with the annotation's value: Kueue compares it with the config's, deletes the
+    request it has just made and makes it again, without end."""
     spec = request.get("spec") or {}
     parameters = spec.get("parameters") or {}
+    wanted = request_parameters(workload, config)
     return spec.get("provisioningClassName") == config.class_name and all(
-        parameters.get(key) == value for key, value in config.parameters.items()
+        parameters.get(key) == wanted[key] for key in config.parameters
     )
 
 
@@ -342,7 +349,11 @@ def current_request(
     found: tuple[int, Mapping[str, Any]] | None = None
     for request in owned:
         attempt = attempt_of(request["metadata"]["name"], name, check)
-        if attempt is not None and synced_with_config(request, config) and (found is None or attempt > found[0]):
+        if (
+            attempt is not None
+            and synced_with_config(workload, request, config)
+            and (found is None or attempt > found[0])
+        ):
             found = (attempt, request)
     return None if found is None else found[1]
 
