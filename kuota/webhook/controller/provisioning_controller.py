@@ -145,8 +145,6 @@ class ProvisioningController:
         if current is not None and current.get("status") == wanted:
             return
         name = check["metadata"]["name"]
-        if wanted != "True":
-            log.warning("AdmissionCheck %s is inactive: %s", name, message)
         conditions = status.set_conditions(
             (check.get("status") or {}).get("conditions") or [],
             [("Active", wanted == "True", reason, message)],
@@ -159,8 +157,12 @@ class ProvisioningController:
             "metadata": {"resourceVersion": check["metadata"]["resourceVersion"]},
             "status": {"conditions": conditions},
         }
-        with contextlib.suppress(StaleObjectError):  # the watch brings the newer copy, and this is decided again
+        try:
             await self._writer.merge_patch(ADMISSION_CHECKS, None, name, patch, "status")
+        except StaleObjectError:
+            return  # the watch brings the newer copy, and this is decided again
+        if wanted != "True":  # said once, when written
+            log.warning("AdmissionCheck %s is inactive: %s", name, message)
 
     async def _reconcile(
         self, key: str, checks: Mapping[str, Mapping[str, Any]], configs: Mapping[str, rules.ProvisioningConfig]
