@@ -37,6 +37,11 @@ KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.3"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 
+# The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
+# (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
+AUTOSCALER_APIS_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
+AUTOSCALER_APIS_VERSION = "v0.0.0-20240830133931-adfbe7e45277"
+
 # The `k8s.io/<name> v0.0.0` requirements of k8s.io/kubernetes v1.36's go.mod.
 STAGING_MODULES = [
     "api",

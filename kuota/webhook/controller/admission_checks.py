@@ -9,8 +9,8 @@ check its ClusterQueue names for the admitted flavors, each decided by the check
   (``retryCount`` + 1), and it is queued again once the latest ``lastTransitionTime + requeueAfterSeconds`` of its
   Retry checks has passed. A check ``Rejected`` deactivates it (Warning event ``AdmissionCheckRejected``).
 
-kuota runs no check controller of its own yet: a check whose controller is someone else's waits for that
-controller, as in Kueue. A built-in controller would write the same ``status.admissionChecks`` entries.
+A check whose controller is someone else's waits for that controller, as in Kueue; the one kuota runs itself,
+Kueue's ProvisioningRequest controller (:mod:`provisioning_controller`), writes the same entries.
 
 The functions here are pure (Workload JSON in, status out); :class:`AdmissionCheckGate` applies them in the
 controller's cycle.

@@ -9,6 +9,8 @@ the watches' events and owns the loops, and hands each piece of work to the part
 - :mod:`workload_sync`: a Workload's news into the engine;
 - :mod:`decision_writer`: admissions and evictions to the API, and the re-reads after refused writes;
 - :mod:`job_reconciler`: each managed Job to match its Workload;
+- :mod:`admission_checks`: the AdmissionChecks' states acted on; :mod:`provisioning_controller`: Kueue's
+  ProvisioningRequest check controller;
 - :mod:`pending_reasons`, :mod:`queue_status`, :mod:`event_recorder`: what people read;
 - :mod:`queue_gauges`: the queue metrics; :mod:`workload_retention`: old finished Workloads deleted.
 
@@ -48,6 +50,7 @@ from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, C
 from kuota.webhook.controller.pending_reasons import PendingReasons
 from kuota.webhook.controller.pod_reconciler import POD, PodReconciler
 from kuota.webhook.controller.pods_ready import PodsReadyClock, write_backoff_finished
+from kuota.webhook.controller.provisioning_controller import ProvisioningController
 from kuota.webhook.controller.queue_gauges import (
     cluster_queue_gauges,
     cohort_gauges,
@@ -69,7 +72,7 @@ from kuota.webhook.controller.state import (
     key_of,
     owner_job,
 )
-from kuota.webhook.controller.watches import Watches, job_kind
+from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
@@ -109,7 +112,7 @@ class QuotaController:
         self.state = ControllerState(configuration, clock)
         self.watches = Watches(api, registry)
         self.workloads = self.state.workloads
-        self._started_late: asyncio.Queue[Reflector[CompactCopy]] = asyncio.Queue()
+        self._started_late: asyncio.Queue[Reflector[Any]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
@@ -117,6 +120,14 @@ class QuotaController:
         self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
         self._checks = AdmissionCheckGate(self.state, self.writer, self._events)
+        self._provisioning = ProvisioningController(
+            self.state,
+            self.writer,
+            self._events,
+            checks=self.watches.config["AdmissionCheck"],
+            configs=self.watches.provisioning_configs,
+            flavors=self.watches.config["ResourceFlavor"],
+        )
         wait = configuration.wait_for_pods_ready
         self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
         self._job_reconcilers = {
@@ -156,6 +167,7 @@ class QuotaController:
         for kind, reflector in watches.config.items():
             reflector.subscribe(self._config_handler(kind))
         watches.workloads.subscribe(self._on_workload)
+        watches.workloads.subscribe(self._provisioning.on_workload)
         for kind, jobs in watches.jobs.items():
             jobs.subscribe(self._on_pod if kind == POD else self._job_handler(kind))
         watches.crds.subscribe(self._on_crd)
@@ -238,7 +250,13 @@ class QuotaController:
             self.state.wake.set()
 
     def _on_crd(self, event: Event[dict[str, Any]]) -> None:
-        """A managed kind's CRD appeared: watch that kind from now on."""
+        """A managed kind's CRD, or the ProvisioningRequests', appeared: watch that kind from now on."""
+        requests = None if event.type is EventType.DELETED else self.watches.provisioning_requests_installed(event.key)
+        if requests is not None:
+            self._provisioning.watch_requests(requests)
+            log.info("CRD %s is installed: running the ProvisioningRequest admission check controller", event.key)
+            self._started_late.put_nowait(requests)
+            return
         installed = None if event.type is EventType.DELETED else self.watches.crd_installed(event.key)
         if installed is None:
             return
@@ -262,6 +280,12 @@ class QuotaController:
             await asyncio.gather(*(reflector.synced.wait() for reflector in self.watches.all.reflectors))
             for name, adapter in sorted(self.watches.waiting_for_crds.items()):
                 log.info("CRD %s is not installed: %s is not managed until it is", name, adapter.kind)
+            if self.watches.provisioning_requests is None:
+                log.info(
+                    "CRD %s is not installed: AdmissionChecks of kueue.x-k8s.io/provisioning-request stay inactive "
+                    "until it is",
+                    PROVISIONING_REQUESTS_CRD,
+                )
             self._rebuild()
             self.ready.set()
             jobs = sum(len(view) for view in state.jobs.values())
@@ -269,6 +293,7 @@ class QuotaController:
             group.create_task(self._status_loop(), name="queue status")
             self.etas.load_history(self.watches.config["LocalQueue"].values())
             group.create_task(self.etas.run(), name="admission ETAs")
+            group.create_task(self._provisioning.run(), name="ProvisioningRequest checks")
             try:
                 while True:
                     await self._cycle()

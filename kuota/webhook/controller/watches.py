@@ -1,5 +1,7 @@
 """What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
-each managed job kind, the pods kuota's webhook marked managed, and the CRDs of managed kinds not installed yet.
+each managed job kind, the pods kuota's webhook marked managed, the ProvisioningRequestConfigs and the
+ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs' names (for the kinds whose CRD is
+not installed yet).
 
 Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
 there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
@@ -31,6 +33,11 @@ _CONFIG_RESOURCES = {
     "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
 }
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
+_PROVISIONING_CONFIGS = ResourceType(*KUEUE, "provisioningrequestconfigs", namespaced=False)
+PROVISIONING_REQUESTS_CRD = "provisioningrequests.autoscaling.x-k8s.io"
+_PROVISIONING_REQUESTS = ResourceType(
+    "autoscaling.x-k8s.io", "v1", "provisioningrequests", namespaced=True, label_selector="kueue.x-k8s.io/managed=true"
+)
 _CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 
@@ -52,11 +59,12 @@ class Watches:
         if registry.pods:  # only the pods kuota's webhook marked managed
             managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
             self.jobs[POD] = Reflector(api, managed, compact_pod)
+        self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
+        self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
-        watched: list[Reflector[Any]] = [*self.config.values(), self.workloads, *self.jobs.values()]
-        if self.waiting_for_crds:
-            watched.append(self.crds)
-        self.all = ReflectorSet(watched)
+        self.all = ReflectorSet(
+            [*self.config.values(), self.workloads, *self.jobs.values(), self.provisioning_configs, self.crds]
+        )
 
     def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[CompactCopy]] | None:
         """The kind whose CRD ``crd`` is, now installed, and its new reflector (not started: not in :attr:`all`);
@@ -67,6 +75,14 @@ class Watches:
         reflector = self._job_reflector(adapter)
         self.jobs[job_kind(adapter)] = reflector
         return adapter, reflector
+
+    def provisioning_requests_installed(self, crd: str) -> Reflector[dict[str, Any]] | None:
+        """The ProvisioningRequests' new reflector (not started: not in :attr:`all`) when ``crd`` is their CRD, seen
+        for the first time; None otherwise."""
+        if crd != PROVISIONING_REQUESTS_CRD or self.provisioning_requests is not None:
+            return None
+        self.provisioning_requests = Reflector(self._api, _PROVISIONING_REQUESTS, compact_config)
+        return self.provisioning_requests
 
     def _job_reflector(self, adapter: JobAdapter) -> Reflector[CompactCopy]:
         kind = adapter.kind

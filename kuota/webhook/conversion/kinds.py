@@ -11,10 +11,10 @@ Learned from Kueue's own conversions (``apis/kueue/v1beta1/*_conversion.go`` and
 - Workload ``spec.priorityClassSource`` + ``spec.priorityClassName`` is ``spec.priorityClassRef`` (group, kind,
   name), and ``status.accumulatedPastExexcutionTimeSeconds`` (v1beta1's spelling) is
   ``status.accumulatedPastExecutionTimeSeconds``;
-- Cohort (``spec.parentName`` in both: ``parent`` was v1alpha1's), ResourceFlavor, WorkloadPriorityClass and
-  AdmissionCheck only change ``apiVersion``; so do the Workload fields ``podSets[].minCount``,
-  ``status.admission.podSetAssignments``, ``status.requeueState`` and ``status.admissionChecks``, identical in
-  both.
+- Cohort (``spec.parentName`` in both: ``parent`` was v1alpha1's), ResourceFlavor, WorkloadPriorityClass,
+  AdmissionCheck and ProvisioningRequestConfig only change ``apiVersion``; so do the Workload fields
+  ``podSets[].minCount``, ``status.admission.podSetAssignments``, ``status.requeueState`` and
+  ``status.admissionChecks``, identical in both.
 
 Every conversion is lossless but for those two aliases, which come back as the name they stand for, and v1beta1's
 ``admissionChecks``, which comes back as the ``admissionChecksStrategy`` it stands for. Where Kueue

@@ -709,6 +709,89 @@ ADMISSION_CHECK = Definition(
     ),
 )
 
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+
+PROVISIONING_REQUEST_CONFIG = Definition(
+    kind="ProvisioningRequestConfig",
+    plural="provisioningrequestconfigs",
+    namespaced=False,
+    short_names=("prc",),
+    status=False,
+    schema=_root(
+        "ProvisioningRequestConfig",
+        "how the kueue.x-k8s.io/provisioning-request AdmissionCheck asks the cluster autoscaler for nodes",
+        obj(
+            {
+                "provisioningClassName": string(
+                    "the autoscaler's provisioning class (check-capacity.autoscaling.x-k8s.io, ...)",
+                    pattern=DNS_SUBDOMAIN,
+                    max_length=253,
+                    min_length=1,
+                ),
+                "parameters": {
+                    "type": "object",
+                    "description": "further parameters of the class, copied to each ProvisioningRequest",
+                    "additionalProperties": string("a parameter's value", max_length=255),
+                    "maxProperties": 100,
+                },
+                "managedResources": array(
+                    string("a resource name"),
+                    "the resources the autoscaler manages (empty: all); pod sets using none are left out, and a "
+                    "workload none of whose pod sets use one is Ready at once",
+                    max_items=100,
+                    list_type="set",
+                ),
+                "retryStrategy": obj(
+                    {
+                        "backoffLimitCount": integer(
+                            "retries of a failed request before the workload is deactivated (0: none)", default=3
+                        ),
+                        "backoffBaseSeconds": integer("the first retry's wait; each next one doubles it", default=60),
+                        "backoffMaxSeconds": integer("the longest wait between retries", default=1800),
+                    },
+                    "how a failed (or expired) request is retried",
+                    default={"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800},
+                ),
+                "podSetUpdates": obj(
+                    {
+                        "nodeSelector": array(
+                            obj(
+                                {
+                                    "key": string(
+                                        "the nodeSelector key", pattern=LABEL_KEY, max_length=317, min_length=1
+                                    ),
+                                    "valueFromProvisioningClassDetail": string(
+                                        "the ProvisioningRequest's status.provisioningClassDetails key whose value "
+                                        "the key gets",
+                                        max_length=32768,
+                                        min_length=1,
+                                    ),
+                                },
+                                required=["key", "valueFromProvisioningClassDetail"],
+                            ),
+                            "nodeSelector entries added to a provisioned workload's pods",
+                            max_items=8,
+                            list_type="map",
+                            map_keys=["key"],
+                        )
+                    },
+                    "what a provisioned workload's pods get, to land on the provisioned nodes",
+                ),
+                "podSetMergePolicy": string(
+                    "which pod sets are asked for as one: IdenticalPodTemplates, or "
+                    "IdenticalWorkloadSchedulingRequirements (same requests, nodeSelector, tolerations, affinity)",
+                    enum=["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"],
+                ),
+            },
+            "the provisioning class and its parameters",
+            required=["provisioningClassName"],
+        ),
+        None,
+    ),
+)
+
 DEFINITIONS = (
     RESOURCE_FLAVOR,
     CLUSTER_QUEUE,
@@ -717,4 +800,5 @@ DEFINITIONS = (
     WORKLOAD_PRIORITY_CLASS,
     WORKLOAD,
     ADMISSION_CHECK,
+    PROVISIONING_REQUEST_CONFIG,
 )

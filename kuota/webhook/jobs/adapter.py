@@ -47,6 +47,7 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+PROVISIONING_PARAMETER_PREFIX = "provreq.kueue.x-k8s.io/"  # a job annotation that is a ProvisioningRequest parameter
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 _HASH_LENGTH = 5
@@ -194,7 +195,7 @@ def queue_name(job: Mapping[str, Any]) -> str | None:
 def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, Any]:
     """The Workload kuota creates for ``job``: Kueue's name, the job-uid label, the resource-in-use finalizer, a
     controller reference to the job, the queue, priority class and maximum execution time from its labels, and
-    its expected-runtime annotation."""
+    its expected-runtime and ``provreq.kueue.x-k8s.io/`` annotations."""
     metadata = job["metadata"]
     labels = metadata.get("labels") or {}
     spec: dict[str, Any] = {
@@ -209,9 +210,14 @@ def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, 
         }
     if labels.get(MAX_EXEC_TIME_LABEL):
         spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_TIME_LABEL])
-    # The user's runtime estimate for the admission ETAs goes with the Workload (controller/etas.py).
-    expected = (metadata.get("annotations") or {}).get(EXPECTED_RUNTIME_ANNOTATION)
-    extra = {"annotations": {EXPECTED_RUNTIME_ANNOTATION: expected}} if expected is not None else {}
+    # The user's runtime estimate for the admission ETAs goes with the Workload (controller/etas.py), and, as in
+    # Kueue, the ProvisioningRequest parameters (controller/provisioning.py).
+    annotations = {
+        key: value
+        for key, value in (metadata.get("annotations") or {}).items()
+        if key == EXPECTED_RUNTIME_ANNOTATION or key.startswith(PROVISIONING_PARAMETER_PREFIX)
+    }
+    extra = {"annotations": annotations} if annotations else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",

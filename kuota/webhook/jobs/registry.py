@@ -75,8 +75,8 @@ class Registry:
 
     def rbac_rules(self) -> list[dict[str, list[str]]]:
         """The manager's ClusterRole rules for the enabled kinds (the chart renders the same): watch, suspend and
-        start each kind; pods are also deleted (eviction) and their finalizer released; CRD names are watched
-        when a kind is a custom resource (its CRD may come later)."""
+        start each kind; pods are also deleted (eviction) and their finalizer released. (The CRDs' names, watched
+        for a kind whose CRD comes later, are the manager's own rule: it watches them for ProvisioningRequests.)"""
         rules = [
             {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
             for a in self.adapters
@@ -84,9 +84,6 @@ class Registry:
         if self.pods:
             verbs = ["get", "list", "watch", "update", "patch", "delete"]
             rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": verbs})
-        if any(adapter.kind.group not in BUILT_IN_GROUPS for adapter in self.adapters):
-            crds = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"]}
-            rules.append({**crds, "verbs": ["list", "watch"]})
         return rules
 
     def managed_owner(self, obj: Mapping[str, Any]) -> bool:

@@ -140,7 +140,8 @@ def test_cert_manager_mode_mounts_the_certificate_and_lets_cert_manager_inject_t
         r
         for r in rules
         if {"secrets", "mutatingwebhookconfigurations", "customresourcedefinitions"} & set(r.get("resources", []))
-    ], "with cert-manager the manager needs no Secret, webhook configuration or CRD access"
+        and set(r["verbs"]) - {"list", "watch"}  # the CRDs' names are watched for kinds installed later
+    ], "with cert-manager the manager needs no Secret, webhook configuration or CRD write access"
 
 
 def test_an_existing_issuer_replaces_the_self_signed_one() -> None:
@@ -276,8 +277,16 @@ def test_manager_cluster_role_is_exactly_the_contract() -> None:
         "cohorts",
         "workloadpriorityclasses",
         "admissionchecks",
+        "provisioningrequestconfigs",
     ):
         expected |= {("kueue.x-k8s.io", kind, verb, "") for verb in ("get", "list", "watch")}
+    # Kueue's ProvisioningRequest check controller, which kuota runs, and the CRDs it waits for.
+    expected |= {("kueue.x-k8s.io", "admissionchecks/status", "patch", "")}
+    expected |= {
+        ("autoscaling.x-k8s.io", "provisioningrequests", verb, "") for verb in ("list", "watch", "create", "delete")
+    }
+    expected |= {("", "podtemplates", verb, "") for verb in ("create", "patch")}
+    expected |= {("apiextensions.k8s.io", "customresourcedefinitions", verb, "") for verb in ("list", "watch")}
     with_status = sorted(
         m["spec"]["names"]["plural"]
         for m in crd_manifests()
