@@ -514,7 +514,7 @@ class Scheduler:
             record.state = WorkloadState.BACKOFF
             record.requeue_at = requeue_at
             if reason is EvictionReason.ADMISSION_CHECK:
-                record.reason = f"an AdmissionCheck asked to retry; requeued at {requeue_at}"
+                record.reason = f"an AdmissionCheck asked to retry; requeued at {requeue_at:g}"
             heapq.heappush(self._backoffs, (requeue_at, record.workload.key))
         else:
             record.state = WorkloadState.PENDING

@@ -61,7 +61,9 @@ def test_hostile_label_values_are_escaped_in_report_md_and_charted_in_report_htm
         assert f"### {markdown_text(namespace)}\n" in markdown
         assert f"| {markdown_text(namespace)} | {markdown_text(namespace)} | unknown (3.0) |" in markdown  # namespaces
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert "<!-- $\\foo{$ -->" in page and 'data-charts="5"' in page  # 3 charts of these labels, the trend, the levers
+    assert "<!-- $\\foo{$ -->" in page and 'data-charts="4"' in page  # 3 charts of these labels and the trend
+    # these series carry no GPU memory and no prices for a commitment: the levers are listed, unpriced, not charted
+    assert "No lever has dollars to chart: the table says what each lacks." in page
     rows = list(csv.DictReader(io.StringIO((out / "report.csv").read_text(encoding="utf-8"), newline="")))
     assert {row["name"] for row in rows if row["scope"] == "namespace"} == set(NAMESPACES), "CSV quoting keeps them"
 
