@@ -350,6 +350,22 @@ class LiveRun:
             lambda obj: {"conditions": with_conditions(obj, [("Finished", "True", "ByTest", "By test runner")])},
         )
 
+    async def answer_check(self, key: str, check: str, state: str, requeue_after: int | None) -> None:
+        """Write one AdmissionCheck's state on a holding Workload now, as that check's controller would (with
+        ``requeueAfterSeconds`` for a Retry)."""
+
+        def checks(obj: dict[str, Any]) -> dict[str, Any]:
+            entries = [dict(entry) for entry in (obj.get("status") or {}).get("admissionChecks") or []]
+            entry = next((e for e in entries if e.get("name") == check), None)
+            if entry is None:
+                raise ApiError(f"Workload {key} has no entry for AdmissionCheck {check} to answer")
+            entry.update(state=state, message="answered by the agreement scenario", lastTransitionTime=_now_rfc3339())
+            if requeue_after is not None:
+                entry["requeueAfterSeconds"] = requeue_after
+            return {"admissionChecks": entries}
+
+        await self._write_status(key, lambda obj: obj["status"].get("admission") is not None, checks)
+
     def holding(self) -> set[str]:
         return {key for key, timeline in self.timelines.items() if timeline.holding}
 
