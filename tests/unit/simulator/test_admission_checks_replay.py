@@ -37,7 +37,8 @@ kind: AdmissionCheck
 metadata: {name: capacity}
 spec: {controllerName: example.com/capacity}
 status:
-  conditions: [{type: Active, status: "False", reason: Unknown, message: "", lastTransitionTime: "2025-01-01T00:00:00Z"}]
+  conditions:
+  - {type: Active, status: "False", reason: Unknown, message: "", lastTransitionTime: "2025-01-01T00:00:00Z"}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: AdmissionCheck
