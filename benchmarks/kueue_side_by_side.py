@@ -15,11 +15,12 @@ first use (progress lines; about ten minutes on two cores).
   same generator through ``kuota simulate``'s replay).
 - jobs: the same shape as batch/v1 Jobs through each system's webhook, pods run on the fake nodes
   (one cohort of three queues at --job-scale).
-- agree: a deterministic scenario; the workloads holding quota after each phase, under floor, kuota and
+- agree: two deterministic scenarios; the workloads holding quota after each phase, under floor, kuota and
   Kueue, and every difference: a flat cohort, nested cohorts, then a JobSet, a RayJob and a pod group
   competing with a standalone Workload (the JobSet, Ray and pod integrations enabled on both controllers,
   the kinds' CRDs from their Go modules; no JobSet or KubeRay controller runs, the Workloads are the
-  controllers' own). Phase by phase: benchmarks/side_by_side/agreement.py.
+  controllers' own); then, on fresh clusters with waitForPodsReady's timeout at 20 s, Jobs timing out and an
+  AdmissionCheck answered by hand (Retry, Rejected, Ready). Phase by phase: benchmarks/side_by_side/agreement.py.
 """
 
 from __future__ import annotations
@@ -110,19 +111,22 @@ def _compare_loads(
 
 
 def _agreement(systems: list[str], keep: Path | None) -> bool:
-    print(
-        "\n== decisions agree: a flat cohort of three queues (six phases), nested cohorts (three), job kinds (four) ==",
-        flush=True,
-    )
-    floor = agreement.floor_snapshots()
-    live = {}
-    for name in (s for s in systems if s in ("kuota", "Kueue")):  # the ETAs decide nothing
-        began = time.monotonic()
-        live[name] = agreement.run_live(name, keep_under=keep)
-        print(f"  {name}: {time.monotonic() - began:.0f}s", flush=True)
-    comparisons = agreement.compare(agreement.SCENARIO, floor, live.get("kuota", floor), live.get("Kueue", floor))
-    print(agreement.render(comparisons), end="")
-    return all(c.agree for c in comparisons)
+    agree = True
+    for title, scenario in (
+        ("a flat cohort of three queues (six phases), nested cohorts (three), job kinds (four)", agreement.DECISIONS),
+        ("waitForPodsReady's timeout (two phases) and an AdmissionCheck answered by hand (four)", agreement.CHECKS),
+    ):
+        print(f"\n== decisions agree: {title} ==", flush=True)
+        floor = agreement.floor_snapshots(scenario)
+        live = {}
+        for name in (s for s in systems if s in ("kuota", "Kueue")):  # the ETAs decide nothing
+            began = time.monotonic()
+            live[name] = agreement.run_live(name, scenario, keep_under=keep)
+            print(f"  {name}: {time.monotonic() - began:.0f}s", flush=True)
+        comparisons = agreement.compare(scenario.phases, floor, live.get("kuota", floor), live.get("Kueue", floor))
+        print(agreement.render(comparisons), end="")
+        agree &= all(c.agree for c in comparisons)
+    return agree
 
 
 def main() -> int:

@@ -41,20 +41,38 @@ same pod sets:
     borrower m: the JobSet, m's lower priority, is evicted (suspended) and requeued, the RayJob is spared;
 13. the standalone Workload finishes: the JobSet is admitted again, borrowing.
 
-The scenario and the comparison are pure; :func:`run_live` drives a controller through it.
+A second scenario, :data:`CHECKS`, runs on its own clusters, as both controllers' Configuration turns
+waitForPodsReady's timeout down to 20 s (which would time out the first scenario's standalone Workloads under
+Kueue, whose PodsReady no job writes, and its JobSet and RayJob, whose pods no controller makes). Its workloads
+are batch/v1 Jobs: ClusterQueue r (10 cpu) for the timeout, k (10 cpu) running AdmissionCheck gate, whose
+controller (``kuota.test/by-hand``) neither controller runs: the scenario sets it Active and answers each
+Workload's check by hand, writing ``status.admissionChecks`` as a check controller would.
+
+1. stuck-0, a Job whose pod selects a node no node has, is admitted in r;
+2. wait-0 (lower priority) waits behind it; after the timeout stuck-0 is evicted (PodsReadyTimeout) and backs
+   off (600 s), and wait-0, whose pod runs, is admitted;
+3. chk-0 and chk-1 (lower priority) in k: chk-0 reserves the quota, its check Pending;
+4. chk-0's check answers Retry (requeueAfterSeconds 3600): evicted, quota freed, chk-1 reserves it;
+5. chk-2 arrives and chk-1's check answers Rejected: chk-1 is deactivated, chk-2 reserves;
+6. chk-2's check answers Ready: it is admitted and its pod starts.
+
+The floor replays the timeout with ``podsReadyAfter`` null and each hand-written answer with the workload's
+``admissionChecks`` (the seconds from its reservation to the answer, a Retry, a rejection).
+
+The scenarios and the comparison are pure; :func:`run_live` drives a controller through one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmarks.side_by_side import kinds
 from benchmarks.side_by_side.errors import MeasureError
-from benchmarks.side_by_side.kinds import JOBSET, POD_GROUP, RAYJOB, WORKLOAD
+from benchmarks.side_by_side.kinds import JOB, JOBSET, POD_GROUP, RAYJOB, WORKLOAD
 from benchmarks.side_by_side.live_run import LiveRun, PlannedObject
 from benchmarks.side_by_side.session import api_for, controller_on_fresh_cluster, measured
 from benchmarks.workloads.manifests import (
@@ -71,7 +89,7 @@ from benchmarks.workloads.manifests import (
 from kuota.simulator.config_reading import config_from_dicts
 from kuota.simulator.lines import WorkloadLine
 from kuota.simulator.queue_mapping import QueueTarget
-from kuota.simulator.replay import Outcome, replay
+from kuota.simulator.replay import Outcome, ReplayResult, replay
 from kuota.simulator.workload_reading import convert_lines
 
 QUEUES = ("a", "b", "c")
@@ -82,6 +100,19 @@ NESTED_QUEUES = {"x": ("nest", 0), "p": ("nest-team", 0), "y": ("nest-side", 5),
 KINDS_QUEUES = ("m", "n")
 KINDS_COHORT = "kinds"
 LOCAL_QUEUE = "queue"
+CHECK = "gate"
+CHECK_CONTROLLER = "kuota.test/by-hand"
+RETRY_SECONDS = 3600  # a Retry answer's requeueAfterSeconds: longer than the scenario
+PODS_READY_TIMEOUT = 20.0
+CHECKS_CONFIGURATION: dict[str, Any] = {
+    "waitForPodsReady": {"timeout": f"{PODS_READY_TIMEOUT:.0f}s", "requeuingStrategy": {"backoffBaseSeconds": 600}}
+}
+# A check's answer by hand, as the floor declares it on the workload's line (beside "after").
+_ANSWERS: dict[str, dict[str, Any]] = {
+    "Ready": {},
+    "Retry": {"retries": 1, "requeueAfter": RETRY_SECONDS},
+    "Rejected": {"reject": True},
+}
 # Simulated seconds between phases: any gap works, the replay has no latency.
 PHASE_SPACING = 10.0
 _QUIET_SECONDS = 3.0
@@ -95,6 +126,7 @@ class ScenarioWorkload:
     cpu: int
     priority: int
     kind: str = WORKLOAD  # or a job kind of benchmarks.side_by_side.kinds, whose Workload the controller makes
+    pods_ready: bool = True  # a Job's: False, its pod can be placed on no node, so it is never ready
 
     @property
     def key(self) -> str:
@@ -106,6 +138,20 @@ class Phase:
     title: str
     create: tuple[ScenarioWorkload, ...] = ()
     finish: tuple[str, ...] = ()  # workload names
+    answer: tuple[tuple[str, str], ...] = ()  # (workload name, Ready, Retry or Rejected): its check's state, by hand
+    lasts: float = 0.0  # the phase lasts at least this many seconds (a timeout to pass), live and in the floor
+
+    @property
+    def spacing(self) -> float:
+        """Simulated seconds from this phase to the next (its snapshot is half a PHASE_SPACING before that)."""
+        return self.lasts + PHASE_SPACING
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    phases: tuple[Phase, ...]
+    objects: tuple[Manifest, ...]
+    configuration: Mapping[str, Any] = field(default_factory=dict)  # Configuration fields, for both and the floor
 
 
 def namespace_of(queue: str) -> str:
@@ -157,7 +203,7 @@ def priority_class(priority: int) -> str:
     return f"p{priority}"
 
 
-def _queue_objects(queue: str, cohort_name: str, quota: ResourceQuota) -> list[Manifest]:
+def _queue_objects(queue: str, cohort_name: str | None, quota: ResourceQuota) -> list[Manifest]:
     """A scenario queue's namespace, ClusterQueue (reclaiming from anyone, preempting lower priorities in the
     queue) and LocalQueue."""
     return [
@@ -175,10 +221,15 @@ def _queue_objects(queue: str, cohort_name: str, quota: ResourceQuota) -> list[M
     ]
 
 
-def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
+def _common_objects(scenario: Sequence[Phase]) -> list[Manifest]:
     objects: list[Manifest] = [resource_flavor("rf")]
     for priority in sorted({w.priority for w in _workloads(scenario)}):
         objects.append(workload_priority_class(priority_class(priority), priority, "agreement scenario"))
+    return objects
+
+
+def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
+    objects = _common_objects(scenario)
     for queue in QUEUES:
         objects += _queue_objects(queue, COHORT, ResourceQuota("cpu", 10, borrowing_limit=10))
     for name, (parent, owned) in NESTED_COHORTS.items():
@@ -188,6 +239,51 @@ def scenario_objects(scenario: Sequence[Phase] = SCENARIO) -> list[Manifest]:
     for queue in KINDS_QUEUES:
         objects += _queue_objects(queue, KINDS_COHORT, ResourceQuota("cpu", 10, borrowing_limit=10))
     return objects
+
+
+CHECKS_PHASES = (
+    Phase(
+        "timeout: stuck-0, whose pod is never ready, is admitted",
+        create=(ScenarioWorkload("stuck-0", "r", 10, 610, JOB, pods_ready=False),),
+    ),
+    Phase(
+        "timeout: stuck-0 times out and backs off, wait-0 is admitted",
+        create=(ScenarioWorkload("wait-0", "r", 10, 600, JOB),),
+        lasts=PODS_READY_TIMEOUT,
+    ),
+    Phase(
+        "checks: chk-0 reserves quota, its check Pending",
+        create=(ScenarioWorkload("chk-0", "k", 10, 720, JOB), ScenarioWorkload("chk-1", "k", 10, 710, JOB)),
+    ),
+    Phase("checks: chk-0's check Retry: evicted, chk-1 reserves", answer=(("chk-0", "Retry"),)),
+    Phase(
+        "checks: chk-1's check Rejected: deactivated, chk-2 reserves",
+        create=(ScenarioWorkload("chk-2", "k", 10, 700, JOB),),
+        answer=(("chk-1", "Rejected"),),
+    ),
+    Phase("checks: chk-2's check Ready: admitted", answer=(("chk-2", "Ready"),)),
+)
+
+
+def checks_objects(scenario: Sequence[Phase] = CHECKS_PHASES) -> list[Manifest]:
+    """Queues r and k, k running AdmissionCheck gate on every flavor."""
+    objects = _common_objects(scenario)
+    objects.append(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": CHECK},
+            "spec": {"controllerName": CHECK_CONTROLLER},
+        }
+    )
+    objects += _queue_objects("r", None, ResourceQuota("cpu", 10))
+    checked = _queue_objects("k", None, ResourceQuota("cpu", 10))
+    checked[1]["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": CHECK}]}
+    return objects + checked
+
+
+DECISIONS = Scenario(SCENARIO, tuple(scenario_objects(SCENARIO)))
+CHECKS = Scenario(CHECKS_PHASES, tuple(checks_objects(CHECKS_PHASES)), CHECKS_CONFIGURATION)
 
 
 def _line(workload: ScenarioWorkload, submit_at: float, duration: float) -> WorkloadLine:
@@ -212,29 +308,72 @@ def _line(workload: ScenarioWorkload, submit_at: float, duration: float) -> Work
     }
 
 
+def _floor_line(
+    workload: ScenarioWorkload, submit_at: float, duration: float, checks: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The line the floor replays: whether its pods get ready, and how its check answers (``checks``)."""
+    return {
+        **_line(workload, submit_at, duration),
+        "podsReadyAfter": 0 if workload.pods_ready else None,
+        "admissionChecks": {CHECK: dict(checks)} if checks is not None else None,
+    }
+
+
 def _priorities(scenario: Sequence[Phase]) -> dict[str, int]:
     return {priority_class(w.priority): w.priority for w in _workloads(scenario)}
 
 
-def floor_snapshots(scenario: Sequence[Phase] = SCENARIO) -> list[frozenset[str]]:
+def phase_instants(scenario: Sequence[Phase]) -> list[float]:
+    """When each phase starts, in simulated seconds."""
+    instants = [0.0]
+    for phase in scenario[:-1]:
+        instants.append(instants[-1] + phase.spacing)
+    return instants
+
+
+def floor_snapshots(scenario: Scenario = DECISIONS) -> list[frozenset[str]]:
     """The holding set after each phase under ``kuota simulate``. A workload finished by hand in phase k gets
-    the duration that ends it at phase k's instant, which holds only if it was admitted on arrival; checked."""
-    created_at = {w.name: index * PHASE_SPACING for index, phase in enumerate(scenario) for w in phase.create}
-    finished_at = {name: index * PHASE_SPACING for index, phase in enumerate(scenario) for name in phase.finish}
-    lines = [
-        (
-            f"scenario workload {w.name}",
-            _line(w, created_at[w.name], finished_at.get(w.name, 1e9) - created_at[w.name]),
-        )
-        for w in _workloads(scenario)
-    ]
-    objects = config_from_dicts(scenario_objects(scenario))
+    the duration that ends it at phase k's instant, which holds only if it was admitted on arrival; checked. A
+    check answered by hand in phase k answers that many seconds after the reservation it answers (the
+    reservation held then), found by replaying up to that instant with the answers before it."""
+    phases = scenario.phases
+    instants = phase_instants(phases)
+    created_at = {w.name: instants[index] for index, phase in enumerate(phases) for w in phase.create}
+    finished_at = {name: instants[index] for index, phase in enumerate(phases) for name in phase.finish}
+    objects = config_from_dicts(
+        [
+            *scenario.objects,
+            {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **scenario.configuration},
+        ]
+    )
+    answers: dict[str, dict[str, Any]] = {}
+
+    def replayed(until: float) -> ReplayResult:
+        lines = [
+            (
+                f"scenario workload {w.name}",
+                _floor_line(
+                    w, created_at[w.name], finished_at.get(w.name, 1e9) - created_at[w.name], answers.get(w.name)
+                ),
+            )
+            for w in _workloads(phases)
+        ]
+        arrivals = sorted(convert_lines(lines, _priorities(phases)), key=lambda w: w.submit_at)
+        return replay(objects, arrivals, until=until)
+
     snapshots = []
-    for index in range(len(scenario)):
-        arrivals = sorted(convert_lines(lines, _priorities(scenario)), key=lambda w: w.submit_at)
-        result = replay(objects, arrivals, until=index * PHASE_SPACING + PHASE_SPACING / 2)
+    for index, phase in enumerate(phases):
+        for name, state in phase.answer:
+            before = replayed(instants[index])
+            history = next(h for h in before.workloads.values() if h.name == name)
+            if name in answers or history.outcome is not Outcome.ADMITTED:
+                raise MeasureError(
+                    f"scenario: {name} holds no quota for its check to answer once, in phase {index + 1}"
+                )
+            answers[name] = {"after": instants[index] - history.admissions[-1].at, **_ANSWERS[state]}
+        result = replayed(instants[index] + phase.spacing - PHASE_SPACING / 2)
         for name, at in finished_at.items():
-            if at > index * PHASE_SPACING:
+            if at > instants[index]:
                 continue
             history = next(h for h in result.workloads.values() if h.name == name)
             if not history.admissions or history.admissions[0].at != created_at[name]:
@@ -298,6 +437,8 @@ def _manifest(workload: ScenarioWorkload, priorities: dict[str, int]) -> dict[st
     if workload.kind == WORKLOAD:
         return workload_manifest(_line(workload, 0.0, 0.0), priority_values=priorities)
     shape = (workload.name, namespace_of(workload.queue), LOCAL_QUEUE, priority_class(workload.priority), workload.cpu)
+    if workload.kind == JOB:
+        return kinds.job(*shape, schedulable=workload.pods_ready)
     if workload.kind == JOBSET:
         return kinds.jobset(*shape)
     if workload.kind == RAYJOB:
@@ -307,8 +448,8 @@ def _manifest(workload: ScenarioWorkload, priorities: dict[str, int]) -> dict[st
     raise MeasureError(f"scenario workload {workload.name}: unknown kind {workload.kind!r}")
 
 
-def _plan(phase: Phase) -> list[PlannedObject]:
-    priorities = _priorities(SCENARIO)
+def _plan(phase: Phase, scenario: Sequence[Phase]) -> list[PlannedObject]:
+    priorities = _priorities(scenario)
     return [
         PlannedObject(
             key=w.key,
@@ -324,15 +465,20 @@ def _plan(phase: Phase) -> list[PlannedObject]:
 
 async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[frozenset[str]]:
     snapshots = []
+    keys = {w.name: w.key for w in _workloads(scenario)}
     await live.open()
     try:
         for phase in scenario:
             began = live.clock()
-            created = _plan(phase)
+            created = _plan(phase, scenario)
             await live.create_scheduled(created)
             for name in phase.finish:
-                key = next(w.key for w in _workloads(scenario) if w.name == name)
-                await live.finish(key)
+                await live.finish(keys[name])
+            for name, state in phase.answer:
+                await live.answer_check(keys[name], CHECK, state, RETRY_SECONDS if state == "Retry" else None)
+            while live.clock() - began < phase.lasts:
+                live.check_watch()
+                await asyncio.sleep(0.2)
             await _quiet(live, [p.key for p in created], began)
             snapshots.append(frozenset(live.holding()))
     finally:
@@ -356,14 +502,16 @@ async def _quiet(live: LiveRun, created: list[str], began: float) -> None:
         await asyncio.sleep(0.1)
 
 
-def run_live(name: str, scenario: Sequence[Phase] = SCENARIO, keep_under: Path | None = None) -> list[frozenset[str]]:
+def run_live(name: str, scenario: Scenario = DECISIONS, keep_under: Path | None = None) -> list[frozenset[str]]:
     """The holding set after each phase under controller ``name`` ("kuota" or "Kueue")."""
-    all_plans = [planned for phase in scenario for planned in _plan(phase)]
-    on_cluster = controller_on_fresh_cluster(name, scenario_objects(scenario), keep_under, kinds.FRAMEWORKS)
+    all_plans = [planned for phase in scenario.phases for planned in _plan(phase, scenario.phases)]
+    on_cluster = controller_on_fresh_cluster(
+        name, list(scenario.objects), keep_under, kinds.FRAMEWORKS, scenario.configuration
+    )
     with on_cluster as (cluster, controller):
 
         async def drive() -> list[frozenset[str]]:
             async with api_for(cluster) as api:
-                return await _play(LiveRun(api, all_plans), scenario)
+                return await _play(LiveRun(api, all_plans), scenario.phases)
 
         return measured(cluster, controller, drive).outcome

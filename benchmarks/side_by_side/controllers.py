@@ -19,7 +19,7 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -113,9 +113,16 @@ class KuotaController:
     user = "kuota-manager"
     manager_args: tuple[str, ...] = ()
 
-    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS,
+        configuration: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``configuration``: Configuration fields beside the integrations (``waitForPodsReady``)."""
         self.cluster = cluster
         self.frameworks = frameworks
+        self.configuration = dict(configuration or {})
         self._manager: ManagerProcess | None = None
 
     def install(self) -> None:
@@ -130,6 +137,7 @@ class KuotaController:
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
             "integrations": {"frameworks": list(self.frameworks)},
+            **self.configuration,
         }
         config.write_text(yaml.safe_dump(configuration))
         self._manager = ManagerProcess(
@@ -165,10 +173,17 @@ class KueueController:
     name = "Kueue"
     user = "kueue-manager"
 
-    def __init__(self, cluster: Cluster, frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS) -> None:
-        """``frameworks``: Kueue's enabled integrations (their CRDs are installed by :meth:`install`)."""
+    def __init__(
+        self,
+        cluster: Cluster,
+        frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS,
+        configuration: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``frameworks``: Kueue's enabled integrations (their CRDs are installed by :meth:`install`);
+        ``configuration``: Configuration fields beside them (``waitForPodsReady``)."""
         self.cluster = cluster
         self.frameworks = frameworks
+        self.configuration = dict(configuration or {})
         self.binary = ensure_kueue()
         self.module = kueue_module_dir()
         self.folder = cluster.workdir / "kueue"
@@ -245,6 +260,7 @@ class KueueController:
             "clientConnection": {"qps": 50, "burst": 100},
             "integrations": {"frameworks": list(self.frameworks)},
             "featureGates": {"VisibilityOnDemand": False},
+            **self.configuration,
         }
 
     def start(self) -> None:

@@ -17,9 +17,12 @@ from kuota.webhook.jobs.adapter import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
 
 WORKLOAD = "Workload"
+JOB = "Job"
 JOBSET = "JobSet"
 RAYJOB = "RayJob"
 POD_GROUP = "PodGroup"
+# A node label no fake node has: a pod selecting it stays Pending, never ready.
+NO_NODE_SELECTOR = {"kuota.test/no-such-node": "true"}
 # Kueue's integrations for the kinds (its Configuration's names), enabled on both controllers.
 FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -36,7 +39,7 @@ class PodSetShape:
 def pod_sets(kind: str, cpu: int) -> list[PodSetShape]:
     """The pod sets of a ``kind`` asking ``cpu`` in all, in the order Kueue lists them: one pod per one-cpu set
     (a JobSet's driver; a RayJob's head and submitter; a pod group's driver), and a pair of pods with the rest."""
-    if kind == WORKLOAD:
+    if kind in (WORKLOAD, JOB):
         return [PodSetShape("main", 1, cpu)]
     rest = cpu - (2 if kind == RAYJOB else 1)
     if rest <= 0 or rest % 2:
@@ -47,7 +50,9 @@ def pod_sets(kind: str, cpu: int) -> list[PodSetShape]:
         return [PodSetShape("head", 1, 1), PodSetShape("workers", 2, rest // 2), PodSetShape("submitter", 1, 1)]
     if kind == POD_GROUP:
         return [PodSetShape("driver", 1, 1), PodSetShape("workers", 2, rest // 2)]
-    raise MeasureError(f"scenario: unknown kind {kind!r}; use one of {WORKLOAD}, {JOBSET}, {RAYJOB}, {POD_GROUP}")
+    raise MeasureError(
+        f"scenario: unknown kind {kind!r}; use one of {WORKLOAD}, {JOB}, {JOBSET}, {RAYJOB}, {POD_GROUP}"
+    )
 
 
 def _pod_spec(cpu: int, restart_policy: str) -> dict[str, Any]:
@@ -62,6 +67,20 @@ def _metadata(name: str, namespace: str, queue: str, priority_class: str) -> dic
         "name": name,
         "namespace": namespace,
         "labels": {QUEUE_LABEL: queue, PRIORITY_CLASS_LABEL: priority_class},
+    }
+
+
+def job(name: str, namespace: str, queue: str, priority_class: str, cpu: int, *, schedulable: bool) -> dict[str, Any]:
+    """A batch/v1 Job of one pod; not ``schedulable``: its pod selects a node label no node has, so it stays
+    Pending and the Job's Workload never gets ``PodsReady``."""
+    spec = _pod_spec(cpu, "Never")
+    if not schedulable:
+        spec["nodeSelector"] = dict(NO_NODE_SELECTOR)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": JOB,
+        "metadata": _metadata(name, namespace, queue, priority_class),
+        "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "suspend": True, "template": {"spec": spec}},
     }
 
 

@@ -34,6 +34,7 @@ _PARALLEL_CREATES = 48
 _PARALLEL_WRITES = 32
 _WRITE_ATTEMPTS = 20
 _PROGRESS_SECONDS = 10.0
+CHECK_FIELD_MANAGER = "kuota-test-by-hand"  # the hand-run check controller's field manager
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +350,34 @@ class LiveRun:
             lambda obj: obj["status"].get("admission") is not None,
             lambda obj: {"conditions": with_conditions(obj, [("Finished", "True", "ByTest", "By test runner")])},
         )
+
+    async def answer_check(self, key: str, check: str, state: str, requeue_after: int | None) -> None:
+        """Write one AdmissionCheck's state on a holding Workload now, as that check's controller does: a
+        server-side apply of its own entry of ``status.admissionChecks`` (with ``requeueAfterSeconds`` for a
+        Retry). A merge patch of the list would race the controller's own apply of the entries it owns. A
+        Workload holding no quota (the controller decided otherwise than the scenario expects) has no check to
+        answer: nothing is written, and the phase's comparison shows the difference."""
+        obj = self.latest[key]
+        if (obj.get("status") or {}).get("admission") is None:
+            log.warning("Workload of %s holds no quota: AdmissionCheck %s not answered", key, check)
+            return
+        entry: dict[str, Any] = {
+            "name": check,
+            "state": state,
+            "message": "answered by the agreement scenario",
+            "lastTransitionTime": _now_rfc3339(),
+        }
+        if requeue_after is not None:
+            entry["requeueAfterSeconds"] = requeue_after
+        metadata = obj["metadata"]
+        body = {
+            "apiVersion": KUEUE_GROUP_VERSION,
+            "kind": "Workload",
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
+            "status": {"admissionChecks": [entry]},
+        }
+        path = resource_path(KUEUE_GROUP_VERSION, "workloads", metadata["namespace"], metadata["name"], "status")
+        await self.api.apply_status(path, body, CHECK_FIELD_MANAGER)
 
     def holding(self) -> set[str]:
         return {key for key, timeline in self.timelines.items() if timeline.holding}

@@ -87,6 +87,13 @@ class KubeApi:
         patched: dict[str, Any] = await self._call("PATCH", path, patch, "application/merge-patch+json")
         return patched
 
+    async def apply_status(self, path: str, body: dict[str, Any], field_manager: str) -> dict[str, Any]:
+        """Server-side apply of ``body`` to the status subresource at ``path`` as ``field_manager``, taking over
+        the fields it names (as a controller that owns them writes them)."""
+        query = f"?fieldManager={field_manager}&force=true"
+        reply: dict[str, Any] = await self._call("PATCH", f"{path}{query}", body, "application/apply-patch+yaml")
+        return reply
+
     async def text(self, path: str) -> str:
         async with self.session.get(self.server + path) as reply:
             if reply.status >= 400:

@@ -9,9 +9,10 @@ import asyncio
 import json
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -39,7 +40,7 @@ from benchmarks.side_by_side.table import ManagerUsage
 from tests.cluster import Cluster
 from tests.waiting import wait_until
 
-CONTROLLERS: dict[str, Callable[[Cluster, tuple[str, ...]], Controller]] = {
+CONTROLLERS: dict[str, Callable[[Cluster, tuple[str, ...], Mapping[str, Any]], Controller]] = {
     "kuota": KuotaController,
     "kuota-no-etas": KuotaWithoutEtasController,
     "Kueue": KueueController,
@@ -72,21 +73,25 @@ def controller_on_fresh_cluster(
     queue_objects: Sequence[dict[str, Any]],
     keep_under: Path | None = None,
     frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS,
+    configuration: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[Cluster, Controller]]:
-    """A new control plane with ``name``'s controller running (``frameworks``: the integrations it enables) and
-    the queue objects applied and active; its folder (logs, etcd) is removed afterwards unless ``keep_under`` is
-    given."""
+    """A new control plane with ``name``'s controller running (``frameworks``: the integrations it enables;
+    ``configuration``: more fields of its Configuration) and the queue objects applied and active (every
+    AdmissionCheck among them set Active by hand: no check controller runs); its folder (logs, etcd) is removed
+    afterwards unless ``keep_under`` is given."""
     with _work_folder(name, keep_under) as folder:
         began = time.monotonic()
         cluster = Cluster.start(folder)
         try:
-            controller = CONTROLLERS[name](cluster, frameworks)
+            controller = CONTROLLERS[name](cluster, frameworks, configuration or {})
             controller.install()
             controller.start()
             try:
                 labels = controller.namespace_labels()
                 objects = [_labelled(obj, labels) for obj in queue_objects]
                 apply_objects(cluster, objects)
+                for check in (obj["metadata"]["name"] for obj in objects if obj["kind"] == "AdmissionCheck"):
+                    _set_active(cluster, check)
                 queues = [obj["metadata"]["name"] for obj in objects if obj["kind"] == "ClusterQueue"]
                 wait_until(
                     lambda: _all_active(cluster, queues),
@@ -106,6 +111,21 @@ def _labelled(obj: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
         return obj
     merged = {**(obj["metadata"].get("labels") or {}), **labels}
     return {**obj, "metadata": {**obj["metadata"], "labels": merged}}
+
+
+def _set_active(cluster: Cluster, check: str) -> None:
+    """What an AdmissionCheck's controller does when it starts: its ``Active`` condition True."""
+    condition = {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "set by the side-by-side harness",
+        "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    patch = json.dumps({"status": {"conditions": [condition]}})
+    cluster.kubectl(
+        "patch", "admissionchecks.kueue.x-k8s.io", check, "--subresource=status", "--type=merge", "-p", patch
+    )
 
 
 def _all_active(cluster: Cluster, queues: list[str]) -> bool:

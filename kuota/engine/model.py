@@ -6,7 +6,7 @@ raw dict or a quantity string. Names follow Kueue's v1beta2 fields.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -189,6 +189,14 @@ class ClusterQueue:
     preemption: Preemption = Preemption()
     fair_weight: Fraction = Fraction(1)
     admission_checks: tuple[AdmissionCheckRule, ...] = ()
+
+    def checks_for(self, admitted_flavors: Iterable[str]) -> list[str]:
+        """The checks a workload admitted on ``admitted_flavors`` must pass, by name (Kueue's
+        ``admissionChecksForAdmission``: a check runs when one of its ``onFlavors``, all the queue's when empty,
+        was admitted)."""
+        every_flavor = {flavor.name for group in self.resource_groups for flavor in group.flavors}
+        admitted = set(admitted_flavors)
+        return sorted(rule.name for rule in self.admission_checks if admitted & (set(rule.on_flavors) or every_flavor))
 
 
 @dataclass(frozen=True, slots=True)

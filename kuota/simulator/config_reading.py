@@ -6,11 +6,13 @@ tree; and what the workloads are read against (priority classes, LocalQueues). R
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kuota.engine import (
+    AdmissionCheck,
     ApiObject,
     ClusterQueue,
     Cohort,
@@ -108,6 +110,8 @@ def _parse_objects(documents: Iterable[tuple[str, object]]) -> list[ApiObject]:
             obj = parse_object(document)
         except InvalidObjectError as error:
             raise ConfigFileError(f"{where}: {one_line(str(error))}") from error
+        if isinstance(obj, AdmissionCheck) and not _says_inactive(document):
+            obj = replace(obj, active=True)
         identity = _identity(obj)
         if identity is not None:
             first = places.get(identity)
@@ -117,6 +121,16 @@ def _parse_objects(documents: Iterable[tuple[str, object]]) -> list[ApiObject]:
         objects.append(obj)
     _check_cohort_tree(objects, places)
     return objects
+
+
+def _says_inactive(document: object) -> bool:
+    """Whether an AdmissionCheck's ``status`` has an ``Active`` condition that is not True. A CONFIG stands for
+    a cluster whose check controllers run, so a check without that condition counts as Active."""
+    status = document.get("status") if isinstance(document, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Active" and c.get("status") != "True" for c in conditions
+    )
 
 
 def _check_header(where: str, document: object) -> None:

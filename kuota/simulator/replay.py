@@ -7,8 +7,11 @@ workload's work starts once its pods are ready (``pods_ready_after`` seconds aft
 ``remaining`` seconds later unless evicted first; an evicted one keeps the work it did and resumes the rest when
 admitted again. Evicted workloads free their quota at the moment of eviction. With waitForPodsReady (on unless
 the Configuration turns it off, as in Kueue v0.19+), an admission whose pods are not ready within the timeout is
-evicted then (``PodsReadyTimeout``), and the engine backs it off or deactivates it. With ``until``, nothing after
-that instant happens, and the state is the state at ``until``.
+evicted then (``PodsReadyTimeout``), and the engine backs it off or deactivates it. A ClusterQueue's
+AdmissionChecks answer each reservation as the workload declares (Ready at once by default): its pods start only
+once every check is Ready; a Retry evicts it (``AdmissionCheck``, quota freed, requeued after the check's delay)
+and a Rejected deactivates it, as Kueue's workload controller does. With ``until``, nothing after that instant
+happens, and the state is the state at ``until``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Final
 from kuota.engine import (
     KUEUE_DEFAULTS,
     Admission,
+    AdmissionCheck,
     ApiObject,
     ClusterQueue,
     Configuration,
@@ -33,7 +37,7 @@ from kuota.engine import (
 )
 from kuota.simulator.errors import WorkloadFileError
 from kuota.simulator.limits import check_until
-from kuota.simulator.workload_reading import SimulatedWorkload
+from kuota.simulator.workload_reading import CheckBehaviour, SimulatedWorkload
 
 GPU = "nvidia.com/gpu"
 
@@ -74,6 +78,15 @@ class EvictionRecord:
         return f"EvictionRecord(at={self.at!r}, reason={self.reason!r}, preempted_by={self.preempted_by!r})"
 
 
+class CheckFailure:
+    """The first AdmissionCheck answer of an admission that is not Ready: the eviction it brings, when due."""
+
+    def __init__(self, checks: list[str], deactivate: bool, requeue_at: float | None) -> None:
+        self.checks: Final = checks  # the checks answering Retry or Rejected at that instant
+        self.deactivate: Final = deactivate
+        self.requeue_at: Final = requeue_at
+
+
 class WorkloadHistory:
     """What happened to one workload during the replay."""
 
@@ -88,6 +101,7 @@ class WorkloadHistory:
         cluster_queue: str | None = None,
         waiting_since: float = 0.0,
         pods_ready_after: float | None = 0.0,
+        admission_checks: dict[str, CheckBehaviour] | None = None,
     ) -> None:
         self.name: Final = name
         self.namespace: Final = namespace
@@ -103,6 +117,10 @@ class WorkloadHistory:
         self.epoch = 0
         self.waiting_since = waiting_since
         self.pods_ready_after: Final = pods_ready_after
+        self.admission_checks: Final[dict[str, CheckBehaviour]] = admission_checks or {}
+        self.check_retries: dict[str, int] = {}  # Retry answers each check has given so far
+        self.check_failure: CheckFailure | None = None  # the current admission's, while it is due
+        self.started_at = 0.0  # when the current admission's checks were all Ready: its pods' clock starts then
 
     def __repr__(self) -> str:
         return f"WorkloadHistory({self.key!r}, outcome={self.outcome.value}, admissions={len(self.admissions)})"
@@ -177,9 +195,12 @@ def _replay(
     for obj in objects:
         engine.apply(obj)
     queues = {obj.name: QueueTotals(_nominal_gpus(obj)) for obj in objects if isinstance(obj, ClusterQueue)}
+    checked_queues = {obj.name: obj for obj in objects if isinstance(obj, ClusterQueue) and obj.admission_checks}
+    check_names = {obj.name for obj in objects if isinstance(obj, AdmissionCheck)}
     histories: dict[str, WorkloadHistory] = {}
     finishes: _Timers = []
     timeouts: _Timers = []  # PodsReady timeouts of admissions whose pods are not ready in time
+    check_answers: _Timers = []  # AdmissionCheck answers that evict (Retry) or deactivate (Rejected)
     order = itertools.count()
     incoming: Iterator[SimulatedWorkload] = iter(arrivals)
     upcoming = next(incoming, None)
@@ -187,9 +208,10 @@ def _replay(
     decisions = 0
     last = 0.0
     while True:
-        # The next instant: the earliest arrival, completion, PodsReady timeout or time-driven engine decision.
+        # The next instant: the earliest arrival, completion, PodsReady timeout, failing check answer or time-driven
+        # engine decision.
         next_at = upcoming.submit_at if upcoming is not None else None
-        for timers in (finishes, timeouts):
+        for timers in (finishes, timeouts, check_answers):
             if timers and (next_at is None or timers[0][0] < next_at):
                 next_at = timers[0][0]
         wakeup = engine.next_wakeup()
@@ -215,7 +237,14 @@ def _replay(
                 upcoming.duration,
                 waiting_since=upcoming.submit_at,
                 pods_ready_after=upcoming.pods_ready_after,
+                admission_checks=upcoming.admission_checks,
             )
+            for name in upcoming.admission_checks:
+                if name not in check_names:
+                    raise WorkloadFileError(
+                        f"workload {upcoming.workload.key}: admissionChecks names {name}, which is no AdmissionCheck "
+                        "of the CONFIG; add the AdmissionCheck or fix the name"
+                    )
             histories[upcoming.workload.key] = history
             if upcoming.not_created is None:
                 engine.submit(upcoming.workload)
@@ -240,6 +269,20 @@ def _replay(
             if histories[key].epoch == epoch:
                 decisions += 1
                 _evicted(histories[key], engine.evict(key, EvictionReason.PODS_READY_TIMEOUT, now), queues, now)
+        while check_answers and check_answers[0][0] <= now:
+            _, _, key, epoch = heapq.heappop(check_answers)
+            history = histories[key]
+            failure = history.check_failure
+            if history.epoch != epoch or failure is None:
+                continue
+            if not failure.deactivate:
+                for name in failure.checks:
+                    history.check_retries[name] = history.check_retries.get(name, 0) + 1
+            eviction = engine.evict(
+                key, EvictionReason.ADMISSION_CHECK, now, requeue_at=failure.requeue_at, deactivate=failure.deactivate
+            )
+            decisions += 1
+            _evicted(history, eviction, queues, now)
         for decision in engine.schedule(now):
             decisions += 1
             history = histories[decision.workload]
@@ -262,12 +305,22 @@ def _replay(
                 totals.gpus_in_use += gpus
                 if totals.gpus_in_use > totals.peak_gpus:
                     totals.peak_gpus, totals.peak_at = totals.gpus_in_use, now
-                ready_after = history.pods_ready_after
                 timer = (decision.workload, history.epoch)
+                history.started_at = now
+                history.check_failure = None
+                cluster_queue = checked_queues.get(decision.cluster_queue)
+                if cluster_queue is not None:
+                    flavors = {flavor for pod_set in decision.pod_sets for flavor in pod_set.flavors.values()}
+                    failure_at = _answer_checks(history, cluster_queue.checks_for(flavors), now)
+                    if failure_at is not None:
+                        heapq.heappush(check_answers, (failure_at, next(order), *timer))
+                        continue
+                started = history.started_at
+                ready_after = history.pods_ready_after
                 if pods_ready_timeout is not None and (ready_after is None or ready_after > pods_ready_timeout):
-                    heapq.heappush(timeouts, (now + pods_ready_timeout, next(order), *timer))
+                    heapq.heappush(timeouts, (started + pods_ready_timeout, next(order), *timer))
                 elif ready_after is not None:
-                    heapq.heappush(finishes, (now + ready_after + history.remaining, next(order), *timer))
+                    heapq.heappush(finishes, (started + ready_after + history.remaining, next(order), *timer))
             elif isinstance(decision, Eviction):
                 _evicted(history, decision, queues, now)
     end = now if until is None else until
@@ -282,6 +335,31 @@ def _replay(
             if status.inadmissible and history.outcome is Outcome.PENDING and not history.admissions:
                 history.outcome = Outcome.INADMISSIBLE
     return ReplayResult(histories, queues, end, decisions)
+
+
+def _answer_checks(history: WorkloadHistory, checks: list[str], now: float) -> float | None:
+    """Answer an admission's checks: when the first answer that is not Ready comes (its eviction is
+    ``history.check_failure``), or None when every check is Ready (at ``history.started_at``). A Rejected answer
+    outranks a Retry at the same instant, and a Retry requeues at the latest of its checks' delays, as in Kueue."""
+    failures: list[tuple[float, str, CheckBehaviour]] = []
+    for name in checks:
+        behaviour = history.admission_checks.get(name) or CheckBehaviour()
+        at = now + behaviour.after
+        if history.check_retries.get(name, 0) < behaviour.retries or behaviour.reject:
+            failures.append((at, name, behaviour))
+        elif at > history.started_at:
+            history.started_at = at
+    if not failures:
+        return None
+    first = min(at for at, _, _ in failures)
+    answering = [(name, behaviour) for at, name, behaviour in failures if at == first]
+    rejected = [name for name, b in answering if history.check_retries.get(name, 0) >= b.retries]
+    if rejected:
+        history.check_failure = CheckFailure(rejected, True, None)
+    else:
+        delay = max(behaviour.requeue_after for _, behaviour in answering)
+        history.check_failure = CheckFailure([name for name, _ in answering], False, first + delay if delay else None)
+    return first
 
 
 def _evicted(history: WorkloadHistory, decision: Eviction, queues: dict[str, QueueTotals], now: float) -> None:
@@ -305,8 +383,8 @@ def _close_admission(history: WorkloadHistory, queues: dict[str, QueueTotals], n
     totals = queues[history.cluster_queue or ""]
     totals.gpu_seconds += admission.gpus * (now - admission.at)
     totals.gpus_in_use -= admission.gpus
-    if history.pods_ready_after is not None:  # pods never ready did no work
-        worked = now - admission.at - history.pods_ready_after
+    if history.pods_ready_after is not None and history.check_failure is None:  # pods never started did no work
+        worked = now - history.started_at - history.pods_ready_after
         history.remaining = max(0.0, history.remaining - max(0.0, worked))
 
 

@@ -47,10 +47,12 @@ _WORKLOAD_KEYS = frozenset(
         "duration",
         "maxExecutionSeconds",
         "podsReadyAfter",
+        "admissionChecks",
         "podSets",
     }
 )
 _POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount"})
+_CHECK_KEYS = frozenset({"after", "retries", "requeueAfter", "reject"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset(effect.value for effect in TaintEffect)
 _REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets")
@@ -58,19 +60,32 @@ _REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets
 _PodSetKey = tuple[str, int, int | None, tuple[tuple[str, str], ...]]
 
 
+@dataclass(frozen=True, slots=True)
+class CheckBehaviour:
+    """How one AdmissionCheck answers a workload in the replay (a line's ``admissionChecks``): ``after`` seconds
+    from each quota reservation; its first ``retries`` answers are Retry (requeued ``requeue_after`` seconds
+    later), the next Rejected if ``reject``, else Ready."""
+
+    after: float = 0.0
+    retries: int = 0
+    requeue_after: float = 0.0
+    reject: bool = False
+
+
 class SimulatedWorkload:
     """A workload of the replay: what the engine sees, and when it arrives and how long it works. (A plain class
     equal by value, as the frozen dataclass it replaced, built per input line: see ``setup.py``.)"""
 
-    __slots__ = ("duration", "not_created", "pods_ready_after", "submit_at", "workload")
+    __slots__ = ("admission_checks", "duration", "not_created", "pods_ready_after", "submit_at", "workload")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
         self,
         workload: Workload,
         submit_at: float,
         duration: float,
         not_created: str | None = None,
         pods_ready_after: float | None = 0.0,
+        admission_checks: dict[str, CheckBehaviour] | None = None,
     ) -> None:
         self.workload: Final = workload
         self.submit_at: Final = submit_at
@@ -81,9 +96,12 @@ class SimulatedWorkload:
         # Why Kueue would create no Workload for its Job (its WorkloadPriorityClass does not exist): then it never
         # reaches the engine and ends Inadmissible with this reason.
         self.not_created: Final = not_created
+        # By check name; a check its ClusterQueue runs that is not named here is Ready at the reservation.
+        self.admission_checks: Final[dict[str, CheckBehaviour]] = admission_checks or {}
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.workload, self.submit_at, self.duration, self.not_created, self.pods_ready_after)
+        checks = tuple(sorted(self.admission_checks.items()))
+        return (self.workload, self.submit_at, self.duration, self.not_created, self.pods_ready_after, checks)
 
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, SimulatedWorkload) else NotImplemented
@@ -94,7 +112,8 @@ class SimulatedWorkload:
     def __repr__(self) -> str:
         return (
             f"SimulatedWorkload(workload={self.workload!r}, submit_at={self.submit_at!r}, "
-            f"duration={self.duration!r}, not_created={self.not_created!r}, pods_ready_after={self.pods_ready_after!r})"
+            f"duration={self.duration!r}, not_created={self.not_created!r}, "
+            f"pods_ready_after={self.pods_ready_after!r}, admission_checks={self.admission_checks!r})"
         )
 
 
@@ -277,6 +296,7 @@ def _workload(
         )
     ready_after = line.get("podsReadyAfter", 0)
     pods_ready_after = None if ready_after is None else _seconds(where, "podsReadyAfter", ready_after)
+    admission_checks = _check_behaviours(where, line.get("admissionChecks"))
     raw_sets = line["podSets"]
     if not isinstance(raw_sets, list) or not 1 <= len(raw_sets) <= MAX_POD_SETS:
         raise WorkloadFileError(f"{where}: podSets must be a list of 1 to {MAX_POD_SETS} pod sets")
@@ -292,7 +312,40 @@ def _workload(
         priority_class=priority_class,
         max_execution_seconds=max_exec,
     )
-    return SimulatedWorkload(workload, submit_at, duration, not_created, pods_ready_after)
+    return SimulatedWorkload(workload, submit_at, duration, not_created, pods_ready_after, admission_checks)
+
+
+def _check_behaviours(where: str, raw: object) -> dict[str, CheckBehaviour]:
+    """A line's ``admissionChecks``: check name to how it answers (each key optional)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise WorkloadFileError(
+            f"{where}: admissionChecks must be an object of check names to behaviours, got {_show(raw)}"
+        )
+    behaviours: dict[str, CheckBehaviour] = {}
+    for name, spec in raw.items():
+        label = f"{where}: admissionChecks.{_key(name)}"
+        _text(f"{where}: an admissionChecks name", name)
+        if not isinstance(spec, dict) or not spec.keys() <= _CHECK_KEYS:
+            raise WorkloadFileError(
+                f"{label} must be an object with keys among {', '.join(sorted(_CHECK_KEYS))}, got {_show(spec)}"
+            )
+        retries = spec.get("retries", 0)
+        if not _is_whole(retries, 0, MAX_INT32):
+            raise WorkloadFileError(
+                f"{label}.retries must be a whole number from 0 to {MAX_INT32}, got {_show(retries)}"
+            )
+        reject = spec.get("reject", False)
+        if not isinstance(reject, bool):
+            raise WorkloadFileError(f"{label}.reject must be true or false, got {_show(reject)}")
+        behaviours[name] = CheckBehaviour(
+            after=_seconds(label, "after", spec.get("after", 0)),
+            retries=retries,
+            requeue_after=_seconds(label, "requeueAfter", spec.get("requeueAfter", 0)),
+            reject=reject,
+        )
+    return behaviours
 
 
 def _text(label: str, value: object) -> str:

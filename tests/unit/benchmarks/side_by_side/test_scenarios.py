@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.side_by_side import agreement
+from benchmarks.side_by_side import agreement, kinds
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.floor import floor_timelines, history_timeline
 from benchmarks.side_by_side.plans import job_plan, scaled_spec, total_quota_cpu, workload_plan
@@ -100,3 +100,40 @@ def test_comparison_lists_each_workload_held_under_only_some_controllers() -> No
 def test_comparison_needs_one_snapshot_per_phase() -> None:
     with pytest.raises(MeasureError, match="one snapshot per phase"):
         agreement.compare(agreement.SCENARIO, [], [], [])
+
+
+def test_the_checks_scenario_floor_times_out_retries_rejects_and_admits_by_hand() -> None:
+    snapshots = [_names(s) for s in agreement.floor_snapshots(agreement.CHECKS)]
+    assert snapshots == [
+        ["stuck-0"],  # admitted; its pod is never ready
+        ["wait-0"],  # stuck-0 timed out and backs off 600 s; wait-0 took r's quota
+        ["chk-0", "wait-0"],  # chk-0 reserved k's quota, its check Pending; chk-1 waits
+        ["chk-1", "wait-0"],  # chk-0's Retry evicted it (requeued an hour later); chk-1 reserved
+        ["chk-2", "wait-0"],  # chk-1's Rejected deactivated it; chk-2 reserved
+        ["chk-2", "wait-0"],  # chk-2's Ready admitted it
+    ]
+
+
+def test_the_timeout_phase_lasts_past_the_timeout_in_simulated_time() -> None:
+    instants = agreement.phase_instants(agreement.CHECKS_PHASES)
+    waiting = agreement.CHECKS_PHASES[1]
+    assert waiting.lasts >= agreement.PODS_READY_TIMEOUT
+    assert instants[2] - instants[1] == waiting.lasts + agreement.PHASE_SPACING
+    assert agreement.phase_instants(agreement.SCENARIO) == [i * agreement.PHASE_SPACING for i in range(13)]
+
+
+def test_a_check_answered_on_a_workload_holding_nothing_is_refused() -> None:
+    phases = (
+        *agreement.CHECKS_PHASES[2:4],
+        agreement.Phase("chk-0 again, while it waits out its Retry", answer=(("chk-0", "Ready"),)),
+    )
+    scenario = agreement.Scenario(phases, tuple(agreement.checks_objects(phases)), agreement.CHECKS_CONFIGURATION)
+    with pytest.raises(MeasureError, match="chk-0 holds no quota for its check to answer once, in phase 3"):
+        agreement.floor_snapshots(scenario)
+
+
+def test_a_job_whose_pod_is_never_ready_selects_a_node_label_no_node_has() -> None:
+    stuck = kinds.job("s", "ns", "q", "p1", 5, schedulable=False)["spec"]["template"]["spec"]
+    running = kinds.job("r", "ns", "q", "p1", 5, schedulable=True)["spec"]["template"]["spec"]
+    assert stuck["nodeSelector"] == kinds.NO_NODE_SELECTOR and "nodeSelector" not in running
+    assert stuck["containers"][0]["resources"]["requests"] == {"cpu": "5"}
