@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kuota.engine import ClusterQueue, EngineError, Eviction, EvictionReason, WorkloadState
+from kuota.engine import EngineError, Eviction, EvictionReason, WorkloadState
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
@@ -36,19 +36,6 @@ UNSATISFIED = ("Admitted", False, "UnsatisfiedAdmissionChecks", "The workload ha
 ADMITTED = ("Admitted", True, "Admitted", "The workload is admitted")
 
 Check = dict[str, Any]
-
-
-def checks_for(cluster_queue: ClusterQueue | None, admitted_flavors: Iterable[str]) -> list[str]:
-    """The checks a Workload admitted on ``admitted_flavors`` must pass, by name (Kueue's
-    ``admissionChecksForAdmission``: a check runs when one of its ``onFlavors``, all the queue's when empty, was
-    admitted)."""
-    if cluster_queue is None:
-        return []
-    every_flavor = {flavor.name for group in cluster_queue.resource_groups for flavor in group.flavors}
-    admitted = set(admitted_flavors)
-    return sorted(
-        rule.name for rule in cluster_queue.admission_checks if admitted & (set(rule.on_flavors) or every_flavor)
-    )
 
 
 def workload_checks(workload: Mapping[str, Any]) -> list[Check]:

@@ -179,7 +179,7 @@ class DecisionWriter:
             return False
         cluster_queue = state.engine.cluster_queues.get(admission.cluster_queue)
         flavors = {flavor for pod_set in admission.pod_sets for flavor in pod_set.flavors.values()}
-        wanted = checks.checks_for(cluster_queue, flavors)
+        wanted = cluster_queue.checks_for(flavors) if cluster_queue is not None else []
         written = await self._write_decided(
             admission.workload,
             obj,

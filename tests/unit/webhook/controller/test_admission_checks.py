@@ -50,9 +50,8 @@ def _check(name: str, state: str, at: float = T0, **fields: Any) -> dict[str, An
 
 def test_a_check_applies_to_a_workload_admitted_on_one_of_its_flavors_or_on_any_when_it_names_none() -> None:
     queue = _queue({"name": "everywhere"}, {"name": "spot-only", "onFlavors": ["spot"]})
-    assert checks.checks_for(queue, {"spot"}) == ["everywhere", "spot-only"]
-    assert checks.checks_for(queue, {"ondemand"}) == ["everywhere"]
-    assert checks.checks_for(None, {"spot"}) == []
+    assert queue.checks_for({"spot"}) == ["everywhere", "spot-only"]
+    assert queue.checks_for({"ondemand"}) == ["everywhere"]
 
 
 def test_missing_checks_are_added_pending_and_checks_no_longer_wanted_are_dropped_by_name() -> None:
