@@ -151,16 +151,6 @@ class PodsReadyClock:
         if changed:
             self.state.wake.set()
 
-    def admitted(self, key: str, now: float) -> None:
-        """A job's Workload the engine just admitted: not ready until its own copy says otherwise (its deadline,
-        ``timeout`` from now, is replaced by the one its ``Admitted`` condition gives once it is tracked)."""
-        if key not in self._timeouts:
-            self._timeouts.set(key, now + self.wait.timeout_seconds)
-
-    def blocks_admission(self) -> bool:
-        """``blockAdmission``: no new admission while an admitted job's Workload waits for its pods."""
-        return self.wait.block_admission and len(self._timeouts) > 0
-
     def next_wakeup(self) -> float | None:
         times = [at for at in (self._timeouts.first(), self._backoffs.first()) if at is not None]
         return min(times, default=None)
