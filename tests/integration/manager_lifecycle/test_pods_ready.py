@@ -276,8 +276,10 @@ def _never_ready_job(name: str) -> dict[str, Any]:
 def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its_pods(
     cluster: Cluster, kuota_crds: list[dict[str, Any]]
 ) -> None:
+    """The second Job stays suspended, its Workload QuotaReserved False with Kueue's reason WaitingForPodsReady,
+    until the first's pods time out (and, backoffLimitCount 0, it is deactivated)."""
     del kuota_crds
-    wait = {"timeout": "6s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    wait = {"timeout": "15s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
     with _manager(cluster, wait):
         for name in VERBATIM:
             cluster.kubectl("apply", "-f", str(GUIDE / name))
@@ -286,6 +288,18 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
         waiting_uid = create_job(cluster, gpu_job("waits-its-turn", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
             "uid"
         ]
+
+        def held() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, waiting_uid)
+            shown = None if workload is None else _condition(workload, "QuotaReserved")
+            return workload if shown is not None and shown[:2] == ("False", "WaitingForPodsReady") else None
+
+        waiting = wait_until(held, "the second Workload to wait for the first's pods", timeout=12)
+        assert _condition(waiting, "QuotaReserved")[2].startswith(  # type: ignore[index]
+            "waiting for all admitted workloads to be in PodsReady condition"
+        )
+        assert get_json(cluster, "job", "waits-its-turn", "-n", NAMESPACE)["spec"]["suspend"] is True
+        assert _condition(workload_of(cluster, NAMESPACE, stuck_uid) or stuck, "Evicted") is None
         admitted = admitted_workload(cluster, NAMESPACE, waiting_uid)
 
         def evicted_at(workload: dict[str, Any]) -> str | None:
