@@ -145,11 +145,21 @@ class PodsReadyClock:
         self._backoffs = _Deadlines()
 
     def track(self, key: str, workload: Mapping[str, Any] | None) -> None:
-        """Take the newest copy of a Workload (None: gone) and keep its deadlines, if it has any."""
+        """Take the newest copy of a Workload (None: gone) and keep its deadlines, if it has any; and tell the
+        engine whether its pods are ready."""
         changed = self._timeouts.set(key, None if workload is None else timeout_deadline(workload, self.wait))
         changed |= self._backoffs.set(key, None if workload is None else backing_off_until(workload))
         if changed:
             self.state.wake.set()
+        if workload is not None:
+            self.report(key, status.is_true(workload, PODS_READY))
+
+    def report(self, key: str, ready: bool) -> None:
+        """For ``blockAdmission``: whether an admitted Workload's pods are ready (the engine admits nothing new while
+        one's are not)."""
+        engine = self.state.engine
+        if self.wait.block_admission and engine.admission(key) is not None:
+            engine.pods_ready(key, ready)
 
     def next_wakeup(self) -> float | None:
         times = [at for at in (self._timeouts.first(), self._backoffs.first()) if at is not None]

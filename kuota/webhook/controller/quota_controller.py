@@ -37,7 +37,6 @@ from typing import Any
 from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
-from kuota.webhook.controller import workload_status
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
@@ -324,19 +323,17 @@ class QuotaController:
             log.exception("syncing Workload %s failed; it waits for its next change, every other object is served", key)
 
     def _track_pods_ready(self, key: str) -> None:
-        """A Workload's PodsReady clocks, for the Workloads of the jobs whose pods' readiness kuota writes, and, for
-        blockAdmission, whether an admitted one's pods are ready (the engine holds admissions while one's are not).
-        Kueue counts every admitted Workload without PodsReady True; kuota writes PodsReady (and times it out) only
-        for jobs and pods, so any other admitted Workload counts as ready rather than block admission for good."""
+        """A Workload's PodsReady clocks and readiness, for the Workloads of the jobs whose pods' readiness kuota
+        writes. Kueue's blockAdmission waits on every admitted Workload without PodsReady True; kuota writes
+        PodsReady (and times it out) only for jobs and pods, so any other admitted Workload counts as ready rather
+        than hold admissions for good."""
         if self._pods_ready is None:
             return
         obj = self.workloads.get(key)
-        followed = obj is None or self._owned_by_a_job(obj)
-        if followed:
+        if obj is None or self._owned_by_a_job(obj):
             self._pods_ready.track(key, obj)
-        engine = self.state.engine
-        if self._pods_ready.wait.block_admission and obj is not None and engine.admission(key) is not None:
-            engine.pods_ready(key, not followed or workload_status.is_true(obj, "PodsReady"))
+        else:
+            self._pods_ready.report(key, True)
 
     def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
         """Whether a Workload (or the one of that key) belongs to a job, pod or pod group whose pods' readiness

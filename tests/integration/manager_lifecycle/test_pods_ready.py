@@ -277,7 +277,8 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
     cluster: Cluster, kuota_crds: list[dict[str, Any]]
 ) -> None:
     """The second Job stays suspended, its Workload QuotaReserved False with Kueue's reason WaitingForPodsReady,
-    until the first's pods time out (and, backoffLimitCount 0, it is deactivated)."""
+    until the first's pods time out (and, backoffLimitCount 0, it is deactivated); a third is admitted only once
+    the second's pods are ready."""
     del kuota_crds
     wait = {"timeout": "15s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
     with _manager(cluster, wait):
@@ -312,6 +313,16 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
         assert stuck["spec"].get("active") is False  # backoffLimitCount 0: the first timeout deactivates
         admitted_condition = next(c for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
         assert admitted_condition["lastTransitionTime"] >= deactivated_at
+        # Its pods get ready: only then is the next one admitted.
+        third_uid = create_job(cluster, gpu_job("after-ready-pods", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
+            "uid"
+        ]
+        third = admitted_workload(cluster, NAMESPACE, third_uid)
+        second = workload_of(cluster, NAMESPACE, waiting_uid) or admitted
+        ready = next(c for c in second["status"]["conditions"] if c["type"] == "PodsReady")
+        assert ready["status"] == "True"
+        third_admitted = next(c for c in third["status"]["conditions"] if c["type"] == "Admitted")
+        assert third_admitted["lastTransitionTime"] >= ready["lastTransitionTime"]
 
 
 def _stuck(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -187,6 +187,26 @@ def test_a_workload_whose_pods_got_ready_in_time_is_not_evicted() -> None:
     assert state.engine.status("a/w").state is WorkloadState.ADMITTED
 
 
+def test_under_block_admission_each_copy_tracked_tells_the_engine_whether_its_pods_are_ready() -> None:
+    blocking = WaitForPodsReady(timeout_seconds=300, block_admission=True)
+    state = _controller_state(blocking)
+    clock = PodsReadyClock(state, blocking)
+    obj = _admitted_in(state)
+    state.engine.submit(workload("a", "next", 0, at=1))
+
+    def held() -> bool:
+        held_back = state.engine.schedule(T0 + 1) == []
+        assert held_back == state.engine.status("a/next").waiting_for_pods_ready
+        return held_back
+
+    clock.track("a/w", obj)
+    assert held()
+    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", False, "WaitForRecovery")))
+    assert held()
+    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", True, "Started")))
+    assert not held()
+
+
 def test_the_eviction_a_workload_was_requeued_after_is_read_back_from_its_evicted_condition() -> None:
     """What a restarted controller gives the engine to order a pending Workload by (Kueue's
     GetQueueOrderTimestamp reads the same condition): a PodsReady timeout's or an AdmissionCheck's eviction while
