@@ -10,7 +10,9 @@ readiness, and the two clocks on it (docs/architecture.md, "waitForPodsReady").
   writer writes that as any eviction. When a backoff ends, ``Requeued`` turns True (``BackoffFinished``).
 
 :class:`PodsReadyClock` keeps both kinds of deadline (fed by the job reconciler, which sees every admitted
-Workload of a job and every Workload it evicts) and tells the controller's loop when to wake.
+Workload of a job and every Workload it evicts) and tells the controller's loop when to wake; under
+``blockAdmission`` it tells the engine whether each admitted Workload's pods are ready (the engine holds the next
+admission, ``WaitingForPodsReady``, while one's are not).
 """
 
 from __future__ import annotations
