@@ -25,6 +25,8 @@ What goes in
       engine.evict(key, EvictionReason.PODS_READY_TIMEOUT, now)   # backoff 60 s * 2^(n-1), max 3600 s
       engine.evict(key, EvictionReason.ADMISSION_CHECK, now, requeue_at=t)  # or deactivate=True
       engine.restore_admitted(workload, cluster_queue, pod_set_assignments, admitted_at)  # after restart
+      engine.submit(workload, evicted=(EvictionReason.PODS_READY_TIMEOUT, t))  # its Evicted condition read back
+      engine.pods_ready(key, ready)  # an admitted workload's PodsReady, for waitForPodsReady's blockAdmission
 
 What comes out
 --------------
@@ -35,6 +37,11 @@ What comes out
   ``maximumExecutionTimeSeconds`` (deactivated), and ``HoldAndDrain`` stop policies;
 - ``Admission(workload, cluster_queue, pod_sets, borrowing, at, preempted)``: ``pod_sets`` carry, per pod
   set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage.
+
+Under ``blockAdmission``, while an admitted workload's pods are not reported ready, the head that would be admitted
+next is held back instead (``engine.status(key).waiting_for_pods_ready``, Kueue's ``WaitingForPodsReady``); an
+eviction by a PodsReady timeout (with ``requeuingStrategy.timestamp`` ``Eviction``) or by an AdmissionCheck queues
+the workload from that eviction, as Kueue's queue order timestamp does.
 
 ``engine.next_wakeup()`` says when a time-driven decision (deadline, backoff end) falls due, so a shell can
 wait until then. ``engine.status(key)`` gives a workload's state and, when not admitted, a reason a person

@@ -128,6 +128,9 @@ class WorkloadStatus:
     reason: str | None
     # True when the workload cannot be admitted as configured, however long it waits.
     inadmissible: bool = False
+    # True for the head held back by waitForPodsReady's blockAdmission (Kueue's QuotaReserved reason
+    # WaitingForPodsReady): it is admitted once every admitted workload's pods are ready.
+    waiting_for_pods_ready: bool = False
 
 
 @dataclass(frozen=True)

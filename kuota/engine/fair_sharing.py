@@ -267,6 +267,7 @@ def fair_sharing_victims(
     admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
     cohort_queues: Iterable[str],
     strategies: tuple[FairSharingStrategy, ...],
+    preemptor_order_time: float,
 ) -> list[Target]:
     """Fair-sharing preemption: take victims from the queue with the highest share while the strategy allows.
 
@@ -279,7 +280,14 @@ def fair_sharing_victims(
     workload fit wins.
     """
     candidates = classic_candidates(
-        preemptor, cq, assignment, tree=tree, admitted=admitted, cohort_queues=cohort_queues, fair_sharing=True
+        preemptor,
+        cq,
+        assignment,
+        tree=tree,
+        admitted=admitted,
+        cohort_queues=cohort_queues,
+        preemptor_order_time=preemptor_order_time,
+        fair_sharing=True,
     )
     if not candidates:
         return []

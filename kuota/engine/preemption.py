@@ -2,7 +2,8 @@
 
 Candidates (only workloads using a resource the preemptor is short of):
 - in its own ClusterQueue, per ``withinClusterQueue``: lower priority (``LowerPriority``), or also equal
-  priority but created later (``LowerOrNewerEqualPriority``);
+  priority but created after the preemptor's queue order time (``LowerOrNewerEqualPriority``; Kueue's
+  ``GetQueueOrderTimestamp``: its creation, or the eviction it was requeued after, ``queues.orders_by_eviction``);
 - in other ClusterQueues of the same cohort tree that are borrowing that resource: per
   ``reclaimWithinCohort`` (``Any``: any priority, ``LowerPriority``: lower) when the preemptor fits its own
   nominal quota; otherwise, only with ``borrowWithinCohort: LowerPriority``, those of lower priority and at
@@ -112,6 +113,7 @@ def classic_candidates(
     tree: QuotaTree,
     admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
     cohort_queues: Iterable[str],
+    preemptor_order_time: float,
     fair_sharing: bool = False,
 ) -> list[Target]:
     """Everything ``preemptor`` may evict; with fair sharing, borrowers per ``reclaimWithinCohort`` alone."""
@@ -121,7 +123,7 @@ def classic_candidates(
     candidates: list[Target] = []
     within = cq.preemption.within_cluster_queue
     if within is not WithinClusterQueuePolicy.NEVER:
-        newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+        newer_than = (preemptor_order_time, preemptor.uid, preemptor.key)
         for victim in admitted.get(cq.name, {}).values():
             other = victim.workload
             lower = other.priority < priority
@@ -238,6 +240,7 @@ def classic_candidates_in_order(
     tree: QuotaTree,
     admitted: Mapping[str, AdmittedByPriority],
     cohort_queues: Iterable[str],
+    preemptor_order_time: float,
 ) -> Iterator[Target]:
     """``classic_candidates`` without fair sharing, lazily and already in victim order."""
     node = tree.cluster_queues[cq.name]
@@ -284,7 +287,7 @@ def classic_candidates_in_order(
     if within is WithinClusterQueuePolicy.NEVER or own is None:
         return
     newer_equal = within is WithinClusterQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
-    newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+    newer_than = (preemptor_order_time, preemptor.uid, preemptor.key)
     for level in own.priorities():
         if level > priority or (level == priority and not newer_equal):
             break
@@ -348,6 +351,7 @@ def nested_classic_victims(
     *,
     tree: QuotaTree,
     admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
+    preemptor_order_time: float,
 ) -> list[Target]:
     """Classic preemption in a tree of nested cohorts, Kueue's hierarchical way (``classical`` package).
 
@@ -367,7 +371,7 @@ def nested_classic_victims(
     own: list[Target] = []
     within = cq.preemption.within_cluster_queue
     if within is not WithinClusterQueuePolicy.NEVER:
-        newer_than = (preemptor.created, preemptor.uid, preemptor.key)
+        newer_than = (preemptor_order_time, preemptor.uid, preemptor.key)
         for victim in admitted.get(cq.name, {}).values():
             other = victim.workload
             newer_equal = (

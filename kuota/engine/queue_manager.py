@@ -111,14 +111,14 @@ def reason_of(record: Record) -> str | None:
     return f"waiting for its turn in ClusterQueue {queue.model.name}"
 
 
-def workload_status(record: Record, reason: str | None) -> WorkloadStatus:
+def workload_status(record: Record, reason: str | None, *, waiting_for_pods_ready: bool = False) -> WorkloadStatus:
     queue = record.queue.model.name if record.queue is not None else None
     if record.state is WorkloadState.ADMITTED and record.admitted is not None:
         queue = record.admitted.cluster_queue
     # A set-aside group's members share its head's verdict, as they share its reason.
     group = record.group
     inadmissible = record.inadmissible or (group is not None and group.set_aside and group.inadmissible)
-    return WorkloadStatus(record.state, queue, reason, inadmissible)
+    return WorkloadStatus(record.state, queue, reason, inadmissible, waiting_for_pods_ready)
 
 
 class QueueManager:
@@ -152,6 +152,11 @@ class QueueManager:
         # Groups of workloads preempted at this instant: at the next one they join their shape's usual group.
         self._preempted_groups: list[Group] = []
         self.tree = QuotaTree({}, {})
+        # waitForPodsReady's blockAdmission: whether it is on, the admitted workloads whose pods a shell has not
+        # reported ready (always empty while it is off), and the head held back while there are any.
+        self.blocks_admission = False
+        self.not_ready: set[str] = set()
+        self.pods_ready_waiter: str | None = None
 
     def rebuild(
         self,
@@ -174,6 +179,13 @@ class QueueManager:
         self.admission_checks = admission_checks
         self.tree = QuotaTree(self.cluster_queues, self.cohorts)
         fair = self.configuration.fair_sharing is not None
+        wait = configuration.wait_for_pods_ready
+        blocks = wait is not None and wait.block_admission
+        if not blocks:
+            self.not_ready.clear()
+        elif not self.blocks_admission:  # turned on: nothing is known ready until a shell says so
+            self.not_ready = {key for key, record in self.records.items() if record.state is WorkloadState.ADMITTED}
+        self.blocks_admission = blocks
         self.queues = {}
         self.trees = {}
         for name in sorted(self.cluster_queues):

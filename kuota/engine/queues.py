@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from kuota.engine.decisions import WorkloadState
+from kuota.engine.decisions import EvictionReason, WorkloadState
 from kuota.engine.flavor_assignment import FlavorAssigner, Reason
-from kuota.engine.model import ClusterQueue, StopPolicy, WhenCanPreempt, Workload
+from kuota.engine.model import ClusterQueue, StopPolicy, WaitForPodsReady, WhenCanPreempt, Workload
 from kuota.engine.preemption import AdmittedByPriority, AdmittedWorkload
 from kuota.engine.quota_tree import FlavorResource, QuotaNode
 
-# (-priority, created, uid, key): a tuple of any length for the reason FlavorResource is one (quota_tree): every
-# heap push and comparison would otherwise box a new tuple, and its float and int, from the unboxed struct.
+# (-priority, queue order time, uid, key): a tuple of any length for the reason FlavorResource is one (quota_tree):
+# every heap push and comparison would otherwise box a new tuple, and its float and int, from the unboxed struct.
 SortKey = tuple[int | float | str, ...]
 # Heaps whose outdated entries leave only from the top are swept when they pass twice their live size
 # (at least this many entries), so sweeping costs O(1) a push over the run.
@@ -61,6 +61,7 @@ class Record:
         "executed",
         "group",
         "inadmissible",
+        "order_time",
         "partial",
         "preempted_at",
         "queue",
@@ -72,12 +73,14 @@ class Record:
         "workload",
     )
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, order_time: float | None = None) -> None:
         self.workload = workload
         pod_sets = workload.pod_sets
         self.counts = tuple(pod_set.count for pod_set in pod_sets)  # its full size, tried first
         self.partial = any(pod_set.min_count is not None for pod_set in pod_sets)  # minCount allows less
-        self.sort_key: SortKey = (-workload.priority, workload.created, workload.uid, workload.key)
+        # Kueue's queue order timestamp: its creation, or the eviction it is requeued after (``orders_by_eviction``).
+        self.order_time = workload.created if order_time is None else order_time
+        self.sort_key: SortKey = (-workload.priority, self.order_time, workload.uid, workload.key)
         self.state = WorkloadState.PENDING
         self.queue: Queue | None = None
         self.group: Group | None = None
@@ -91,6 +94,12 @@ class Record:
         self._shape: tuple[object, ...] | None = None
         # When it was last preempted: at that same instant it may not preempt anyone (no preemption cycles).
         self.preempted_at: float | None = None
+
+    def queue_from(self, at: float) -> None:
+        """Order it by ``at`` from now on (it is in no queue or group: they are keyed by its sort key)."""
+        workload = self.workload
+        self.order_time = at
+        self.sort_key = (-workload.priority, at, workload.uid, workload.key)
 
     def shape(self, instant: float | None) -> tuple[object, ...]:
         """What decides admissibility besides age: two workloads of one shape fit (or not) alike. Being
@@ -111,6 +120,15 @@ class Record:
             )
             self._shape = (workload.namespace, workload.queue_name, workload.priority, pod_sets)
         return (*self._shape, instant if self.preempted_at == instant else None)
+
+
+def orders_by_eviction(reason: EvictionReason, wait: WaitForPodsReady | None) -> bool:
+    """Whether a workload requeued after an eviction for ``reason`` queues from that eviction rather than from its
+    creation (Kueue's ``GetQueueOrderTimestamp``): after an AdmissionCheck's, always; after a PodsReady timeout,
+    under ``requeuingStrategy.timestamp`` ``Eviction`` (the default)."""
+    if reason is EvictionReason.ADMISSION_CHECK:
+        return True
+    return reason is EvictionReason.PODS_READY_TIMEOUT and (wait is None or wait.timestamp == "Eviction")
 
 
 class WakeConditions:

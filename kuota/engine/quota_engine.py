@@ -43,7 +43,7 @@ from kuota.engine.model import (
 )
 from kuota.engine.preemption import AdmittedWorkload
 from kuota.engine.queue_manager import QueueManager, reason_of, workload_status
-from kuota.engine.queues import Record
+from kuota.engine.queues import Record, orders_by_eviction
 from kuota.engine.quota_tree import FlavorResource, QuotaTree
 from kuota.engine.scheduler import Scheduler
 
@@ -62,6 +62,8 @@ __all__ = [
 
 # The reason a workload submitted with spec.active false gives, pending or evicted for it.
 _INACTIVE = "the workload is deactivated (spec.active is false)"
+# The reason of the head blockAdmission holds back: Kueue's message.
+WAITING_FOR_PODS_READY = "waiting for all admitted workloads to be in PodsReady condition"
 
 
 class QuotaEngine:
@@ -136,8 +138,14 @@ class QuotaEngine:
             return 0
         return found.value
 
-    def submit(self, workload: Workload, now: float | None = None) -> Eviction | None:
+    def submit(
+        self, workload: Workload, now: float | None = None, *, evicted: tuple[EvictionReason, float] | None = None
+    ) -> Eviction | None:
         """Add a pending workload, or replace the spec of a pending one.
+
+        ``evicted``: the eviction it was requeued after, as its ``Evicted`` condition says (reason, time), which
+        orders it instead of its creation where Kueue's queue order timestamp says so (a PodsReady timeout under
+        ``requeuingStrategy.timestamp`` ``Eviction``, an AdmissionCheck); the engine's own evictions order so too.
 
         An admitted workload's spec is immutable in Kueue; only activity matters: one submitted with
         ``spec.active`` false is evicted (at ``now``) and deactivated here, and the Eviction is returned for
@@ -153,7 +161,10 @@ class QuotaEngine:
             return eviction
         if old is not None:
             manager.unroute(old)
-        record = Record(workload)
+        ordered_by_eviction = evicted is not None and orders_by_eviction(
+            evicted[0], self.configuration.wait_for_pods_ready
+        )
+        record = Record(workload, evicted[1] if evicted is not None and ordered_by_eviction else None)
         manager.records[workload.key] = record
         if workload.active:
             manager.route(record)
@@ -216,6 +227,24 @@ class QuotaEngine:
             raise UnknownObjectError("admitted Workload", key)
         return self._scheduler.evict(record, reason, now, deactivate=deactivate, requeue_at=requeue_at)
 
+    def pods_ready(self, key: str, ready: bool) -> None:
+        """Whether an admitted workload's pods are all ready (a shell reads its ``PodsReady`` condition). Under
+        waitForPodsReady's ``blockAdmission``, an admitted workload counts as not ready from its admission (or
+        ``restore_admitted``) until reported ready, and while any does, the head that would be admitted next waits
+        instead (``status``: ``waiting_for_pods_ready``). Otherwise, and for a workload not admitted, it changes
+        nothing."""
+        self._refresh()
+        manager = self._manager
+        record = manager.records.get(key)
+        if record is None:
+            raise UnknownObjectError("Workload", key)
+        if not manager.blocks_admission or record.state is not WorkloadState.ADMITTED:
+            return
+        if ready:
+            manager.not_ready.discard(key)
+        else:
+            manager.not_ready.add(key)
+
     def restore_requeue_state(self, key: str, count: int, requeue_at: float | None) -> None:
         """A PodsReady backoff read back from a Workload's ``status.requeueState`` (a restarted controller): its
         count, and a pending workload waits until ``requeue_at``."""
@@ -233,6 +262,8 @@ class QuotaEngine:
         record = self._manager.records.get(key)
         if record is None:
             raise UnknownObjectError("Workload", key)
+        if key == self._manager.pods_ready_waiter and record.state is WorkloadState.PENDING:
+            return workload_status(record, WAITING_FOR_PODS_READY, waiting_for_pods_ready=True)
         return workload_status(record, reason_of(record))
 
     def admission(self, key: str) -> AdmittedWorkload | None:

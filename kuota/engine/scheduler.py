@@ -5,8 +5,10 @@ Kueue's ``pkg/scheduler`` for this engine: it takes the heads ``queue_manager`` 
 (``flavor_assignment``), picks victims (``preemption``, ``fair_sharing``), records every admission and eviction
 in the state at once (a victim's quota is free for its preemptor) and hands a head that fails back to the
 queue manager to set aside, with its wake conditions (what could make it admissible). It also keeps the
-time-driven decisions: maximum execution time deadlines and PodsReady backoffs. The rules are in
-docs/architecture.md (scheduler rules).
+time-driven decisions: maximum execution time deadlines and PodsReady backoffs, and waitForPodsReady's
+blockAdmission: while some admitted workload's pods are not ready (as its shell reports), the head that would be
+admitted next is held back instead, waiting for them, and nothing else is admitted (Kueue's scheduler blocks
+there). The rules are in docs/architecture.md (scheduler rules).
 
 The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
 that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
@@ -39,7 +41,16 @@ from kuota.engine.preemption import (
     nested_classic_victims,
 )
 from kuota.engine.queue_manager import QueueManager, may_preempt
-from kuota.engine.queues import Group, PendingReason, Queue, Record, SortKey, Tree, WakeConditions
+from kuota.engine.queues import (
+    Group,
+    PendingReason,
+    Queue,
+    Record,
+    SortKey,
+    Tree,
+    WakeConditions,
+    orders_by_eviction,
+)
 from kuota.engine.quota_tree import FlavorResource
 
 
@@ -68,6 +79,7 @@ class Scheduler:
         """Every decision due at ``now``; with ``limit`` at most that many admissions (the rest stay due)."""
         decisions: list[Decision] = []
         self.manager.begin_instant(now)
+        self.manager.pods_ready_waiter = None
         for key, reason in self.manager.drains:
             record = self.manager.records.get(key)
             if record is not None and record.state is WorkloadState.ADMITTED:
@@ -88,7 +100,7 @@ class Scheduler:
                 self.manager.route(record)
         budget = [limit if limit is not None else -1]
         for root in sorted(self.manager.dirty):
-            if budget[0] == 0:
+            if budget[0] == 0 or self.manager.pods_ready_waiter is not None:
                 break
             if self._run_tree(root, now, decisions, budget):
                 self.manager.dirty.discard(root)
@@ -139,6 +151,8 @@ class Scheduler:
                 return False
             _, queue, group, head = best
             wake_conditions = self._attempt(queue, head, now, decisions)
+            if self.manager.pods_ready_waiter is not None:
+                return False  # held back: tried again once the admitted workloads' pods are ready
             if wake_conditions is None:
                 best_waiting_epoch = None
                 budget[0] -= 1
@@ -173,13 +187,14 @@ class Scheduler:
         return path_shares(self.manager.tree, self.manager.tree.cluster_queues[queue.model.name], assignment.usage)
 
     def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> WakeConditions | None:
-        """Admit ``record`` if it can be now (None); otherwise say what could change that."""
+        """Admit ``record`` if it can be now, or hold it back for blockAdmission (None); otherwise say what could
+        change that."""
         assert queue.assigner is not None
         workload = record.workload
         fair = self.manager.configuration.fair_sharing is not None
         assignment = queue.assigner.assign(workload.pod_sets, record.counts, self._probe(queue, record, now))
         if assignment.mode is Mode.FIT:
-            decisions.append(self.admit(record, queue.model.name, assignment, now))
+            self._preempt_and_admit(queue, record, assignment, [], now=now, decisions=decisions)
             return None
         victims: list[Target] = []
         just_preempted = record.preempted_at == now
@@ -363,6 +378,7 @@ class Scheduler:
                 assignment,
                 tree=self.manager.tree,
                 admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
+                preemptor_order_time=record.order_time,
             )
         if fair is None:
             ordered = classic_candidates_in_order(
@@ -372,6 +388,7 @@ class Scheduler:
                 tree=self.manager.tree,
                 admitted={name: self.manager.queues[name].by_priority for name in cohort_queues},
                 cohort_queues=cohort_queues,
+                preemptor_order_time=record.order_time,
             )
             return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
         return fair_sharing_victims(
@@ -382,6 +399,7 @@ class Scheduler:
             admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
             cohort_queues=cohort_queues,
             strategies=fair.preemption_strategies,
+            preemptor_order_time=record.order_time,
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
@@ -422,6 +440,12 @@ class Scheduler:
         now: float,
         decisions: list[Decision],
     ) -> None:
+        """Evict ``victims`` and admit ``record``; under blockAdmission, while some admitted workload's pods are not
+        ready, neither: ``record`` is held back until they are (Kueue's scheduler waits there before it admits; a
+        preemption is decided here with its admission, so its victims run on meanwhile)."""
+        if self.manager.not_ready:
+            self.manager.pods_ready_waiter = record.workload.key
+            return
         for target in victims:
             victim = self.manager.records[target.victim.workload.key]
             victim.preempted_at = now
@@ -458,6 +482,8 @@ class Scheduler:
         queue.admitted[record.workload.key] = admitted
         queue.by_priority.add(admitted)
         self.manager.tree.add_usage(cluster_queue, assignment.usage, 1)
+        if self.manager.blocks_admission:
+            self.manager.not_ready.add(record.workload.key)
         limit = record.workload.max_execution_seconds
         if limit is not None:
             record.deadline = now + max(0.0, limit - record.executed)
@@ -475,6 +501,8 @@ class Scheduler:
             self.manager.wake_on_free(queue, admitted.assignment.usage)
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
+        if self.manager.blocks_admission:
+            self.manager.not_ready.discard(record.workload.key)
         record.admitted = None
         record.deadline = None
         record.queue = None
@@ -491,8 +519,8 @@ class Scheduler:
         deactivate: bool = False,
         requeue_at: float | None = None,
     ) -> Eviction:
-        """Evict an admitted workload: requeued (at ``requeue_at``, or after the PodsReady backoff), or
-        deactivated."""
+        """Evict an admitted workload: requeued (at ``requeue_at``, or after the PodsReady backoff; ordered from
+        now on by this eviction where Kueue's queue order timestamp says so), or deactivated."""
         at = 0.0 if now is None else now
         admitted = self.release(record, now)
         wait = self.manager.configuration.wait_for_pods_ready
@@ -503,6 +531,8 @@ class Scheduler:
             else:
                 delay = min(wait.backoff_base_seconds * 2 ** (record.requeue_count - 1), wait.backoff_max_seconds)
                 requeue_at = at + delay
+        if not deactivate and orders_by_eviction(reason, wait):
+            record.queue_from(at)
         if deactivate:
             record.state = WorkloadState.DEACTIVATED
             record.reason = (

@@ -22,6 +22,7 @@ finished before it in the replay had each source, and how many finished jobs the
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import heapq
 import itertools
@@ -165,6 +166,7 @@ def _forecast_part(
     horizon: float,
     wanted: Collection[str] | None,
 ) -> dict[str, Eta]:
+    listed = [_pods_ready_at_admission(obj) if isinstance(obj, Configuration) else obj for obj in listed]
     engine = QuotaEngine(next((o for o in listed if isinstance(o, Configuration)), None))
     for obj in listed:
         engine.apply(obj)
@@ -247,6 +249,15 @@ def _forecast_part(
                     bases.add(runtime.basis)
                     similar += runtime.samples
     return etas
+
+
+def _pods_ready_at_admission(configuration: Configuration) -> Configuration:
+    """The forecast starts each admission's work at once, its pods ready: blockAdmission, which holds the next
+    admission only while some admitted workload's pods are not ready, never holds one here."""
+    wait = configuration.wait_for_pods_ready
+    if wait is None or not wait.block_admission:
+        return configuration
+    return dataclasses.replace(configuration, wait_for_pods_ready=dataclasses.replace(wait, block_admission=False))
 
 
 class _Recent:

@@ -7,7 +7,8 @@ workload's work starts once its pods are ready (``pods_ready_after`` seconds aft
 ``remaining`` seconds later unless evicted first; an evicted one keeps the work it did and resumes the rest when
 admitted again. Evicted workloads free their quota at the moment of eviction. With waitForPodsReady (on unless
 the Configuration turns it off, as in Kueue v0.19+), an admission whose pods are not ready within the timeout is
-evicted then (``PodsReadyTimeout``), and the engine backs it off or deactivates it. A ClusterQueue's
+evicted then (``PodsReadyTimeout``), and the engine backs it off or deactivates it; with its ``blockAdmission``,
+the engine is told when each admission's pods are ready, and admits nothing new while some are not. A ClusterQueue's
 AdmissionChecks answer each reservation as the workload declares (Ready at once by default): its pods start only
 once every check is Ready; a Retry evicts it (``AdmissionCheck``, quota freed, requeued after the check's delay)
 and a Rejected deactivates it, as Kueue's workload controller does. With ``until``, nothing after that instant
@@ -188,9 +189,9 @@ def _replay(
     objects: list[ApiObject], arrivals: Iterable[SimulatedWorkload], until: float | None, keep_history: bool
 ) -> ReplayResult:
     configuration = next((o for o in objects if isinstance(o, Configuration)), KUEUE_DEFAULTS)
-    pods_ready_timeout = (
-        configuration.wait_for_pods_ready.timeout_seconds if configuration.wait_for_pods_ready is not None else None
-    )
+    wait = configuration.wait_for_pods_ready
+    pods_ready_timeout = wait.timeout_seconds if wait is not None else None
+    blocks_admission = wait is not None and wait.block_admission
     engine = QuotaEngine(configuration)
     for obj in objects:
         engine.apply(obj)
@@ -201,6 +202,7 @@ def _replay(
     finishes: _Timers = []
     timeouts: _Timers = []  # PodsReady timeouts of admissions whose pods are not ready in time
     check_answers: _Timers = []  # AdmissionCheck answers that evict (Retry) or deactivate (Rejected)
+    readies: _Timers = []  # under blockAdmission: when an admission's pods get ready, told to the engine
     order = itertools.count()
     incoming: Iterator[SimulatedWorkload] = iter(arrivals)
     upcoming = next(incoming, None)
@@ -208,10 +210,10 @@ def _replay(
     decisions = 0
     last = 0.0
     while True:
-        # The next instant: the earliest arrival, completion, PodsReady timeout, failing check answer or time-driven
-        # engine decision.
+        # The next instant: the earliest arrival, completion, PodsReady timeout or readiness, failing check answer
+        # or time-driven engine decision.
         next_at = upcoming.submit_at if upcoming is not None else None
-        for timers in (finishes, timeouts, check_answers):
+        for timers in (finishes, timeouts, check_answers, readies):
             if timers and (next_at is None or timers[0][0] < next_at):
                 next_at = timers[0][0]
         wakeup = engine.next_wakeup()
@@ -252,6 +254,10 @@ def _replay(
                 history.outcome = Outcome.INADMISSIBLE
                 history.reason = upcoming.not_created
             upcoming = next(incoming, None)
+        while readies and readies[0][0] <= now:  # before the finishes: a finished history may be dropped
+            _, _, key, epoch = heapq.heappop(readies)
+            if histories[key].epoch == epoch:
+                engine.pods_ready(key, True)
         while finishes and finishes[0][0] <= now:
             _, _, key, epoch = heapq.heappop(finishes)
             history = histories[key]
@@ -321,6 +327,8 @@ def _replay(
                     heapq.heappush(timeouts, (started + pods_ready_timeout, next(order), *timer))
                 elif ready_after is not None:
                     heapq.heappush(finishes, (started + ready_after + history.remaining, next(order), *timer))
+                    if blocks_admission:
+                        heapq.heappush(readies, (started + ready_after, next(order), *timer))
             elif isinstance(decision, Eviction):
                 _evicted(history, decision, queues, now)
     end = now if until is None else until

@@ -20,6 +20,10 @@ from kuota.webhook.controller.state import ControllerState, gather, key_of
 
 log = logging.getLogger(__name__)
 
+PENDING = "Pending"
+# Kueue's QuotaReserved reason for the Workload its scheduler holds back under blockAdmission.
+WAITING_FOR_PODS_READY = "WaitingForPodsReady"
+
 _REASON_REFRESH_SECONDS = 30.0
 _REASON_WRITES_PER_ROUND = 20
 _REASON_CHECKS_PER_ROUND = 1000
@@ -76,7 +80,9 @@ class PendingReasons:
         due.sort()
         writes = []
         for told, _, key in due[:_REASON_CHECKS_PER_ROUND]:
-            reason = state.engine.status(key).reason
+            engine_status = state.engine.status(key)
+            reason = engine_status.reason
+            condition_reason = WAITING_FOR_PODS_READY if engine_status.waiting_for_pods_ready else PENDING
             obj = state.workloads.get(key)
             if reason is None or obj is None:
                 continue
@@ -88,9 +94,14 @@ class PendingReasons:
             if previous is not None and previous[0] == reason:
                 continue
             shown = status.condition(obj.get("status", {}).get("conditions") or [], "QuotaReserved")
-            if shown is not None and shown.get("status") == "False" and shown.get("message") == reason:
+            if (
+                shown is not None
+                and shown.get("status") == "False"
+                and shown.get("reason") == condition_reason
+                and shown.get("message") == reason
+            ):
                 continue  # already says so (e.g. written before a restart)
-            writes.append(self._write_reason(obj, reason, now, first=not told))
+            writes.append(self._write_reason(obj, reason, condition_reason, now, first=not told))
             if len(writes) == _REASON_WRITES_PER_ROUND:
                 break
         await gather(writes)
@@ -110,11 +121,13 @@ class PendingReasons:
             return
         self._state.workloads.wrote(written)
 
-    async def _write_reason(self, obj: Mapping[str, Any], reason: str, now: float, first: bool) -> None:
+    async def _write_reason(
+        self, obj: Mapping[str, Any], reason: str, condition_reason: str, now: float, first: bool
+    ) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
             written = await self._reporter.merge_patch(
-                WORKLOADS, namespace, name, status.pending_patch(obj, reason, now), "status"
+                WORKLOADS, namespace, name, status.pending_patch(obj, reason, now, condition_reason), "status"
             )
         except ApiWriteError as error:  # a stale copy included: written again from the fresh one next round
             self._reasons.pop(key_of(obj), None)

@@ -10,7 +10,9 @@ readiness, and the two clocks on it (docs/architecture.md, "waitForPodsReady").
   writer writes that as any eviction. When a backoff ends, ``Requeued`` turns True (``BackoffFinished``).
 
 :class:`PodsReadyClock` keeps both kinds of deadline (fed by the job reconciler, which sees every admitted
-Workload of a job and every Workload it evicts) and tells the controller's loop when to wake.
+Workload of a job and every Workload it evicts) and tells the controller's loop when to wake; under
+``blockAdmission`` it tells the engine whether each admitted Workload's pods are ready (the engine holds the next
+admission, ``WaitingForPodsReady``, while one's are not).
 """
 
 from __future__ import annotations
@@ -145,21 +147,21 @@ class PodsReadyClock:
         self._backoffs = _Deadlines()
 
     def track(self, key: str, workload: Mapping[str, Any] | None) -> None:
-        """Take the newest copy of a Workload (None: gone) and keep its deadlines, if it has any."""
+        """Take the newest copy of a Workload (None: gone) and keep its deadlines, if it has any; and tell the
+        engine whether its pods are ready."""
         changed = self._timeouts.set(key, None if workload is None else timeout_deadline(workload, self.wait))
         changed |= self._backoffs.set(key, None if workload is None else backing_off_until(workload))
         if changed:
             self.state.wake.set()
+        if workload is not None:
+            self.report(key, status.is_true(workload, PODS_READY))
 
-    def admitted(self, key: str, now: float) -> None:
-        """A job's Workload the engine just admitted: not ready until its own copy says otherwise (its deadline,
-        ``timeout`` from now, is replaced by the one its ``Admitted`` condition gives once it is tracked)."""
-        if key not in self._timeouts:
-            self._timeouts.set(key, now + self.wait.timeout_seconds)
-
-    def blocks_admission(self) -> bool:
-        """``blockAdmission``: no new admission while an admitted job's Workload waits for its pods."""
-        return self.wait.block_admission and len(self._timeouts) > 0
+    def report(self, key: str, ready: bool) -> None:
+        """For ``blockAdmission``: whether an admitted Workload's pods are ready (the engine admits nothing new while
+        one's are not)."""
+        engine = self.state.engine
+        if self.wait.block_admission and engine.admission(key) is not None:
+            engine.pods_ready(key, ready)
 
     def next_wakeup(self) -> float | None:
         times = [at for at in (self._timeouts.first(), self._backoffs.first()) if at is not None]

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine import Admission, Configuration, Decision, EngineError, QuotaEngine, parse_object
+from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
@@ -348,12 +348,17 @@ class QuotaController:
             log.exception("syncing Workload %s failed; it waits for its next change, every other object is served", key)
 
     def _track_pods_ready(self, key: str) -> None:
-        """A Workload's PodsReady clocks, for the Workloads of the jobs whose pods' readiness kuota writes."""
+        """A Workload's PodsReady clocks and readiness, for the Workloads of the jobs whose pods' readiness kuota
+        writes. Kueue's blockAdmission waits on every admitted Workload without PodsReady True; kuota writes
+        PodsReady (and times it out) only for jobs and pods, so any other admitted Workload counts as ready rather
+        than hold admissions for good."""
         if self._pods_ready is None:
             return
         obj = self.workloads.get(key)
         if obj is None or self._owned_by_a_job(obj):
             self._pods_ready.track(key, obj)
+        else:
+            self._pods_ready.report(key, True)
 
     def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
         """Whether a Workload (or the one of that key) belongs to a job, pod or pod group whose pods' readiness
@@ -387,24 +392,15 @@ class QuotaController:
         room = self._decisions.room()
         # What the AdmissionChecks of the Workloads that changed ask for: evictions before any admission.
         timed_out: list[Decision] = list(self._checks.evictions(synced, now))
-        limit = room
         if self._pods_ready is not None and room > 0:
             # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
             # and PodsReady timeouts are evicted before anything is admitted.
             ended = self._pods_ready.backoffs_ended(now)
             await gather(write_backoff_finished(self.writer, state, key) for key in ended)
             timed_out += self._pods_ready.timed_out(now)
-            if self._pods_ready.wait.block_admission:
-                # blockAdmission, as Kueue's scheduler: one admission at a time, none while an admitted job's
-                # pods are not ready (what is due is still evicted)
-                limit = 0 if self._pods_ready.blocks_admission() else 1
-        decisions = timed_out + (state.engine.schedule(now, limit=limit) if room > 0 else [])
+        decisions = timed_out + (state.engine.schedule(now, limit=room) if room > 0 else [])
         if decisions:
             self._decisions.write(decisions, now)
-        if self._pods_ready is not None and self._pods_ready.wait.block_admission:
-            for decision in decisions:
-                if isinstance(decision, Admission) and self._owned_by_a_job(decision.workload):
-                    self._pods_ready.admitted(decision.workload, now)
         self.metrics.decisions_per_cycle.observe(len(decisions))
         self.metrics.cycle_duration.observe(time.perf_counter() - started)
 

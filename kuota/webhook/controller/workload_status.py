@@ -317,6 +317,19 @@ def quota_reserved_at(workload: Mapping[str, Any]) -> float | None:
     return parse_time(found.get("lastTransitionTime"))
 
 
+def requeuing_eviction(workload: Mapping[str, Any]) -> tuple[EvictionReason, float] | None:
+    """The eviction a pending Workload was requeued after, where it can order the Workload in its queue (Kueue's
+    ``GetQueueOrderTimestamp``): its ``Evicted`` condition while True, for a PodsReady timeout or an AdmissionCheck."""
+    evicted = condition(workload.get("status", {}).get("conditions") or [], "Evicted")
+    if evicted is None or evicted.get("status") != "True":
+        return None
+    reason = evicted.get("reason")
+    at = parse_time(evicted.get("lastTransitionTime"))
+    if at is None or reason not in (EvictionReason.PODS_READY_TIMEOUT.value, EvictionReason.ADMISSION_CHECK.value):
+        return None
+    return EvictionReason(reason), at
+
+
 def queued_since(workload: Mapping[str, Any]) -> float:
     """When a Workload joined its queue: its last requeue, else its creation."""
     requeued = condition(workload.get("status", {}).get("conditions") or [], "Requeued")

@@ -106,7 +106,7 @@ class WorkloadSync:
         if parsed.active and known is WorkloadState.DEACTIVATED:
             log.info("workload %s was reactivated; it is queued again", key)
             engine.finish(key)  # the engine keeps a deactivated workload out of every queue until it forgets it
-        engine.submit(parsed)
+        engine.submit(parsed, evicted=status.requeuing_eviction(obj))
         count, _ = requeue_state(obj)
         backoff = backing_off_until(obj)
         if count or backoff is not None:  # the PodsReady backoff survives a restart (as the engine's count)

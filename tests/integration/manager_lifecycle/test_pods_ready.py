@@ -276,8 +276,11 @@ def _never_ready_job(name: str) -> dict[str, Any]:
 def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its_pods(
     cluster: Cluster, kuota_crds: list[dict[str, Any]]
 ) -> None:
+    """The second Job stays suspended, its Workload QuotaReserved False with Kueue's reason WaitingForPodsReady,
+    until the first's pods time out (and, backoffLimitCount 0, it is deactivated); a third is admitted only once
+    the second's pods are ready."""
     del kuota_crds
-    wait = {"timeout": "6s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    wait = {"timeout": "15s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
     with _manager(cluster, wait):
         for name in VERBATIM:
             cluster.kubectl("apply", "-f", str(GUIDE / name))
@@ -286,6 +289,18 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
         waiting_uid = create_job(cluster, gpu_job("waits-its-turn", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
             "uid"
         ]
+
+        def held() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, waiting_uid)
+            shown = None if workload is None else _condition(workload, "QuotaReserved")
+            return workload if shown is not None and shown[:2] == ("False", "WaitingForPodsReady") else None
+
+        waiting = wait_until(held, "the second Workload to wait for the first's pods", timeout=12)
+        assert _condition(waiting, "QuotaReserved")[2].startswith(  # type: ignore[index]
+            "waiting for all admitted workloads to be in PodsReady condition"
+        )
+        assert get_json(cluster, "job", "waits-its-turn", "-n", NAMESPACE)["spec"]["suspend"] is True
+        assert _condition(workload_of(cluster, NAMESPACE, stuck_uid) or stuck, "Evicted") is None
         admitted = admitted_workload(cluster, NAMESPACE, waiting_uid)
 
         def evicted_at(workload: dict[str, Any]) -> str | None:
@@ -298,6 +313,16 @@ def test_block_admission_admits_nothing_while_an_admitted_workload_waits_for_its
         assert stuck["spec"].get("active") is False  # backoffLimitCount 0: the first timeout deactivates
         admitted_condition = next(c for c in admitted["status"]["conditions"] if c["type"] == "Admitted")
         assert admitted_condition["lastTransitionTime"] >= deactivated_at
+        # Its pods get ready: only then is the next one admitted.
+        third_uid = create_job(cluster, gpu_job("after-ready-pods", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"][
+            "uid"
+        ]
+        third = admitted_workload(cluster, NAMESPACE, third_uid)
+        second = workload_of(cluster, NAMESPACE, waiting_uid) or admitted
+        ready = next(c for c in second["status"]["conditions"] if c["type"] == "PodsReady")
+        assert ready["status"] == "True"
+        third_admitted = next(c for c in third["status"]["conditions"] if c["type"] == "Admitted")
+        assert third_admitted["lastTransitionTime"] >= ready["lastTransitionTime"]
 
 
 def _stuck(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -225,7 +225,12 @@ class ReferenceScheduler:
         fair = self.configuration.fair_sharing
         if fair is None and tree.cluster_queues[name].lineage[0].height >= 2:
             return nested_classic_victims(
-                workload, self.cluster_queues[name], assignment, tree=tree, admitted=admitted_by_queue
+                workload,
+                self.cluster_queues[name],
+                assignment,
+                tree=tree,
+                admitted=admitted_by_queue,
+                preemptor_order_time=workload.created,
             )
         if fair is not None:
             return fair_sharing_victims(
@@ -236,9 +241,16 @@ class ReferenceScheduler:
                 admitted=admitted_by_queue,
                 cohort_queues=queues,
                 strategies=fair.preemption_strategies,
+                preemptor_order_time=workload.created,
             )
         candidates = classic_candidates(
-            workload, self.cluster_queues[name], assignment, tree=tree, admitted=admitted_by_queue, cohort_queues=queues
+            workload,
+            self.cluster_queues[name],
+            assignment,
+            tree=tree,
+            admitted=admitted_by_queue,
+            cohort_queues=queues,
+            preemptor_order_time=workload.created,
         )
         if not candidates:
             return []

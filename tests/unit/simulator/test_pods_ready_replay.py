@@ -87,3 +87,69 @@ def test_pods_ready_after_must_be_seconds_or_null(tmp_path: Path, capsys: pytest
     config, workloads = _files(tmp_path, [_line("a", 0, 1, 1, podsReadyAfter=-1)])
     assert main(["simulate", "--config", str(config), "--workloads", str(workloads)]) == 2
     assert "podsReadyAfter must be a number of seconds" in capsys.readouterr().err
+
+
+BLOCKING = """\
+---
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+waitForPodsReady:
+  timeout: 60s
+  blockAdmission: true
+  requeuingStrategy: {backoffBaseSeconds: 10, backoffLimitCount: 2}
+"""
+
+
+def _admitted_at(workloads: list[dict[str, Any]]) -> dict[str, list[float]]:
+    return {w["name"]: [a["at"] for a in w["admissions"]] for w in workloads}
+
+
+def test_block_admission_admits_the_next_only_once_the_pods_of_the_last_are_ready(
+    tmp_path: Path, with_configuration: Any
+) -> None:
+    """Room for all three, but each waits for the pods of the one admitted before it (Kueue's scheduler waits
+    for every admitted Workload's PodsReady before it admits again)."""
+    lines = [
+        _line("first", 0, 1, 100, podsReadyAfter=30),
+        _line("second", 0, 1, 100, podsReadyAfter=10),
+        _line("third", 0, 1, 100, podsReadyAfter=0),
+        _line("fourth", 0, 1, 100),
+    ]
+    with_configuration(WAIT)
+    assert _admitted_at(_simulate(tmp_path, lines)["workloads"]) == {
+        n: [0.0] for n in ("first", "second", "third", "fourth")
+    }
+    with_configuration(BLOCKING)
+    workloads = _simulate(tmp_path, lines)["workloads"]
+    # ready at once: "fourth" follows "third" at the same instant
+    assert _admitted_at(workloads) == {"first": [0.0], "second": [30.0], "third": [40.0], "fourth": [40.0]}
+
+
+def test_block_admission_holds_the_next_until_pods_never_ready_time_out(
+    tmp_path: Path, with_configuration: Any
+) -> None:
+    with_configuration(BLOCKING)
+    lines = [_line("stuck", 0, 1, 100, podsReadyAfter=None), _line("next", 5, 1, 20)]
+    stuck, following = _simulate(tmp_path, lines, "--until", "50")["workloads"]
+    assert following["status"] == "Pending"
+    assert following["reason"] == "waiting for all admitted workloads to be in PodsReady condition"
+    stuck, following = _simulate(tmp_path, lines)["workloads"]
+    assert _evictions(stuck)[0] == (60.0, "PodsReadyTimeout")
+    assert following["admissions"][0]["at"] == 60.0
+
+
+@pytest.mark.parametrize(("timestamp", "admitted_at_80"), [("Eviction", "middle"), ("Creation", "stuck")])
+def test_requeued_after_a_timeout_it_queues_from_the_eviction_unless_timestamp_is_creation(
+    tmp_path: Path, with_configuration: Any, timestamp: str, admitted_at_80: str
+) -> None:
+    """ "stuck" (created at 0) times out at 60 and backs off to 70; "old" (5) runs from 60 to 80; then "stuck"
+    and "middle" (created at 10) compete: by the eviction at 60, "middle" is first; by creation, "stuck"."""
+    with_configuration(WAIT.replace("backoffBaseSeconds: 10", f"backoffBaseSeconds: 10, timestamp: {timestamp}"))
+    lines = [
+        _line("stuck", 0, 4, 100, podsReadyAfter=None),
+        _line("old", 5, 4, 20),
+        _line("middle", 10, 4, 20),
+    ]
+    admissions = _admitted_at(_simulate(tmp_path, lines, "--until", "90")["workloads"])
+    assert admissions["old"] == [60.0]
+    assert [name for name, times in admissions.items() if 80.0 in times] == [admitted_at_80]

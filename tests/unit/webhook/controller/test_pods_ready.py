@@ -20,7 +20,13 @@ from kuota.webhook.controller.pods_ready import (
     timeout_deadline,
 )
 from kuota.webhook.controller.state import ControllerState
-from kuota.webhook.controller.workload_status import admission_patch, counted_as, eviction_patch, rfc3339
+from kuota.webhook.controller.workload_status import (
+    admission_patch,
+    counted_as,
+    eviction_patch,
+    requeuing_eviction,
+    rfc3339,
+)
 
 from ...engine.builders import flavor, gpu_queue, local_queue, workload
 
@@ -181,23 +187,47 @@ def test_a_workload_whose_pods_got_ready_in_time_is_not_evicted() -> None:
     assert state.engine.status("a/w").state is WorkloadState.ADMITTED
 
 
-def test_block_admission_holds_while_an_admitted_workload_waits_for_its_pods() -> None:
+def test_under_block_admission_each_copy_tracked_tells_the_engine_whether_its_pods_are_ready() -> None:
     blocking = WaitForPodsReady(timeout_seconds=300, block_admission=True)
     state = _controller_state(blocking)
     clock = PodsReadyClock(state, blocking)
-    assert not clock.blocks_admission()
     obj = _admitted_in(state)
-    clock.admitted("a/w", T0)  # decided, its write not seen yet
-    assert clock.blocks_admission()
-    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", True, "Started")))
-    assert not clock.blocks_admission()
+    state.engine.submit(workload("a", "next", 0, at=1))
+
+    def held() -> bool:
+        held_back = state.engine.schedule(T0 + 1) == []
+        assert held_back == state.engine.status("a/next").waiting_for_pods_ready
+        return held_back
+
     clock.track("a/w", obj)
-    assert clock.blocks_admission()
-    unblocked = PodsReadyClock(state, WAIT)  # blockAdmission false (its default): a waiting workload blocks none
-    unblocked.track("a/w", obj)
-    assert not unblocked.blocks_admission()
-    clock.track("a/w", None)
-    assert not clock.blocks_admission()
+    assert held()
+    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", False, "WaitForRecovery")))
+    assert held()
+    clock.track("a/w", _workload(ADMITTED, _condition("PodsReady", True, "Started")))
+    assert not held()
+
+
+def test_the_eviction_a_workload_was_requeued_after_is_read_back_from_its_evicted_condition() -> None:
+    """What a restarted controller gives the engine to order a pending Workload by (Kueue's
+    GetQueueOrderTimestamp reads the same condition): a PodsReady timeout's or an AdmissionCheck's eviction while
+    its Evicted condition is True; not a preemption, nor once admitted again."""
+    running = _workload(ADMITTED, _condition("QuotaReserved", True, "QuotaReserved"))
+
+    def after(patch: dict[str, Any], obj: dict[str, Any] = running) -> dict[str, Any]:
+        return {**obj, "status": {**obj["status"], **patch["status"]}}
+
+    timeout = Eviction("a/w", "a", EvictionReason.PODS_READY_TIMEOUT, T0 + 5, requeue_at=T0 + 15)
+    requeued = after(eviction_patch(running, timeout))
+    assert requeuing_eviction(requeued) == (EvictionReason.PODS_READY_TIMEOUT, T0 + 5)
+    check = Eviction("a/w", "a", EvictionReason.ADMISSION_CHECK, T0 + 7)
+    assert requeuing_eviction(after(eviction_patch(running, check, cause=("AdmissionCheck", "retry")))) == (
+        EvictionReason.ADMISSION_CHECK,
+        T0 + 7,
+    )
+    preempted = Eviction("a/w", "a", EvictionReason.PREEMPTED, T0 + 5)
+    assert requeuing_eviction(after(eviction_patch(running, preempted))) is None
+    again = Admission("a/w", "a", (), False, T0 + 20)
+    assert requeuing_eviction(after(admission_patch(requeued, again), requeued)) is None
 
 
 def test_each_eviction_is_counted_in_scheduling_stats_by_reason_and_underlying_cause() -> None:
