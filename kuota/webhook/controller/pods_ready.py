@@ -102,17 +102,6 @@ def timeout_deadline(workload: Mapping[str, Any], wait: WaitForPodsReady) -> flo
     return None
 
 
-def requeue_state(workload: Mapping[str, Any]) -> tuple[int, float | None]:
-    """``status.requeueState``: the PodsReady timeouts counted so far, and when the backoff ends (None: none)."""
-    state = workload.get("status", {}).get("requeueState") or {}
-    count = state.get("count") if isinstance(state, Mapping) else None
-    requeue_at = state.get("requeueAt") if isinstance(state, Mapping) else None
-    try:
-        return int(count or 0), status.parse_time(requeue_at) if isinstance(requeue_at, str) else None
-    except (TypeError, ValueError):
-        return 0, None
-
-
 def backing_off_until(workload: Mapping[str, Any]) -> float | None:
     """When the backoff of a Workload evicted for a PodsReady timeout, or by an AdmissionCheck in Retry with a
     delay, ends; None when it is not backing off."""
@@ -123,7 +112,7 @@ def backing_off_until(workload: Mapping[str, Any]) -> float | None:
         or requeued.get("reason") not in ("PodsReadyTimeout", "AdmissionCheck")
     ):
         return None
-    return requeue_state(workload)[1]
+    return status.requeue_state(workload)[1]
 
 
 def backoff_finished_patch(workload: Mapping[str, Any], at: float) -> dict[str, Any]:

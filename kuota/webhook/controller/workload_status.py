@@ -154,6 +154,17 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
     return reason.value, messages.get(reason, f"The workload was evicted: {reason.value}")
 
 
+def requeue_state(workload: Mapping[str, Any]) -> tuple[int, float | None]:
+    """``status.requeueState``: the PodsReady timeouts counted so far, and when the backoff ends (None: none)."""
+    state = workload.get("status", {}).get("requeueState") or {}
+    count = state.get("count") if isinstance(state, Mapping) else None
+    requeue_at = state.get("requeueAt") if isinstance(state, Mapping) else None
+    try:
+        return int(count or 0), parse_time(requeue_at) if isinstance(requeue_at, str) else None
+    except (TypeError, ValueError):
+        return 0, None
+
+
 # The Evicted reason of a deactivation names its cause ("DeactivatedDueToRequeuingLimitExceeded"): Kueue counts
 # it as reason "Deactivated" with that cause.
 _DEACTIVATED_DUE_TO = "DeactivatedDueTo"
@@ -225,8 +236,7 @@ def eviction_patch(
     if eviction.requeue_at is not None and eviction.reason is EvictionReason.ADMISSION_CHECK:
         status["requeueState"] = {"requeueAt": rfc3339(eviction.requeue_at)}  # Kueue counts no retry here
     elif eviction.requeue_at is not None:
-        previous = (workload.get("status", {}).get("requeueState") or {}).get("count") or 0
-        status["requeueState"] = {"count": int(previous) + 1, "requeueAt": rfc3339(eviction.requeue_at)}
+        status["requeueState"] = {"count": requeue_state(workload)[0] + 1, "requeueAt": rfc3339(eviction.requeue_at)}
     elif eviction.deactivated:
         status["requeueState"] = None  # as Kueue: a deactivated workload starts afresh when reactivated
     if checks is not None:

@@ -16,8 +16,9 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pods_ready import backing_off_until, requeue_state
+from kuota.webhook.controller.pods_ready import backing_off_until
 from kuota.webhook.controller.state import ControllerState
+from kuota.webhook.controller.workload_status import requeue_state
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from kuota.webhook.controller.pods_ready import (
     pods_ready_condition,
     pods_ready_patch,
     ready_waits,
-    requeue_state,
     timeout_deadline,
 )
 from kuota.webhook.controller.state import ControllerState
@@ -24,6 +23,7 @@ from kuota.webhook.controller.workload_status import (
     admission_patch,
     counted_as,
     eviction_patch,
+    requeue_state,
     requeuing_eviction,
     rfc3339,
 )
