@@ -22,6 +22,7 @@ from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.pending_reasons import PendingReasons
+from kuota.webhook.controller.pods_ready import backing_off_until, backoff_finished_patch
 from kuota.webhook.controller.state import ControllerState, key_of, owner_job
 from kuota.webhook.jobs.adapter import RESOURCE_IN_USE_FINALIZER
 
@@ -366,6 +367,23 @@ class DecisionWriter:
             log.warning("could not re-read Workload %s: %s", key, error)
             return
         self._state.take_fresh(key, fresh)
+
+    async def write_backoff_finished(self, key: str) -> None:
+        """Say that a Workload's PodsReady backoff ended (``Requeued`` True, ``BackoffFinished``)."""
+        workload = self._state.workloads.get(key)
+        if workload is None or backing_off_until(workload) is None:
+            return
+        namespace, name = workload["metadata"]["namespace"], workload["metadata"]["name"]
+        patch = backoff_finished_patch(workload, self._state.clock())
+        try:
+            written = await self._writer.merge_patch(WORKLOADS, namespace, name, patch, "status")
+        except StaleObjectError:
+            await self.refresh_workload(key)
+            return
+        except ApiWriteError as error:
+            log.warning("end of the backoff of %s not written: %s", key, error)
+            return
+        self._state.workloads.wrote(written)
 
     async def write_reactivated(self, obj: Mapping[str, Any]) -> None:
         """Say that a deactivated Workload made active again is back in its queue (``Requeued`` True)."""

@@ -25,7 +25,7 @@ from typing import Any
 from kuota.engine import EngineError, Eviction, EvictionReason, WaitForPodsReady, WorkloadState
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
-from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
+from kuota.webhook.controller.errors import StaleObjectError
 from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.state import ControllerState, key_of
 
@@ -288,26 +288,3 @@ async def follow_pods_ready(
         await refresh(key_of(workload))
         raise
     clock.track(key_of(workload), workload)
-
-
-async def write_backoff_finished(writer: ApiWriter, state: ControllerState, key: str) -> None:
-    """Say that a Workload's PodsReady backoff ended (``Requeued`` True, ``BackoffFinished``)."""
-    workload = state.workloads.get(key)
-    if workload is None or backing_off_until(workload) is None:
-        return
-    metadata = workload["metadata"]
-    patch = backoff_finished_patch(workload, state.clock())
-    try:
-        written = await writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch, "status")
-    except StaleObjectError:
-        try:
-            fresh = await writer.get(WORKLOADS, metadata["namespace"], metadata["name"])
-        except ApiWriteError as error:
-            log.warning("could not re-read Workload %s: %s", key, error)
-            return
-        state.take_fresh(key, fresh)
-        return
-    except ApiWriteError as error:
-        log.warning("end of the backoff of %s not written: %s", key, error)
-        return
-    state.workloads.wrote(written)

@@ -49,7 +49,7 @@ from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
 from kuota.webhook.controller.pod_reconciler import POD, PodReconciler
-from kuota.webhook.controller.pods_ready import PodsReadyClock, write_backoff_finished
+from kuota.webhook.controller.pods_ready import PodsReadyClock
 from kuota.webhook.controller.provisioning_controller import ProvisioningController
 from kuota.webhook.controller.queue_gauges import (
     cluster_queue_gauges,
@@ -396,7 +396,7 @@ class QuotaController:
             # Ended PodsReady backoffs are said (Requeued, BackoffFinished) before the engine admits them again,
             # and PodsReady timeouts are evicted before anything is admitted.
             ended = self._pods_ready.backoffs_ended(now)
-            await gather(write_backoff_finished(self.writer, state, key) for key in ended)
+            await gather(self._decisions.write_backoff_finished(key) for key in ended)
             timed_out += self._pods_ready.timed_out(now)
         decisions = timed_out + (state.engine.schedule(now, limit=room) if room > 0 else [])
         if decisions:
