@@ -50,9 +50,13 @@ def kuberay_crds() -> list[Path]:
     return sorted(bases.glob("ray.io_*.yaml"))  # the operator watches all four kinds
 
 
+# The training-operator's kinds Kueue integrates with (its own MPIJob v1 is not: Kueue's is mpi-operator's v2beta1).
+TRAINING_OPERATOR_KINDS = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+
+
 def training_operator_crds() -> list[Path]:
     bases = module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION) / "manifests/base/crds"
-    return [bases / "kubeflow.org_pytorchjobs.yaml"]
+    return [bases / f"kubeflow.org_{kind}s.yaml" for kind in TRAINING_OPERATOR_KINDS]
 
 
 def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
@@ -152,9 +156,10 @@ def start_kuberay(cluster: Cluster) -> UpstreamController:
 
 
 def start_training_operator(cluster: Cluster) -> UpstreamController:
-    """Kubeflow's training-operator with the PyTorchJob scheme only. Its certificate rotator always runs: it fills
-    the Secret its manifests create empty in the ``kubeflow`` namespace, then waits for the kubelet to mount that
-    Secret at a path it does not let one change; here the Secret's pair is written there, as the mount would."""
+    """Kubeflow's training-operator with the schemes of :data:`TRAINING_OPERATOR_KINDS`. Its certificate rotator
+    always runs: it fills the Secret its manifests create empty in the ``kubeflow`` namespace, then waits for the
+    kubelet to mount that Secret at a path it does not let one change; here the Secret's pair is written there, as
+    the mount would."""
     binary = ensure_training_operator()
     cluster.kubectl("create", "namespace", "kubeflow", check=False)
     cluster.kubectl("create", "secret", "generic", TRAINING_OPERATOR_SECRET, "-n", "kubeflow", check=False)
@@ -163,7 +168,7 @@ def start_training_operator(cluster: Cluster) -> UpstreamController:
     command = [
         str(binary),
         f"--kubeconfig={kubeconfig}",
-        "--enable-scheme=pytorchjob",
+        *(f"--enable-scheme={kind}" for kind in TRAINING_OPERATOR_KINDS),
         "--metrics-bind-address=0",
         f"--health-probe-bind-address=127.0.0.1:{health_port}",
         f"--webhook-server-port={free_port()}",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.webhook.jobs import batch_job, jobset, pytorchjob, raycluster, rayjob
+from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob
 from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, controller_owner
 
 POD_FRAMEWORK = "pod"
@@ -27,7 +27,7 @@ ADAPTERS: tuple[JobAdapter, ...] = (
     jobset.ADAPTER,
     rayjob.ADAPTER,
     raycluster.ADAPTER,
-    pytorchjob.ADAPTER,
+    *kubeflow.ADAPTERS,
 )
 
 # Kueue's integration names (its Configuration API's integrations.frameworks), whether kuota implements them or not.

@@ -3,6 +3,7 @@ kind's own webhook (not registered here) would default it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
@@ -111,6 +112,32 @@ def pytorchjob(namespace: str, name: str, workers: int, gpus: int, run_seconds: 
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
         "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }
+
+
+@dataclass(frozen=True)
+class KubeflowKind:
+    """A training-operator kind as its CRD spells it: the field of its replica specs and the name of the container
+    the operator configures."""
+
+    kind: str
+    replica_specs_field: str
+    container: str
+
+
+def kubeflow_job(namespace: str, kind: KubeflowKind, name: str, replicas: dict[str, int], gpus: int) -> dict[str, Any]:
+    """A training-operator job with the given replica types and counts, ``gpus`` per pod."""
+    spec = gpu_pod_spec(gpus)
+    spec["containers"][0]["name"] = kind.container
+    replica_specs = {
+        replica_type: {"replicas": count, "restartPolicy": "Never", "template": {"spec": spec}}
+        for replica_type, count in replicas.items()
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {kind.replica_specs_field: replica_specs},
     }
 
 

@@ -70,16 +70,37 @@ def rayjob(name: str = "tune", submitter: dict[str, Any] | None = None, mode: st
     return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata(name), "spec": spec}
 
 
-def pytorchjob(name: str = "ddp") -> dict[str, Any]:
+def kubeflow_job(kind: str, replica_specs_field: str, replicas: dict[str, int | None], name: str) -> dict[str, Any]:
+    """A training-operator job, suspended, with the given replica types (``None``: ``replicas`` left out)."""
+    specs = {
+        replica_type: {"template": pod_template(8)}
+        if count is None
+        else {"replicas": count, "template": pod_template(8)}
+        for replica_type, count in replicas.items()
+    }
     return {
         "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
+        "kind": kind,
         "metadata": metadata(name),
-        "spec": {
-            "runPolicy": {"suspend": True},
-            "pytorchReplicaSpecs": {
-                "Worker": {"replicas": 3, "template": pod_template(8)},
-                "Master": {"template": pod_template(8)},
-            },
-        },
+        "spec": {"runPolicy": {"suspend": True}, replica_specs_field: specs},
     }
+
+
+def pytorchjob(name: str = "ddp") -> dict[str, Any]:
+    return kubeflow_job("PyTorchJob", "pytorchReplicaSpecs", {"Worker": 3, "Master": None}, name)
+
+
+def tfjob(name: str = "mnist") -> dict[str, Any]:
+    return kubeflow_job("TFJob", "tfReplicaSpecs", {"Evaluator": 1, "Worker": 4, "PS": 2, "Chief": None}, name)
+
+
+def xgboostjob(name: str = "boost") -> dict[str, Any]:
+    return kubeflow_job("XGBoostJob", "xgbReplicaSpecs", {"Worker": 2, "Master": 1}, name)
+
+
+def paddlejob(name: str = "paddle") -> dict[str, Any]:
+    return kubeflow_job("PaddleJob", "paddleReplicaSpecs", {"Worker": 2, "Master": 1}, name)
+
+
+def jaxjob(name: str = "jax") -> dict[str, Any]:
+    return kubeflow_job("JAXJob", "jaxReplicaSpecs", {"Worker": 4}, name)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kuota.webhook.controller.errors import JobConflictError
-from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
+from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
 from tests.unit.webhook.jobs import objects
 from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
@@ -20,7 +20,11 @@ KINDS: list[tuple[JobAdapter, Callable[[], dict[str, Any]]]] = [
     (jobset.ADAPTER, objects.jobset),
     (raycluster.ADAPTER, objects.raycluster),
     (rayjob.ADAPTER, lambda: objects.rayjob(submitter=objects.pod_template(0))),
-    (pytorchjob.ADAPTER, objects.pytorchjob),
+    (kubeflow.PYTORCHJOB, objects.pytorchjob),
+    (kubeflow.TFJOB, objects.tfjob),
+    (kubeflow.XGBOOSTJOB, objects.xgboostjob),
+    (kubeflow.PADDLEJOB, objects.paddlejob),
+    (kubeflow.JAXJOB, objects.jaxjob),
 ]
 IDS = [adapter.kind.kind for adapter, _ in KINDS]
 
