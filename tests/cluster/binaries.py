@@ -36,6 +36,8 @@ KUBERAY_VERSION = "v1.6.0"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.3"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 
 # The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
 # (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
@@ -282,25 +284,29 @@ def _ensure_go_binary(name: str, version: str, package: str, built_name: str) ->
     return binary
 
 
-def ensure_jobset() -> Path:
-    """Return the cached JobSet controller manager, building it when missing (minutes when cold).
-
-    Built from a wrapper module as etcd is: ``go install jobset@version`` asks the proxy for the module's
-    version list (to report deprecations), which the proxy refuses for sigs.k8s.io/jobset."""
-    folder = cache_root() / "bin" / f"jobset-{JOBSET_VERSION}"
+def _ensure_wrapped_binary(name: str, version: str, package: str) -> Path:
+    """Build ``package@version`` from a wrapper module, as etcd is: ``go install pkg@version``
+    asks the proxy for the module's version list (to report deprecations), which the proxy refuses for some
+    modules (sigs.k8s.io/jobset, github.com/kubeflow/mpi-operator)."""
+    folder = cache_root() / "bin" / f"{name}-{version}"
     with _one_builder(folder):
         if not folder.is_dir():
-            module = cache_root() / "modules" / f"jobset-{JOBSET_VERSION}"
-            _write_module(module, "module kuota.invalid/jobset\n\ngo 1.26.0\n")
+            module = cache_root() / "modules" / f"{name}-{version}"
+            _write_module(module, f"module kuota.invalid/{name}\n\ngo 1.26.0\n")
             if not (module / "go.sum").exists():
-                _run(["go", "get", "-tool", f"{JOBSET_MODULE}@{JOBSET_VERSION}"], module, "jobset deps")
+                _run(["go", "get", "-tool", f"{package}@{version}"], module, f"{name} deps")
             tmp = folder.with_name(folder.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "jobset"), JOBSET_MODULE]
-            _run(command, module, f"jobset {JOBSET_VERSION}")
+            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / name), package]
+            _run(command, module, f"{name} {version}")
             tmp.rename(folder)
-    return folder / "jobset"
+    return folder / name
+
+
+def ensure_jobset() -> Path:
+    """Return the cached JobSet controller manager, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("jobset", JOBSET_VERSION, JOBSET_MODULE)
 
 
 def ensure_kuberay() -> Path:
@@ -312,6 +318,12 @@ def ensure_training_operator() -> Path:
     """Return the cached Kubeflow training-operator (PyTorchJob), building it when missing (minutes when cold)."""
     package = f"{TRAINING_OPERATOR_MODULE}/cmd/training-operator.v1"
     return _ensure_go_binary("training-operator", TRAINING_OPERATOR_VERSION, package, "training-operator.v1")
+
+
+def ensure_mpi_operator() -> Path:
+    """Return the cached Kubeflow mpi-operator (MPIJob v2beta1), building it when missing (minutes when cold)."""
+    package = f"{MPI_OPERATOR_MODULE}/cmd/mpi-operator"
+    return _ensure_wrapped_binary("mpi-operator", MPI_OPERATOR_VERSION, package)
 
 
 def ensure_binaries() -> Binaries:

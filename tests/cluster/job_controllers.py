@@ -1,4 +1,5 @@
-"""The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator), run as
+"""The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator and
+mpi-operator), run as
 processes against a test control plane, with their CRDs from the Go module cache.
 
 Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import shutil
 import urllib.error
 import urllib.request
@@ -24,10 +26,13 @@ from tests.cluster.binaries import (
     JOBSET_VERSION,
     KUBERAY_MODULE,
     KUBERAY_VERSION,
+    MPI_OPERATOR_MODULE,
+    MPI_OPERATOR_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
     ensure_jobset,
     ensure_kuberay,
+    ensure_mpi_operator,
     ensure_training_operator,
     module_dir,
 )
@@ -57,6 +62,10 @@ TRAINING_OPERATOR_KINDS = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "ja
 def training_operator_crds() -> list[Path]:
     bases = module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION) / "manifests/base/crds"
     return [bases / f"kubeflow.org_{kind}s.yaml" for kind in TRAINING_OPERATOR_KINDS]
+
+
+def mpi_operator_crds() -> list[Path]:
+    return [module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION) / "manifests/base/kubeflow.org_mpijobs.yaml"]
 
 
 def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
@@ -190,3 +199,34 @@ def _filled_secret(cluster: Cluster) -> dict[str, str] | None:
     )
     data: dict[str, str] = secret.get("data") or {}
     return data if data.get("tls.crt") and data.get("tls.key") else None
+
+
+# The mpi-operator's health port is fixed in its code; nothing in the test session uses it otherwise.
+_MPI_OPERATOR_HEALTH_PORT = 8080
+_MPI_OPERATOR_LOCK_NAMESPACE = "mpi-operator"
+
+
+def start_mpi_operator(cluster: Cluster) -> UpstreamController:
+    """Kubeflow's mpi-operator (MPIJob v2beta1), as its manifests run it. Its leader election cannot be turned off:
+    its Lease lives in a namespace of its own, and it starts its controller once it holds it."""
+    binary = ensure_mpi_operator()
+    cluster.kubectl("create", "namespace", _MPI_OPERATOR_LOCK_NAMESPACE, check=False)
+    kubeconfig = cluster.kubeconfig_for("mpi-operator")
+    name = "mpi-operator"
+    # It takes KUBECONFIG over its --kubeConfig flag, so the variable is what names its identity.
+    command = [str(binary), f"--lock-namespace={_MPI_OPERATOR_LOCK_NAMESPACE}"]
+    cluster.spawn(name, command, env=dict(os.environ, KUBECONFIG=str(kubeconfig)))
+    log = cluster.workdir / f"{name}.log"
+    wait_until(
+        lambda: _lease_held(cluster, name) or not cluster.process_alive(name),
+        f"{name} {MPI_OPERATOR_VERSION} to hold its Lease (log: {log})",
+        timeout=_READY_SECONDS,
+    )
+    return _await_ready(
+        cluster, UpstreamController(name, MPI_OPERATOR_VERSION, f"http://127.0.0.1:{_MPI_OPERATOR_HEALTH_PORT}/healthz")
+    )
+
+
+def _lease_held(cluster: Cluster, name: str) -> bool:
+    answer = cluster.kubectl("get", "lease", name, "-n", _MPI_OPERATOR_LOCK_NAMESPACE, "-o", "json", check=False)
+    return answer.returncode == 0 and bool(json.loads(answer.stdout)["spec"].get("holderIdentity"))

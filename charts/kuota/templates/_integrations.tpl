@@ -7,6 +7,7 @@ webhook configurations and the RBAC rules are generated from. Mirrors kuota.webh
 batch/job: {kind: job, group: batch, version: v1, plural: jobs}
 jobset.x-k8s.io/jobset: {kind: jobset, group: jobset.x-k8s.io, version: v1alpha2, plural: jobsets}
 kubeflow.org/jaxjob: {kind: jaxjob, group: kubeflow.org, version: v1, plural: jaxjobs}
+kubeflow.org/mpijob: {kind: mpijob, group: kubeflow.org, version: v2beta1, plural: mpijobs}
 kubeflow.org/paddlejob: {kind: paddlejob, group: kubeflow.org, version: v1, plural: paddlejobs}
 kubeflow.org/pytorchjob: {kind: pytorchjob, group: kubeflow.org, version: v1, plural: pytorchjobs}
 kubeflow.org/tfjob: {kind: tfjob, group: kubeflow.org, version: v1, plural: tfjobs}

@@ -1,5 +1,5 @@
-"""The upstream job controllers (JobSet, KubeRay, the training-operator), started once per test session and only
-for the tests that use them, and a ``kuota manager`` with their integrations enabled."""
+"""The upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator), started once per test
+session and only for the tests that use them, and a ``kuota manager`` with their integrations enabled."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from tests.cluster.job_controllers import (
     install_crds,
     jobset_crds,
     kuberay_crds,
+    mpi_operator_crds,
     start_jobset,
     start_kuberay,
+    start_mpi_operator,
     start_training_operator,
     training_operator_crds,
 )
@@ -28,8 +30,10 @@ KUOTA_NAMESPACE = "kuota-system"
 
 @pytest.fixture(scope="session")
 def upstream_crds(cluster: Cluster) -> list[str]:
-    """The CRDs of JobSet, KubeRay and the training-operator, from their Go modules, on the session's cluster."""
-    return install_crds(cluster, [*jobset_crds(), *kuberay_crds(), *training_operator_crds()])
+    """The CRDs of JobSet, KubeRay, the training-operator and the mpi-operator, from their Go modules, on the
+    session's cluster."""
+    crds = [*jobset_crds(), *kuberay_crds(), *training_operator_crds(), *mpi_operator_crds()]
+    return install_crds(cluster, crds)
 
 
 def _controller(cluster: Cluster, start: Callable[[Cluster], UpstreamController]) -> Iterator[UpstreamController]:
@@ -56,6 +60,12 @@ def kuberay_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[Ups
 def training_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
     del upstream_crds
     yield from _controller(cluster, start_training_operator)
+
+
+@pytest.fixture(scope="session")
+def mpi_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_mpi_operator)
 
 
 @pytest.fixture(scope="module")

@@ -141,6 +141,25 @@ def kubeflow_job(namespace: str, kind: KubeflowKind, name: str, replicas: dict[s
     }
 
 
+def mpijob(namespace: str, name: str, workers: int, gpus: int, launcher: bool = True) -> dict[str, Any]:
+    """An MPIJob (v2beta1): a launcher without GPUs (left out with ``launcher=False``) and ``workers`` of ``gpus``."""
+
+    def replica(replicas: int, gpus_per_pod: int) -> dict[str, Any]:
+        return {"replicas": replicas, "template": {"spec": gpu_pod_spec(gpus_per_pod)}}
+
+    specs = (
+        {"Launcher": replica(1, 0), "Worker": replica(workers, gpus)}
+        if launcher
+        else {"Worker": replica(workers, gpus)}
+    )
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": specs},
+    }
+
+
 def pod_group(namespace: str, group: str, workers: int, gpus: int) -> list[dict[str, Any]]:
     """A pod group (Kueue's ``pod`` integration): a driver pod without GPUs and ``workers`` pods of ``gpus``
     each, all labelled with the group's name and annotated with its size; two shapes, so two roles."""

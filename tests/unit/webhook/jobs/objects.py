@@ -104,3 +104,9 @@ def paddlejob(name: str = "paddle") -> dict[str, Any]:
 
 def jaxjob(name: str = "jax") -> dict[str, Any]:
     return kubeflow_job("JAXJob", "jaxReplicaSpecs", {"Worker": 4}, name)
+
+
+def mpijob(name: str = "allreduce") -> dict[str, Any]:
+    job = kubeflow_job("MPIJob", "mpiReplicaSpecs", {"Worker": 4, "Launcher": None}, name)
+    job["apiVersion"] = "kubeflow.org/v2beta1"
+    return job

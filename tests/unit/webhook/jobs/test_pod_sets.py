@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kuota.webhook.controller.errors import InvalidJobError
 from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob
 from kuota.webhook.jobs.adapter import Finished, workload_manifest
 from tests.unit.webhook.jobs import objects
@@ -107,8 +108,9 @@ def test_a_pytorchjob_has_master_then_worker_whatever_the_spec_s_order() -> None
         (kubeflow.XGBOOSTJOB, objects.xgboostjob, [("master", 1), ("worker", 2)]),
         (kubeflow.PADDLEJOB, objects.paddlejob, [("master", 1), ("worker", 2)]),
         (kubeflow.JAXJOB, objects.jaxjob, [("worker", 4)]),
+        (kubeflow.MPIJOB, objects.mpijob, [("launcher", 1), ("worker", 4)]),
     ],
-    ids=["TFJob", "XGBoostJob", "PaddleJob", "JAXJob"],
+    ids=["TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob"],
 )
 def test_a_kubeflow_job_has_one_pod_set_per_replica_type_in_kueue_s_order(
     adapter: kubeflow.KubeflowJobAdapter, make: Callable[[], dict[str, Any]], expected: list[tuple[str, int]]
@@ -123,7 +125,19 @@ def test_each_kubeflow_kind_is_enabled_by_kueue_s_framework_name_and_served_at_i
         ("kubeflow.org/xgboostjob", "xgboostjobs", "kubeflow.org/v1"),
         ("kubeflow.org/paddlejob", "paddlejobs", "kubeflow.org/v1"),
         ("kubeflow.org/jaxjob", "jaxjobs", "kubeflow.org/v1"),
+        ("kubeflow.org/mpijob", "mpijobs", "kubeflow.org/v2beta1"),
     ]
+
+
+def test_an_mpijob_without_a_launcher_makes_no_workload_and_the_error_says_what_to_add() -> None:
+    job = objects.mpijob("headless")
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]
+    with pytest.raises(InvalidJobError) as raised:
+        workload_manifest(job, kubeflow.MPIJOB)
+    assert str(raised.value) == (
+        "MPIJob research/headless has no Launcher in spec.mpiReplicaSpecs: the operator never runs it without one; "
+        "add spec.mpiReplicaSpecs.Launcher"
+    )
 
 
 def test_a_pytorchjob_is_held_by_its_run_policy_and_finishes_with_its_succeeded_condition() -> None:

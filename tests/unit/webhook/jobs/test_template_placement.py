@@ -25,6 +25,7 @@ KINDS: list[tuple[JobAdapter, Callable[[], dict[str, Any]]]] = [
     (kubeflow.XGBOOSTJOB, objects.xgboostjob),
     (kubeflow.PADDLEJOB, objects.paddlejob),
     (kubeflow.JAXJOB, objects.jaxjob),
+    (kubeflow.MPIJOB, objects.mpijob),
 ]
 IDS = [adapter.kind.kind for adapter, _ in KINDS]
 
