@@ -1,6 +1,6 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
 ``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
-and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator)."""
+and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tests.cluster.binaries import (
     ensure_kueue,
     ensure_kueuectl,
     ensure_mpi_operator,
+    ensure_trainer,
     ensure_training_operator,
     ensure_vegeta,
 )
@@ -40,6 +41,7 @@ def main() -> int:
             "kuberay": ensure_kuberay,
             "training-operator": ensure_training_operator,
             "mpi-operator": ensure_mpi_operator,
+            "trainer": ensure_trainer,
         }
         # Independent go builds overlap their downloads and links (the Go build cache is safe to share).
         with ThreadPoolExecutor(max_workers=3) as pool:

@@ -38,6 +38,8 @@ TRAINING_OPERATOR_VERSION = "v1.9.3"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 MPI_OPERATOR_VERSION = "v0.8.0"
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
+TRAINER_VERSION = "v2.2.0"
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
 
 # The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
 # (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
@@ -324,6 +326,13 @@ def ensure_mpi_operator() -> Path:
     """Return the cached Kubeflow mpi-operator (MPIJob v2beta1), building it when missing (minutes when cold)."""
     package = f"{MPI_OPERATOR_MODULE}/cmd/mpi-operator"
     return _ensure_wrapped_binary("mpi-operator", MPI_OPERATOR_VERSION, package)
+
+
+def ensure_trainer() -> Path:
+    """Return the cached Kubeflow Trainer v2 controller manager (TrainJob), building it when missing (minutes
+    when cold)."""
+    package = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
+    return _ensure_wrapped_binary("trainer", TRAINER_VERSION, package)
 
 
 def ensure_binaries() -> Binaries:

@@ -1,5 +1,5 @@
 """The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator and
-mpi-operator), run as
+mpi-operator, Trainer v2), run as
 processes against a test control plane, with their CRDs from the Go module cache.
 
 Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
@@ -28,11 +28,14 @@ from tests.cluster.binaries import (
     KUBERAY_VERSION,
     MPI_OPERATOR_MODULE,
     MPI_OPERATOR_VERSION,
+    TRAINER_MODULE,
+    TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
     ensure_jobset,
     ensure_kuberay,
     ensure_mpi_operator,
+    ensure_trainer,
     ensure_training_operator,
     module_dir,
 )
@@ -66,6 +69,11 @@ def training_operator_crds() -> list[Path]:
 
 def mpi_operator_crds() -> list[Path]:
     return [module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION) / "manifests/base/kubeflow.org_mpijobs.yaml"]
+
+
+def trainer_crds() -> list[Path]:
+    bases = module_dir(TRAINER_MODULE, TRAINER_VERSION) / "manifests/base/crds"
+    return sorted(bases.glob("trainer.kubeflow.org_*.yaml"))
 
 
 def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
@@ -230,3 +238,31 @@ def start_mpi_operator(cluster: Cluster) -> UpstreamController:
 def _lease_held(cluster: Cluster, name: str) -> bool:
     answer = cluster.kubectl("get", "lease", name, "-n", _MPI_OPERATOR_LOCK_NAMESPACE, "-o", "json", check=False)
     return answer.returncode == 0 and bool(json.loads(answer.stdout)["spec"].get("holderIdentity"))
+
+
+def start_trainer(cluster: Cluster) -> UpstreamController:
+    """Kubeflow Trainer v2's controller manager (TrainJob, its runtimes; it runs a JobSet per TrainJob), its
+    configuration file as its manifests write one but without cert management: its webhook server serves the control
+    plane's serving certificate from controller-runtime's default folder, which it does not let one change (nothing
+    calls it)."""
+    binary = ensure_trainer()
+    folder = cluster.workdir / "trainer"
+    folder.mkdir(parents=True, exist_ok=True)
+    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for source, target in ((cluster.pki.serving_cert, "tls.crt"), (cluster.pki.serving_key, "tls.key")):
+        if not (TRAINING_OPERATOR_CERT_DIR / target).exists():  # the training-operator's pair serves as well
+            shutil.copyfile(source, TRAINING_OPERATOR_CERT_DIR / target)
+    health_port = free_port()
+    configuration = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": free_port()},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(configuration))
+    kubeconfig = cluster.kubeconfig_for("trainer-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}", f"--config={folder / 'config.yaml'}"]
+    return _start(cluster, "trainer", TRAINER_VERSION, command, health_port)

@@ -14,6 +14,7 @@ kubeflow.org/tfjob: {kind: tfjob, group: kubeflow.org, version: v1, plural: tfjo
 kubeflow.org/xgboostjob: {kind: xgboostjob, group: kubeflow.org, version: v1, plural: xgboostjobs}
 ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
 ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
+trainer.kubeflow.org/trainjob: {kind: trainjob, group: trainer.kubeflow.org, version: v1alpha1, plural: trainjobs, reads: [trainingruntimes, clustertrainingruntimes]}
 {{- end }}
 
 {{- /* The enabled suspendable kinds, sorted by framework name (as the registry orders them), as a YAML list. */ -}}

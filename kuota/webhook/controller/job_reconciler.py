@@ -170,8 +170,13 @@ class JobReconciler:
 
     async def _create_workload(self, job: Mapping[str, Any]) -> None:
         state = self._state
+        adapter = self._adapter
+        if isinstance(adapter, jobs.ReferencingAdapter):
+            reference = adapter.reference(job)
+            resource = Resource(reference.group, reference.version, reference.plural)
+            job = adapter.with_referenced(job, await self._writer.get(resource, reference.namespace, reference.name))
         try:
-            manifest = jobs.workload_manifest(job, self._adapter)
+            manifest = jobs.workload_manifest(job, adapter)
         except InvalidJobError as error:
             # As Kueue when a job's pod sets cannot be made: no Workload, the reason on the job, nothing else stops.
             self._events.record(job, "Warning", "ErrWorkloadCompose", str(error))

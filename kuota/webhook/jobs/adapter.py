@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
@@ -152,6 +152,33 @@ class JobAdapter(Protocol):
 
     def pods_ready(self, job: Mapping[str, Any]) -> bool:
         """Whether all the pods the admission counts are ready (Kueue's PodsReady)."""
+
+
+@dataclass(frozen=True)
+class ObjectReference:
+    """An object a job's pod sets are made from (a TrainJob's runtime); ``namespace`` None for a cluster-scoped one."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None
+    name: str
+
+
+@runtime_checkable
+class ReferencingAdapter(JobAdapter, Protocol):
+    """A kind whose pod sets come from another object as well as the job: the controller reads
+    :meth:`reference` and calls :meth:`~JobAdapter.pod_sets` on :meth:`with_referenced`'s copy of the job."""
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The plurals, in the kind's own group, that :meth:`reference` may name (the manager may ``get`` them)."""
+
+    def reference(self, job: Mapping[str, Any]) -> ObjectReference:
+        """The object the job's pod sets are made from."""
+
+    def with_referenced(self, job: Mapping[str, Any], referenced: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The job with that object as read (None: it does not exist), for :meth:`~JobAdapter.pod_sets`."""
 
 
 def workload_name(owner_name: str, owner_uid: str, kind: GroupVersionKind) -> str:

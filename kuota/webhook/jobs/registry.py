@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob
-from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, controller_owner
+from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob, trainjob
+from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, ReferencingAdapter, controller_owner
 
 POD_FRAMEWORK = "pod"
 BUILT_IN_GROUPS = frozenset({"", "batch"})  # served by the API server itself: no CRD to wait for
@@ -28,6 +28,7 @@ ADAPTERS: tuple[JobAdapter, ...] = (
     rayjob.ADAPTER,
     raycluster.ADAPTER,
     *kubeflow.ADAPTERS,
+    trainjob.ADAPTER,
 )
 
 # Kueue's integration names (its Configuration API's integrations.frameworks), whether kuota implements them or not.
@@ -80,6 +81,12 @@ class Registry:
         rules = [
             {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
             for a in self.adapters
+        ]
+        # What a kind's pod sets are made from (a TrainJob's runtime) is read when its Workload is made.
+        rules += [
+            {"apiGroups": [a.kind.group], "resources": list(a.reads), "verbs": ["get"]}
+            for a in self.adapters
+            if isinstance(a, ReferencingAdapter)
         ]
         if self.pods:
             verbs = ["get", "list", "watch", "update", "patch", "delete"]

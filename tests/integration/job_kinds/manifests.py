@@ -160,6 +160,46 @@ def mpijob(namespace: str, name: str, workers: int, gpus: int, launcher: bool = 
     }
 
 
+def cluster_training_runtime(name: str, gpus: int) -> dict[str, Any]:
+    """A ClusterTrainingRuntime of one trainer step, ``node``, whose pods ask for ``gpus`` each; its JobSet's fields
+    written out where JobSet's own (unregistered) webhook would default them."""
+    spec = gpu_pod_spec(gpus)
+    spec["containers"][0]["name"] = "node"  # the trainer step's container, as the trainer names it
+    node = {
+        "name": "node",
+        "replicas": 1,
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"completionMode": "Indexed", "backoffLimit": 0, "template": {"spec": spec}},
+        },
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": 1},
+            "template": {
+                "spec": {
+                    "successPolicy": {"operator": "All"},
+                    "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+                    "network": {"enableDNSHostnames": False},
+                    "replicatedJobs": [node],
+                }
+            },
+        },
+    }
+
+
+def trainjob(namespace: str, name: str, runtime: str, nodes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": nodes}},
+    }
+
+
 def pod_group(namespace: str, group: str, workers: int, gpus: int) -> list[dict[str, Any]]:
     """A pod group (Kueue's ``pod`` integration): a driver pod without GPUs and ``workers`` pods of ``gpus``
     each, all labelled with the group's name and annotated with its size; two shapes, so two roles."""

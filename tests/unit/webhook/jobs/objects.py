@@ -110,3 +110,53 @@ def mpijob(name: str = "allreduce") -> dict[str, Any]:
     job = kubeflow_job("MPIJob", "mpiReplicaSpecs", {"Worker": 4, "Launcher": None}, name)
     job["apiVersion"] = "kubeflow.org/v2beta1"
     return job
+
+
+def training_runtime(name: str = "torch-distributed", num_nodes: int = 2) -> dict[str, Any]:
+    """A ClusterTrainingRuntime: a dataset initializer (one pod) and the trainer step ``node``."""
+
+    def replicated(job_name: str, ancestor: str, gpus: int) -> dict[str, Any]:
+        template = pod_template(gpus)
+        template["spec"]["containers"][0]["name"] = "node" if ancestor == "trainer" else job_name
+        return {
+            "name": job_name,
+            "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}},
+                "spec": {"template": template},
+            },
+        }
+
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": num_nodes, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        replicated("dataset-initializer", "dataset-initializer", 0),
+                        replicated("node", "trainer", 8),
+                    ]
+                }
+            },
+        },
+    }
+
+
+def trainjob(name: str = "finetune", num_nodes: int | None = None) -> dict[str, Any]:
+    trainer: dict[str, Any] = {} if num_nodes is None else {"numNodes": num_nodes}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": metadata(name),
+        "spec": {
+            "suspend": True,
+            "runtimeRef": {
+                "name": "torch-distributed",
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+            },
+            "trainer": trainer,
+        },
+    }
