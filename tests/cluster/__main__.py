@@ -1,6 +1,6 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
 ``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
-and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2)."""
+and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2, AppWrapper)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cluster.binaries import (
+    ensure_appwrapper,
     ensure_binaries,
     ensure_jobset,
     ensure_kuberay,
@@ -42,6 +43,7 @@ def main() -> int:
             "training-operator": ensure_training_operator,
             "mpi-operator": ensure_mpi_operator,
             "trainer": ensure_trainer,
+            "appwrapper": ensure_appwrapper,
         }
         # Independent go builds overlap their downloads and links (the Go build cache is safe to share).
         with ThreadPoolExecutor(max_workers=3) as pool:

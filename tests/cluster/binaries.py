@@ -40,6 +40,8 @@ MPI_OPERATOR_VERSION = "v0.8.0"
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 TRAINER_VERSION = "v2.2.0"
 TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+APPWRAPPER_VERSION = "v1.2.0"
+APPWRAPPER_MODULE = "github.com/project-codeflare/appwrapper"
 
 # The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
 # (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
@@ -333,6 +335,11 @@ def ensure_trainer() -> Path:
     when cold)."""
     package = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
     return _ensure_wrapped_binary("trainer", TRAINER_VERSION, package)
+
+
+def ensure_appwrapper() -> Path:
+    """Return the cached AppWrapper controller, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("appwrapper", APPWRAPPER_VERSION, f"{APPWRAPPER_MODULE}/cmd")
 
 
 def ensure_binaries() -> Binaries:

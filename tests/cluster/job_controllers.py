@@ -1,5 +1,5 @@
 """The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator and
-mpi-operator, Trainer v2), run as
+mpi-operator, Trainer v2, AppWrapper), run as
 processes against a test control plane, with their CRDs from the Go module cache.
 
 Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
@@ -22,6 +22,8 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.binaries import (
+    APPWRAPPER_MODULE,
+    APPWRAPPER_VERSION,
     JOBSET_MODULE,
     JOBSET_VERSION,
     KUBERAY_MODULE,
@@ -32,6 +34,7 @@ from tests.cluster.binaries import (
     TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
+    ensure_appwrapper,
     ensure_jobset,
     ensure_kuberay,
     ensure_mpi_operator,
@@ -74,6 +77,11 @@ def mpi_operator_crds() -> list[Path]:
 def trainer_crds() -> list[Path]:
     bases = module_dir(TRAINER_MODULE, TRAINER_VERSION) / "manifests/base/crds"
     return sorted(bases.glob("trainer.kubeflow.org_*.yaml"))
+
+
+def appwrapper_crds() -> list[Path]:
+    bases = module_dir(APPWRAPPER_MODULE, APPWRAPPER_VERSION) / "config/crd/bases"
+    return [bases / "workload.codeflare.dev_appwrappers.yaml"]
 
 
 def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
@@ -266,3 +274,34 @@ def start_trainer(cluster: Cluster) -> UpstreamController:
     kubeconfig = cluster.kubeconfig_for("trainer-controller")
     command = [str(binary), f"--kubeconfig={kubeconfig}", f"--config={folder / 'config.yaml'}"]
     return _start(cluster, "trainer", TRAINER_VERSION, command, health_port)
+
+
+_APPWRAPPER_NAMESPACE = "appwrapper-system"
+
+
+def start_appwrapper(cluster: Cluster) -> UpstreamController:
+    """The AppWrapper controller, its configuration in the ConfigMap it reads from its namespace: webhooks off
+    (nothing calls them; it needs no certificates then), metrics off, its health probe on a free loopback port."""
+    binary = ensure_appwrapper()
+    cluster.kubectl("create", "namespace", _APPWRAPPER_NAMESPACE, check=False)
+    health_port = free_port()
+    configuration = {
+        "webhooksEnabled": False,
+        "controllerManager": {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": f"127.0.0.1:{health_port}"},
+            "leaderElection": False,
+        },
+    }
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "appwrapper-operator-config", "namespace": _APPWRAPPER_NAMESPACE},
+        "data": {"config.yaml": yaml.safe_dump(configuration)},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(config_map))
+    kubeconfig = cluster.kubeconfig_for("appwrapper-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}"]
+    cluster.spawn("appwrapper", command, env=dict(os.environ, NAMESPACE=_APPWRAPPER_NAMESPACE))
+    controller = UpstreamController("appwrapper", APPWRAPPER_VERSION, _readyz(health_port))
+    return _await_ready(cluster, controller)

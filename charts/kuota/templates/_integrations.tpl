@@ -15,6 +15,7 @@ kubeflow.org/xgboostjob: {kind: xgboostjob, group: kubeflow.org, version: v1, pl
 ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
 ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
 trainer.kubeflow.org/trainjob: {kind: trainjob, group: trainer.kubeflow.org, version: v1alpha1, plural: trainjobs, reads: [trainingruntimes, clustertrainingruntimes]}
+workload.codeflare.dev/appwrapper: {kind: appwrapper, group: workload.codeflare.dev, version: v1beta2, plural: appwrappers}
 {{- end }}
 
 {{- /* The enabled suspendable kinds, sorted by framework name (as the registry orders them), as a YAML list. */ -}}

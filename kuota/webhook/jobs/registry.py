@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob, trainjob
+from kuota.webhook.jobs import appwrapper, batch_job, jobset, kubeflow, raycluster, rayjob, trainjob
 from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, ReferencingAdapter, controller_owner
 
 POD_FRAMEWORK = "pod"
@@ -29,6 +29,7 @@ ADAPTERS: tuple[JobAdapter, ...] = (
     raycluster.ADAPTER,
     *kubeflow.ADAPTERS,
     trainjob.ADAPTER,
+    appwrapper.ADAPTER,
 )
 
 # Kueue's integration names (its Configuration API's integrations.frameworks), whether kuota implements them or not.

@@ -13,10 +13,12 @@ import yaml
 from tests.cluster import Cluster
 from tests.cluster.job_controllers import (
     UpstreamController,
+    appwrapper_crds,
     install_crds,
     jobset_crds,
     kuberay_crds,
     mpi_operator_crds,
+    start_appwrapper,
     start_jobset,
     start_kuberay,
     start_mpi_operator,
@@ -36,6 +38,7 @@ def upstream_crds(cluster: Cluster) -> list[str]:
     """The CRDs of JobSet, KubeRay, the training-operator, the mpi-operator and Trainer v2, from their Go modules,
     on the session's cluster."""
     crds = [*jobset_crds(), *kuberay_crds(), *training_operator_crds(), *mpi_operator_crds(), *trainer_crds()]
+    crds += appwrapper_crds()
     return install_crds(cluster, crds)
 
 
@@ -76,6 +79,12 @@ def trainer(cluster: Cluster, jobset_controller: UpstreamController) -> Iterator
     """Trainer v2's controller, with the JobSet controller its TrainJobs run under."""
     del jobset_controller
     yield from _controller(cluster, start_trainer)
+
+
+@pytest.fixture(scope="session")
+def appwrapper_controller(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_appwrapper)
 
 
 @pytest.fixture(scope="module")

@@ -200,6 +200,24 @@ def trainjob(namespace: str, name: str, runtime: str, nodes: int) -> dict[str, A
     }
 
 
+def appwrapper(namespace: str, name: str, pods: int, gpus: int) -> dict[str, Any]:
+    """An AppWrapper of one component, a Job of ``pods`` pods of ``gpus`` each, its pod set declared (the
+    AppWrapper webhook that would infer it is not registered)."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{name}-job"},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": gpu_pod_spec(gpus)}},
+    }
+    component = {"podSets": [{"path": "template.spec.template", "replicas": pods}], "template": job}
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"components": [component]},
+    }
+
+
 def pod_group(namespace: str, group: str, workers: int, gpus: int) -> list[dict[str, Any]]:
     """A pod group (Kueue's ``pod`` integration): a driver pod without GPUs and ``workers`` pods of ``gpus``
     each, all labelled with the group's name and annotated with its size; two shapes, so two roles."""

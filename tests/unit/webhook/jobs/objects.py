@@ -160,3 +160,33 @@ def trainjob(name: str = "finetune", num_nodes: int | None = None) -> dict[str, 
             "trainer": trainer,
         },
     }
+
+
+def appwrapper(name: str = "wrapped") -> dict[str, Any]:
+    """Two components: a Job of 4 pods and a JobSet whose second replicated job is the declared pod set."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"parallelism": 4, "template": pod_template(8)}}
+    driver = {"name": "driver", "template": {"spec": {"template": pod_template(0)}}}
+    workers = {"name": "workers", "template": {"spec": {"template": pod_template(2)}}}
+    replicated = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "spec": {"replicatedJobs": [driver, workers]},
+    }
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": metadata(name),
+        "spec": {
+            "suspend": True,
+            "components": [
+                {"podSets": [{"path": "template.spec.template", "replicas": 4}], "template": job},
+                {
+                    "podSets": [
+                        {"path": "template.spec.replicatedJobs[0].template.spec.template"},
+                        {"path": "template.spec.replicatedJobs[1].template.spec.template", "replicas": 3},
+                    ],
+                    "template": replicated,
+                },
+            ],
+        },
+    }
