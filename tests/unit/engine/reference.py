@@ -116,23 +116,15 @@ class ReferenceScheduler:
 
             return nominee(heads, 0)  # the queues of one step share their root
 
-        def assignment_of(item: tuple[str, Workload]) -> Assignment:
-            name, w = item
-            probe = self._probe(name, w, tree, queues, now)
-            return self._assigner(name, tree).assign(w.pod_sets, tuple(p.count for p in w.pod_sets), probe)
-
-        def within_nominal(item: tuple[str, Workload]) -> bool:
-            assignment = assignment_of(item)
-            return assignment.mode is not Mode.NO_FIT and not assignment.borrowing
-
         failed: set[str] = set()
 
         def candidate(queue: str) -> tuple[str, Workload] | None:
-            """``queue``'s first workload that can be admitted now or would be within its nominal quota; those
-            before it give way."""
+            """``queue``'s first workload that can be admitted now, if it would be within its nominal quota
+            (victims gone); those before it that cannot be admitted give way."""
             while head := next((h for h in self._heads(queues, failed) if h[0] == queue), None):
-                if within_nominal(head) or self._plan(*head, tree, queues, now) is not None:
-                    return head
+                plan = self._plan(*head, tree, queues, now)
+                if plan is not None:
+                    return None if self._borrows(queue, plan) else head
                 failed.add(head[1].key)
             return None
 
@@ -141,11 +133,11 @@ class ReferenceScheduler:
                 name, workload = tournament(heads)
             else:
                 name, workload = min(heads, key=order)
-                if assignment_of((name, workload)).borrowing:
-                    # Kueue's cycle order: a workload within its queue's nominal quota before one that borrows;
-                    # each other queue offers its first workload that can be admitted now.
+                plan = self._plan(name, workload, tree, queues, now)
+                if plan is not None and self._borrows(name, plan):
+                    # Kueue's cycle order: a workload within its queue's nominal quota before one that borrows.
                     offered = (candidate(queue) for queue in queues if queue != name)
-                    lenders = [item for item in offered if item is not None and within_nominal(item)]
+                    lenders = [item for item in offered if item is not None]
                     if lenders:
                         name, workload = min(lenders, key=order)
             if self._attempt(name, workload, tree, queues, now=now, decisions=decisions):
@@ -224,6 +216,15 @@ class ReferenceScheduler:
             lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else [],
             probe,
         )
+
+    def _borrows(self, name: str, plan: tuple[Assignment, list[Target]]) -> bool:
+        """Whether admitting by ``plan`` borrows, with its victims gone."""
+        assignment, victims = plan
+        tree = self._tree()
+        for target in victims:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+        node = tree.cluster_queues[name]
+        return any(node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0) for fr, amount in assignment.usage.items())
 
     def _probe(
         self, name: str, workload: Workload, tree: QuotaTree, queues: list[str], now: float

@@ -213,6 +213,26 @@ def test_a_queue_whose_head_cannot_be_admitted_offers_the_next_within_its_nomina
     assert evicted(decisions) == []
 
 
+def test_a_workload_within_its_nominal_quota_once_its_own_victims_are_gone_keeps_its_priority_order() -> None:
+    # Kueue's preemption oracle decides borrowing with the victims gone: the preemptor does not borrow, so it
+    # goes first by priority, before the lender that reclaims from the borrowing queue.
+    policy = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    engine = engine_with(*(gpu_queue(name, 4, preemption=policy) for name in ("a", "c", "d")))
+    engine.submit(workload("a", "low", 4, at=0))
+    engine.submit(workload("d", "first", 4, at=0))
+    engine.submit(workload("d", "second", 4, at=0.5))  # borrows c's quota
+    engine.schedule(0.5)
+    engine.submit(workload("a", "high", 4, at=1, priority=10))
+    engine.submit(workload("c", "lender", 4, at=1))
+    decisions = engine.schedule(1)
+    assert [(type(d).__name__, d.workload) for d in decisions] == [
+        ("Eviction", "a/low"),
+        ("Admission", "a/high"),
+        ("Eviction", "d/second"),
+        ("Admission", "c/lender"),
+    ]
+
+
 def test_best_effort_fifo_lets_smaller_workloads_pass_a_head_that_does_not_fit() -> None:
     engine = engine_with(gpu_queue("a", 4, cohort=None))
     engine.submit(workload("a", "running", 3, at=0))
