@@ -62,6 +62,14 @@ asks for one until the delay is over: its workload controller first copies ``req
 ``status.requeueState.requeueAt``, then waits for that instant ("Waiting for backoff to finish") before it looks
 at the checks, so the quota stays reserved the whole delay; kuota evicts at once and requeues after the delay
 (docs/architecture.md, "AdmissionChecks"). That difference, not a decision, is what a 3600 s Retry showed here.
+The phases compare who holds quota, not words; Kueue v0.17 words the same decisions as v0.20 does (and kuota)
+except: a Retry's ``Evicted`` message "At least one admission check is false" (v0.20: 'Evicted due to
+AdmissionCheck in Retry state: "gate" (message)'); a Rejected check's ``DeactivationTarget``, ``Evicted``
+(``DeactivatedDueToAdmissionCheck``) and ``Requeued`` message "The workload is deactivated due to Admission
+check(s): gate, were rejected" (v0.20: '... due to AdmissionCheck in Rejected state: "gate" (message)') and its
+Warning event "Deactivating workload because AdmissionCheck for gate was Rejected: message" (v0.20: "Deactivated
+due to AdmissionCheck in Rejected state: ..."). Both count the evictions alike in ``schedulingStats``
+(``AdmissionCheck``, then ``Deactivated`` with cause ``AdmissionCheck``).
 
 The floor replays the timeout with ``podsReadyAfter`` null and each hand-written answer with the workload's
 ``admissionChecks`` (the seconds from each reservation to its answer, the Retries, a rejection): the answers of
