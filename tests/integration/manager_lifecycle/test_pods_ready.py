@@ -345,6 +345,36 @@ def test_a_workload_with_no_job_times_out_backs_off_and_is_deactivated_as_kueue_
         versions.stop()
 
 
+def test_under_block_admission_a_workload_with_no_job_holds_admissions_until_it_times_out(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]]
+) -> None:
+    """Kueue's scheduler waits on every admitted Workload without PodsReady True: one with no job, whose PodsReady
+    nothing writes, holds the next admission until its timeout deactivates it (backoffLimitCount 0)."""
+    del kuota_crds
+    wait = {"timeout": "10s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    with _manager(cluster, wait):
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        create(cluster, _bare_workload("holds-admission"))
+        wait_until(
+            lambda: _since(get_json(cluster, "workload", "holds-admission", "-n", NAMESPACE), "Admitted"),
+            "the Workload with no job to be admitted",
+        )
+        uid = create_job(cluster, gpu_job("waits-for-it", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"]["uid"]
+
+        def held() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            shown = None if workload is None else _condition(workload, "QuotaReserved")
+            return workload if shown is not None and shown[:2] == ("False", "WaitingForPodsReady") else None
+
+        wait_until(held, "the Job's Workload to wait for the Workload with no job", timeout=8)
+        admitted = admitted_workload(cluster, NAMESPACE, uid)
+        bare = get_json(cluster, "workload", "holds-admission", "-n", NAMESPACE)
+        assert bare["spec"].get("active") is False, "admitted while the Workload with no job still waited"
+        deactivated_at, admitted_at = _since(bare, "Evicted"), _since(admitted, "Admitted")
+        assert deactivated_at is not None and admitted_at is not None and admitted_at >= deactivated_at
+
+
 def _never_ready_job(name: str) -> dict[str, Any]:
     manifest = gpu_job(name, NAMESPACE, pods=1, gpus_per_pod=1)
     manifest["spec"]["template"]["spec"]["nodeSelector"] = {"kuota.test/no-such-node": "true"}
