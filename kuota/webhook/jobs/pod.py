@@ -48,6 +48,7 @@ MANAGED_FINALIZER = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"  # a StatefulSet's group: sized by its parent, never done
 SINGLE_POD_SET = "main"
 # The pod spec's fields in Kueue's role shape (its GenerateRoleHash): pods equal in these, and in their
 # containers' requests and ports, are one role of a group.
@@ -70,6 +71,12 @@ _TERMINAL = ("Succeeded", "Failed")
 def group_name(pod: Mapping[str, Any]) -> str | None:
     value = ((pod.get("metadata") or {}).get("labels") or {}).get(GROUP_NAME_LABEL)
     return str(value) if value else None
+
+
+def is_serving(pod: Mapping[str, Any]) -> bool:
+    """A serving group's pod (Kueue's ``isServing``): the group's Workload is its parent's, sized by the parent."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return group_name(pod) is not None and annotations.get(SERVING_ANNOTATION) == "true"
 
 
 def total_count_problem(pod: Mapping[str, Any]) -> str | None:
