@@ -26,6 +26,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kuota.simulator.lines import SERVING_ANNOTATION as SERVING_WORKLOAD_ANNOTATION
 from kuota.webhook.jobs.adapter import (
     JOB_UID_LABEL,
     KUEUE_API,
@@ -49,6 +50,7 @@ GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"  # a StatefulSet's group: sized by its parent, never done
+SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"  # gated for its parent (pod_parents)
 SINGLE_POD_SET = "main"
 # The pod spec's fields in Kueue's role shape (its GenerateRoleHash): pods equal in these, and in their
 # containers' requests and ports, are one role of a group.
@@ -226,13 +228,17 @@ def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> di
 
 
 def single_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod."""
+    """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod; a Deployment's pod's
+    is marked serving (``kuota.dev/serving``: the report counts it so)."""
     metadata = pod["metadata"]
     pod_sets = [{"name": SINGLE_POD_SET, "count": 1, "template": pod_template(pod)}]
+    serving = (metadata.get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION)
+    extra = {"annotations": {SERVING_WORKLOAD_ANNOTATION: "true"}} if serving else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
         "metadata": {
+            **extra,
             "name": single_workload_name(pod),
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},

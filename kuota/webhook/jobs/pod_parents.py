@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kuota.simulator.lines import SERVING_ANNOTATION as SERVING_WORKLOAD_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
 from kuota.webhook.jobs.adapter import (
@@ -38,9 +39,8 @@ from kuota.webhook.jobs.adapter import (
     owner_reference,
     workload_name,
 )
-from kuota.webhook.jobs.pod import MANAGED_LABEL
+from kuota.webhook.jobs.pod import MANAGED_LABEL, SUSPENDING_PARENT_ANNOTATION
 
-SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 STATEFULSET_POD_SET = "main"
 
 
@@ -133,7 +133,7 @@ def statefulset_group(pod: Mapping[str, Any]) -> str | None:
 
 def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     """The StatefulSet's Workload: one pod set ``main`` of ``replicas`` pods, its template's spec (as Kueue keeps
-    only the spec), owned by the StatefulSet."""
+    only the spec), owned by the StatefulSet, marked serving (``kuota.dev/serving``)."""
     metadata = sts["metadata"]
     labels = metadata.get("labels") or {}
     template_spec = dict((sts["spec"].get("template") or {}).get("spec") or {})
@@ -151,6 +151,7 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
         "apiVersion": KUEUE_API,
         "kind": "Workload",
         "metadata": {
+            "annotations": {SERVING_WORKLOAD_ANNOTATION: "true"},
             "name": statefulset_workload_name(sts),
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},

@@ -110,6 +110,8 @@ def test_a_deployments_pod_is_gated_without_a_finalizer_and_other_pods_are_left_
     assert pods.is_gated(gated) and pods.is_managed(gated)
     assert "finalizers" not in gated["metadata"]
     assert gated["metadata"]["labels"][QUEUE] == "inference"
+    named = {**gated, "metadata": {**gated["metadata"], "uid": "p-uid"}}
+    assert pods.single_workload(named)["metadata"]["annotations"] == {"kuota.dev/serving": "true"}
     # "pod" itself is not enabled: a labelled pod without the mark is not kuota's
     loose = a_pod_of(a_parent(DEPLOYMENT, None), "ReplicaSet", "x", "y")
     loose["metadata"]["labels"][QUEUE] = "inference"
@@ -137,6 +139,7 @@ def test_a_statefulsets_workload_is_one_pod_set_main_of_replicas_owned_by_it() -
     assert workload["metadata"]["name"] == workload_name("llm", "0b7e", STATEFULSET.kind)
     assert workload["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
     assert workload["spec"]["queueName"] == "inference"
+    assert workload["metadata"]["annotations"] == {"kuota.dev/serving": "true"}  # the report counts it as serving
     [pod_set] = workload["spec"]["podSets"]
     assert (pod_set["name"], pod_set["count"]) == ("main", 3)
     assert pod_set["template"] == {"spec": sts["spec"]["template"]["spec"]}
