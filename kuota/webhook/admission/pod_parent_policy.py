@@ -52,9 +52,13 @@ def _read(obj: Mapping[str, Any] | None, request: AdmissionRequest, parent: PodP
         value = (template_metadata or {}).get(field)
         if value is not None and not isinstance(value, dict):
             raise MalformedObjectError(f"{where}.spec.template.metadata.{field} must be an object ({reference})")
-    replicas = spec.get("replicas")
-    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
-        raise MalformedObjectError(f"{where}.spec.replicas must be a whole number ({reference})")
+    status = obj.get("status")
+    for field, value in (
+        ("spec.replicas", spec.get("replicas")),
+        ("status.readyReplicas", status.get("readyReplicas") if isinstance(status, dict) else None),
+    ):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise MalformedObjectError(f"{where}.{field} must be a whole number ({reference})")
     return JobFacts(reference, str(metadata.get("uid", "")), labels or {}, labels is not None, False)
 
 

@@ -133,7 +133,8 @@ def statefulset_group(pod: Mapping[str, Any]) -> str | None:
 
 def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     """The StatefulSet's Workload: one pod set ``main`` of ``replicas`` pods, its template's spec (as Kueue keeps
-    only the spec), owned by the StatefulSet, marked serving (``kuota.dev/serving``)."""
+    only the spec), owned by the StatefulSet (a plain owner reference, not a controller one, as Kueue's), marked
+    serving (``kuota.dev/serving``)."""
     metadata = sts["metadata"]
     labels = metadata.get("labels") or {}
     template_spec = dict((sts["spec"].get("template") or {}).get("spec") or {})
@@ -156,7 +157,7 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},
             "finalizers": [RESOURCE_IN_USE_FINALIZER],
-            "ownerReferences": [owner_reference(sts, STATEFULSET.kind)],
+            "ownerReferences": [owner_reference(sts, STATEFULSET.kind, controller=False)],  # plain, as Kueue's
         },
         "spec": spec,
     }

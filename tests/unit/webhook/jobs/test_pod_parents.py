@@ -7,12 +7,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from kuota.engine.model import LabelSelector
+from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from kuota.webhook.admission.pod_parent_policy import default_parent, validate_parent
 from kuota.webhook.admission.pod_policy import default_pod, validate_pod
 from kuota.webhook.admission.reviews import AdmissionRequest, Operation, UserInfo
 from kuota.webhook.admission.unmanaged import warn_unmanaged
+from kuota.webhook.controller.state import owner_job
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import workload_name
@@ -137,7 +141,8 @@ def test_a_statefulsets_workload_is_one_pod_set_main_of_replicas_owned_by_it() -
     sts = a_parent(STATEFULSET, {QUEUE: "inference"}, replicas=3)
     workload = pod_parents.statefulset_workload(sts)
     assert workload["metadata"]["name"] == workload_name("llm", "0b7e", STATEFULSET.kind)
-    assert workload["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
+    [owner] = workload["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner.get("controller")) == ("StatefulSet", "llm", None)  # as Kueue's
     assert workload["spec"]["queueName"] == "inference"
     assert workload["metadata"]["annotations"] == {"kuota.dev/serving": "true"}  # the report counts it as serving
     [pod_set] = workload["spec"]["podSets"]
@@ -179,3 +184,23 @@ def test_a_labelled_deployment_is_not_warned_about_once_its_integration_is_on() 
     jobs_only = JobPolicy(False, LabelSelector(), KUOTA, select(["batch/job"]).registry)
     [warning] = warn_unmanaged(review(DEPLOYMENT, deployment), jobs_only).warnings
     assert "kuota does not manage apps/v1 Deployment" in warning
+
+
+def test_a_statefulsets_workload_belongs_to_it_though_its_owner_reference_is_plain() -> None:
+    workload = pod_parents.statefulset_workload(a_parent(STATEFULSET, {QUEUE: "inference"}))
+    assert owner_job(workload) == ("StatefulSet.apps", "serving/llm")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("spec", {"replicas": 2}, "request.object.spec.template must be an object"),
+        ("spec", {"replicas": "two", "template": {}}, "request.object.spec.replicas must be a whole number"),
+        ("status", {"readyReplicas": True}, "request.object.status.readyReplicas must be a whole number"),
+    ],
+)
+def test_a_malformed_parent_is_refused_with_the_field_named(field: str, value: Any, said: str) -> None:
+    sts = {**a_parent(STATEFULSET, {QUEUE: "inference"}), field: value}
+    for rule in (default_parent, validate_parent):
+        with pytest.raises(MalformedObjectError, match=said):
+            rule(review(STATEFULSET, sts), PARENTS_ONLY, StaticClusterFacts(), STATEFULSET)
