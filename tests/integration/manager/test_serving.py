@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
+from tests.cluster.nodes import RUN_SECONDS_ANNOTATION
 from tests.integration.manager.conftest import KUOTA_NAMESPACE, apply, ensure_namespace, get_json
 from tests.integration.manager.test_guide import GPU_TOLERATION
 from tests.manager_process import ManagerProcess
@@ -58,6 +59,7 @@ def _cluster_queue(name: str, gpus: int, lending_limit: int | None) -> dict[str,
         "spec": {
             "cohortName": "serving-cohort",
             "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority"},
             "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "serving-h100", "resources": [gpu]}]}],
         },
     }
@@ -83,9 +85,16 @@ def queues(cluster: Cluster, manager: ManagerProcess) -> Iterator[None]:
         "metadata": {"name": "serving-h100"},
         "spec": {"nodeLabels": {"gpu-type": "h100"}, "tolerations": [GPU_TOLERATION]},
     }
+    urgent = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "serving-urgent"},
+        "value": 1000,
+    }
     apply(
         cluster,
         flavor,
+        urgent,
         _cluster_queue("serving-cq", 4, lending_limit=0),
         _cluster_queue("training-cq", 0, lending_limit=None),
         _local_queue(SERVING, "serving-cq"),
@@ -102,6 +111,7 @@ def queues(cluster: Cluster, manager: ManagerProcess) -> Iterator[None]:
         wait_until(lambda ns=namespace: not get_json(cluster, "pods", "-n", ns)["items"], f"{namespace}'s pods", 90)
     cluster.kubectl("delete", "clusterqueue", "serving-cq", "training-cq", "--ignore-not-found")
     cluster.kubectl("delete", "resourceflavor", "serving-h100", "--ignore-not-found")
+    cluster.kubectl("delete", "workloadpriorityclass", "serving-urgent", "--ignore-not-found")
 
 
 def _container(gpus: int) -> dict[str, Any]:
@@ -159,6 +169,10 @@ def admitted(workload: dict[str, Any]) -> bool:
     return bool(workload.get("status", {}).get("admission"))
 
 
+def condition_true(workload: dict[str, Any], kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in workload.get("status", {}).get("conditions") or [])
+
+
 def quota_reserved_message(workload: dict[str, Any]) -> str | None:
     for condition in workload.get("status", {}).get("conditions") or []:
         if condition["type"] == "QuotaReserved" and condition["status"] == "False":
@@ -166,14 +180,19 @@ def quota_reserved_message(workload: dict[str, Any]) -> str | None:
     return None
 
 
-def training_job() -> dict[str, Any]:
+def training_job(
+    namespace: str = TRAINING, labels: dict[str, str] | None = None, run_seconds: int | None = None
+) -> Any:
     container = _container(2)
+    annotations = {RUN_SECONDS_ANNOTATION: str(run_seconds)} if run_seconds is not None else {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "finetune", "namespace": TRAINING, "labels": {"kueue.x-k8s.io/queue-name": "queue"}},
-        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
-    }
+        "metadata": {"name": "finetune", "namespace": namespace,
+                     "labels": {"kueue.x-k8s.io/queue-name": "queue", **(labels or {})}},
+        "spec": {"template": {"metadata": {"annotations": annotations},
+                              "spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }  # fmt: skip
 
 
 def test_a_serving_deployment_holds_its_quota_its_new_replicas_wait_gated_and_training_never_borrows(
@@ -211,11 +230,13 @@ def test_a_serving_deployment_holds_its_quota_its_new_replicas_wait_gated_and_tr
     )
     assert len(waiting) == 2
     pending = wait_until(
-        lambda: [m for w in workloads(cluster, SERVING) if (m := quota_reserved_message(w))] or None,
-        "the new replicas' Workloads to say why they wait",
+        lambda: (
+            m if len(m := [m for w in workloads(cluster, SERVING) if (m := quota_reserved_message(w))]) == 2 else None
+        ),
+        "both new replicas' Workloads to say why they wait",
         60,
     )
-    assert len(pending) == 2 and all("serving-cq" in message or GPU in message for message in pending)
+    assert all("serving-cq" in message and GPU in message for message in pending)
 
     # Quota frees when a running replica goes: one of the two waiting pods takes its GPU.
     first = every_replica[0]["metadata"]["name"]
@@ -250,10 +271,46 @@ def test_a_statefulset_is_one_workload_admitted_whole_and_scaled_to_zero_frees_i
     assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("main", 3)]
     assert admitted(workload)
     assert {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in pods} == {workload["metadata"]["name"]}
+    wait_until(  # every pod Ready: the group's PodsReady, as Kueue's pod integration says it
+        lambda: condition_true(workloads(cluster, SERVING)[0], "PodsReady") or None, "the group's PodsReady", 60
+    )
 
-    resized = cluster.kubectl("scale", "statefulset", "kv", "-n", SERVING, "--replicas=0")
-    assert resized.returncode == 0
+    # only to or from 0 while queued (Kueue v0.20); scaled to 0 its quota is freed, scaled up it queues again
+    refused = cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p",
+                              '{"spec": {"replicas": 4}}', check=False)  # fmt: skip
+    assert refused.returncode != 0 and "changes only to or from 0 (asked 3 -> 4)" in refused.stderr
+    cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p", '{"spec": {"replicas": 0}}')
     wait_until(lambda: not workloads(cluster, SERVING) or None, "the scaled-to-zero StatefulSet's Workload to go", 60)
+    wait_until(lambda: not pods_of(cluster, "kv") or None, "the StatefulSet's pods to go", 60)
+    cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p", '{"spec": {"replicas": 2}}')
+    wait_until(
+        lambda: (len(p := pods_of(cluster, "kv")) == 2 and all(map(running, p))) or None,
+        "the StatefulSet scaled up from 0 to run again",
+        90,
+    )
+    [again] = workloads(cluster, SERVING)
+    assert [(s["name"], s["count"]) for s in again["spec"]["podSets"]] == [("main", 2)]
+
+
+def test_a_deployments_replicas_are_preempted_as_kueue_preempts_pods_and_resume_once_quota_frees(
+    cluster: Cluster,
+) -> None:
+    apply(cluster, deployment(4))
+    wait_until(lambda: sum(map(running, pods_of(cluster, "llm"))) == 4 or None, "4 serving replicas to run", 90)
+    apply(cluster, training_job(SERVING, {"kueue.x-k8s.io/priority-class": "serving-urgent"}, run_seconds=20))
+    # Kueue stops a preempted pod by deleting it; the ReplicaSet's replacements queue gated
+    wait_until(
+        lambda: (
+            (len(pods := pods_of(cluster, "llm")) == 4 and sum(map(running, pods)) == 2 and sum(map(gated, pods)) == 2)
+            or None
+        ),
+        "two replicas preempted: 2 running, 2 gated replacements",
+        60,
+    )
+    job_workload = next(w for w in workloads(cluster, SERVING) if w["metadata"]["name"].startswith("job-finetune-"))
+    assert admitted(job_workload)
+    # once the urgent Job finishes, its GPUs go back to the replacements
+    wait_until(lambda: sum(map(running, pods_of(cluster, "llm"))) == 4 or None, "the replicas to resume", 90)
 
 
 def test_a_statefulset_larger_than_every_flavor_gets_one_clear_reason_and_the_rest_runs_on(cluster: Cluster) -> None:
