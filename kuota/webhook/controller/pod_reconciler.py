@@ -209,9 +209,16 @@ class PodReconciler:
                 return
             by_role = {placement.name: placement for placement in placements}
             single = len(workload["spec"]["podSets"]) == 1 and workload["spec"]["podSets"][0]["name"] == "main"
+            size = sum(int(pod_set.get("count", 1)) for pod_set in workload["spec"]["podSets"])
+            # Never more pods ungated than admitted: a StatefulSet scaled through its scale subresource (which no
+            # webhook reviews) makes pods its Workload does not count; they wait gated.
+            room = size - sum(1 for pod in running if not pods.is_gated(pod))
             for pod in running:
                 if not pods.is_gated(pod):
                     continue
+                if room <= 0:
+                    break
+                room -= 1
                 placement = by_role.get(pods.SINGLE_POD_SET if single else pods.role_hash(pod))
                 try:
                     patch = pods.ungate_patch(pod, placement)
@@ -229,8 +236,7 @@ class PodReconciler:
                     f"{', '.join(flavor_names)}",
                 )
             if self._pods_ready is not None:
-                size = sum(int(pod_set.get("count", 1)) for pod_set in workload["spec"]["podSets"])
-                ready = pods.pods_ready(running, size)
+                ready = pods.pods_ready([pod for pod in running if not pods.is_gated(pod)], size)
                 await follow_pods_ready(
                     self._pods_ready,
                     self._writer,

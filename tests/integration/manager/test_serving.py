@@ -231,7 +231,9 @@ def test_a_serving_deployment_holds_its_quota_its_new_replicas_wait_gated_and_tr
     assert len(waiting) == 2
     pending = wait_until(
         lambda: (
-            m if len(m := [m for w in workloads(cluster, SERVING) if (m := quota_reserved_message(w))]) == 2 else None
+            reasons
+            if len(reasons := [r for w in workloads(cluster, SERVING) if (r := quota_reserved_message(w))]) == 2
+            else None
         ),
         "both new replicas' Workloads to say why they wait",
         60,
@@ -279,6 +281,11 @@ def test_a_statefulset_is_one_workload_admitted_whole_and_scaled_to_zero_frees_i
     refused = cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p",
                               '{"spec": {"replicas": 4}}', check=False)  # fmt: skip
     assert refused.returncode != 0 and "changes only to or from 0 (asked 3 -> 4)" in refused.stderr
+    # the scale subresource is no webhook's to review: the pod it adds is not counted, so it waits gated
+    cluster.kubectl("scale", "statefulset", "kv", "-n", SERVING, "--replicas=4")
+    extra = wait_until(lambda: next((p for p in pods_of(cluster, "kv") if p["metadata"]["name"] == "kv-3"), None),
+                       "the StatefulSet's fourth pod", 60)  # fmt: skip
+    assert gated(extra) and sum(map(running, pods_of(cluster, "kv"))) == 3
     cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p", '{"spec": {"replicas": 0}}')
     wait_until(lambda: not workloads(cluster, SERVING) or None, "the scaled-to-zero StatefulSet's Workload to go", 60)
     wait_until(lambda: not pods_of(cluster, "kv") or None, "the StatefulSet's pods to go", 60)
