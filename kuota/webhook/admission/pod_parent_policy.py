@@ -7,7 +7,8 @@ marked, so the Pod webhook gates its pods; a Deployment's template also gets its
 managed labels.
 
 Validation (CREATE and UPDATE): the queue-name label must be a valid name; it may change only while no replica is
-ready, and may not be removed; a managed StatefulSet's ``replicas`` changes only to or from zero (Kueue v0.20).
+ready, and may not be removed; a managed StatefulSet's ``replicas`` changes only to or from zero, and its pods'
+shape (requests, ports, scheduling fields) not at all (Kueue v0.20).
 """
 
 from __future__ import annotations
@@ -109,7 +110,10 @@ def validate_parent(request: AdmissionRequest, policy: JobPolicy, facts: Cluster
             code=422,
         )
     if parent == STATEFULSET and queued_by_kuota(job, request.namespace, policy, facts):
-        replicas_problem = pod_parents.replicas_change_problem(request.old_object, request.object)
-        if replicas_problem is not None:
-            return Verdict.deny(f"{job.reference}: {replicas_problem}", code=422)
+        for problem in (
+            pod_parents.replicas_change_problem(request.old_object, request.object),
+            pod_parents.template_shape_problem(request.old_object, request.object),
+        ):
+            if problem is not None:
+                return Verdict.deny(f"{job.reference}: {problem}", code=422)
     return Verdict.allow()

@@ -39,7 +39,7 @@ from kuota.webhook.jobs.adapter import (
     owner_reference,
     workload_name,
 )
-from kuota.webhook.jobs.pod import MANAGED_LABEL, SUSPENDING_PARENT_ANNOTATION
+from kuota.webhook.jobs.pod import MANAGED_LABEL, SUSPENDING_PARENT_ANNOTATION, role_hash
 
 STATEFULSET_POD_SET = "main"
 
@@ -161,6 +161,18 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+def template_shape_problem(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """Why a managed StatefulSet's pod template change is refused (Kueue v0.20: the pods' shape, what a pod
+    group's role is hashed from, is immutable while queued: its Workload was sized from it), or None."""
+    shapes = [role_hash({"spec": (obj["spec"].get("template") or {}).get("spec") or {}}) for obj in (old, new)]
+    if shapes[0] == shapes[1]:
+        return None
+    return (
+        "spec.template.spec's requests, ports and scheduling fields are fixed while the StatefulSet is queued in "
+        "kuota: scale it to 0, change them, and scale it up again"
+    )
 
 
 def replicas_change_problem(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:

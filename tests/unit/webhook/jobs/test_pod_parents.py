@@ -204,3 +204,16 @@ def test_a_malformed_parent_is_refused_with_the_field_named(field: str, value: A
     for rule in (default_parent, validate_parent):
         with pytest.raises(MalformedObjectError, match=said):
             rule(review(STATEFULSET, sts), PARENTS_ONLY, StaticClusterFacts(), STATEFULSET)
+
+
+def test_a_queued_statefulsets_pod_shape_is_fixed_but_its_image_may_change() -> None:
+    old = a_parent(STATEFULSET, {QUEUE: "inference"})
+    bigger = copy.deepcopy(old)
+    bigger["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    refused = validate_parent(review(STATEFULSET, bigger, "UPDATE", old), PARENTS_ONLY, StaticClusterFacts(),
+                              STATEFULSET)  # fmt: skip
+    assert not refused.allowed and "requests, ports and scheduling fields are fixed" in refused.message
+    rolled = copy.deepcopy(old)
+    rolled["spec"]["template"]["spec"]["containers"][0]["image"] = "llm:2"
+    assert validate_parent(review(STATEFULSET, rolled, "UPDATE", old), PARENTS_ONLY, StaticClusterFacts(),
+                           STATEFULSET).allowed  # fmt: skip
