@@ -9,6 +9,9 @@ that is not a Workload, or whose fields cannot be read, is left out and counted 
 named (a user's dump may hold objects kuota does not understand, and one bad item must not lose the week).
 :func:`job_history` then places the Workloads in the window.
 
+A serving Workload (the manager's ``kuota.dev/serving``: a Deployment's pod, a StatefulSet) never finishes its
+work: its GPU-hours are counted as serving, never as failed, and it is replayed with a ``lifetime``.
+
 The manager keeps finished Workloads for a configurable time (default 8 days). Only the last admission is
 visible on a Workload: runs before a preemption count only where ``accumulatedPastExecutionTimeSeconds`` records
 them (Kueue writes it; the what-if replays the last run alone); a Workload never admitted has no known

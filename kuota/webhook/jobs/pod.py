@@ -13,6 +13,10 @@ A pod cannot be suspended, so a managed pod is created *gated*: the webhook adds
   first 8 hex digits of a sha256 of that shape as Go's encoding/json writes it (:func:`role_hash`, or the
   ``kueue.x-k8s.io/role-hash`` annotation when set). The group is admitted as one gang: all its pods, or none.
 
+A StatefulSet's pods are a *serving* group (annotation ``kueue.x-k8s.io/pod-group-serving``): its Workload is the
+StatefulSet's, sized by it and never finished (:mod:`~kuota.webhook.jobs.pod_parents`); a Deployment's pods are
+single pods whose Workloads are marked serving for the report.
+
 Admission removes the gate and adds the flavors' nodeSelector and tolerations (allowed on a gated pod);
 eviction stops the running pods by deleting them, as Kueue does; a finished pod (Succeeded or Failed) finishes a
 single pod's Workload, and a group's once every pod has finished. A deleted pod's Workload is deleted.
