@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kuota.webhook.admission.endpoints import WebhookEndpoint, webhook_configurations
 from kuota.webhook.jobs.pod_parents import PARENTS
 from kuota.webhook.jobs.registry import ADAPTERS, select
@@ -18,10 +20,12 @@ def _values(frameworks: list[str]) -> dict[str, Any]:
     return {"managerConfig": {"integrations": {"frameworks": frameworks}}}
 
 
-def test_every_enabled_kinds_webhooks_render_as_the_admission_plane_registers_them() -> None:
-    rendered = render(_values(ALL))
+@pytest.mark.parametrize("frameworks", [ALL, ["deployment"]], ids=["all", "deployment-only"])
+def test_every_enabled_kinds_webhooks_render_as_the_admission_plane_registers_them(frameworks: list[str]) -> None:
+    rendered = render(_values(frameworks))
     endpoint = WebhookEndpoint(service_name="kuota-webhook", service_namespace=NAMESPACE, service_port=443)
-    expected = webhook_configurations(endpoint, b"", namespace_selector=EXCLUDED, integrations=select(ALL).registry)
+    registry = select(frameworks).registry
+    expected = webhook_configurations(endpoint, b"", namespace_selector=EXCLUDED, integrations=registry)
     for want in expected:
         for webhook in want["webhooks"]:
             del webhook["clientConfig"]["caBundle"]
