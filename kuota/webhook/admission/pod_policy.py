@@ -124,7 +124,7 @@ def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_pa
         added = {
             "labels": {pods.MANAGED_LABEL: "true", pods.GROUP_NAME_LABEL: group},
             "annotations": {
-                pods.ROLE_HASH_ANNOTATION: pod_parents.STATEFULSET_POD_SET,
+                pods.ROLE_HASH_ANNOTATION: pods.SINGLE_POD_SET,
                 pods.SERVING_ANNOTATION: "true",
             },
         }

@@ -39,9 +39,7 @@ from kuota.webhook.jobs.adapter import (
     owner_reference,
     workload_name,
 )
-from kuota.webhook.jobs.pod import MANAGED_LABEL, SUSPENDING_PARENT_ANNOTATION, role_hash
-
-STATEFULSET_POD_SET = "main"
+from kuota.webhook.jobs.pod import MANAGED_LABEL, SINGLE_POD_SET, SUSPENDING_PARENT_ANNOTATION, role_hash
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     template_spec = dict((sts["spec"].get("template") or {}).get("spec") or {})
     spec: dict[str, Any] = {
         "queueName": labels.get(QUEUE_LABEL, ""),
-        "podSets": [{"name": STATEFULSET_POD_SET, "count": replicas(sts), "template": {"spec": template_spec}}],
+        "podSets": [{"name": SINGLE_POD_SET, "count": replicas(sts), "template": {"spec": template_spec}}],
     }
     if labels.get(PRIORITY_CLASS_LABEL):
         spec["priorityClassRef"] = {
