@@ -286,6 +286,18 @@ def test_a_statefulset_is_one_workload_admitted_whole_and_scaled_to_zero_frees_i
     extra = wait_until(lambda: next((p for p in pods_of(cluster, "kv") if p["metadata"]["name"] == "kv-3"), None),
                        "the StatefulSet's fourth pod", 60)  # fmt: skip
     assert gated(extra) and sum(map(running, pods_of(cluster, "kv"))) == 3
+    # a running pod deleted frees its place, which the waiting pod takes; its replacement waits in turn
+    cluster.kubectl("delete", "pod", "kv-0", "-n", SERVING)
+    by_name = wait_until(
+        lambda: (
+            pods
+            if "kv-0" in (pods := {p["metadata"]["name"]: p for p in pods_of(cluster, "kv")}) and running(pods["kv-3"])
+            else None
+        ),
+        "kv-3 to take kv-0's place",
+        60,
+    )
+    assert gated(by_name["kv-0"]) and sum(map(running, by_name.values())) == 3
     cluster.kubectl("patch", "statefulset", "kv", "-n", SERVING, "--type=merge", "-p", '{"spec": {"replicas": 0}}')
     wait_until(lambda: not workloads(cluster, SERVING) or None, "the scaled-to-zero StatefulSet's Workload to go", 60)
     wait_until(lambda: not pods_of(cluster, "kv") or None, "the StatefulSet's pods to go", 60)
