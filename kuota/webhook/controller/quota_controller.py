@@ -48,7 +48,7 @@ from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pod_reconciler import POD, PodReconciler
+from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, PodReconciler
 from kuota.webhook.controller.pods_ready import PodsReadyClock
 from kuota.webhook.controller.provisioning_controller import ProvisioningController
 from kuota.webhook.controller.queue_gauges import (
@@ -72,6 +72,7 @@ from kuota.webhook.controller.state import (
     key_of,
     owner_job,
 )
+from kuota.webhook.controller.statefulset_reconciler import StatefulSetReconciler
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
@@ -132,7 +133,7 @@ class QuotaController:
             configs=self.watches.provisioning_configs,
             flavors=self.watches.config["ResourceFlavor"],
         )
-        self._job_reconcilers = {
+        self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler] = {
             job_kind(adapter): JobReconciler(
                 adapter,
                 registry,
@@ -157,6 +158,8 @@ class QuotaController:
             metrics=metrics,
             pods_ready=self._pods_ready,
         )
+        if STATEFULSET in self.watches.jobs:
+            self._job_reconcilers[STATEFULSET] = StatefulSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
         self.ready = asyncio.Event()
