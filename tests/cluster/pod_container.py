@@ -136,10 +136,14 @@ class PodContainer:
         workdir: Path,
         volumes: Mapping[str, Path],
         service_account: Path | None,
+        runtime_mounts: Mapping[Path, str] | None = None,
+        runtime_env: Mapping[str, str] | None = None,
     ) -> PodContainer:
         """``volumes``: a host folder for each of the pod's volumes that is not an emptyDir (configMap, secret,
         hostPath, persistentVolumeClaim), by volume name; an emptyDir gets a fresh folder under ``workdir``.
-        ``service_account``: the folder with token, ca.crt and namespace, or None for a pod without one."""
+        ``service_account``: the folder with token, ca.crt and namespace, or None for a pod without one.
+        ``runtime_mounts`` (host path: container path, read-only) and ``runtime_env``: what the node's container
+        runtime adds, as the NVIDIA runtime mounts the driver's NVML library."""
         (container,) = [
             c for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] == container_name
         ]
@@ -149,13 +153,15 @@ class PodContainer:
         if pod_spec.get("hostPID"):
             command.append("--pid=host")
         command += _security_flags(pod_spec, container)
-        for key, value in env.items():
+        for key, value in {**env, **(runtime_env or {})}.items():
             command += ["--env", f"{key}={value}"]
         pod_volumes = {volume["name"]: volume for volume in pod_spec.get("volumes", [])}
         for mount in container.get("volumeMounts", []):
             source = _volume_source(pod_volumes[mount["name"]], volumes, workdir, pod_spec)
             options = ",ro" if mount.get("readOnly") else ""
             command += ["--mount", f"type=bind,source={source},destination={mount['mountPath']}{options}"]
+        for host_path, container_path in (runtime_mounts or {}).items():
+            command += ["--mount", f"type=bind,source={host_path},destination={container_path},ro"]
         if service_account is not None and pod_spec.get("automountServiceAccountToken", True):
             command += ["--mount", f"type=bind,source={service_account},destination={SERVICE_ACCOUNT_DIR},ro"]
         if "command" in container:

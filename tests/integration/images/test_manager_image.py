@@ -111,18 +111,3 @@ def test_the_manager_image_admits_the_guides_job_with_nothing_but_the_charts_rig
         cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")
     log = manager.logs()
     assert "Forbidden" not in log and " 403" not in log, log
-
-
-def test_without_a_service_account_token_the_manager_says_so_in_one_line_and_is_never_ready(
-    cluster: Cluster, chart: Rendered, tmp_path: Path
-) -> None:
-    container = start_manager(cluster, chart, tmp_path, account=None)
-    try:
-        wait_until(container.exited, "the manager without a token to exit", timeout=60)
-        assert not container.ready()
-        log = container.logs().strip()
-        assert "Traceback" not in log, log
-        assert "service account" in log.splitlines()[-1] and "automountServiceAccountToken" in log, log
-        assert container.state()["ExitCode"] != 0
-    finally:
-        container.stop()
