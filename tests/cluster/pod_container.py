@@ -140,7 +140,8 @@ class PodContainer:
         runtime_env: Mapping[str, str] | None = None,
     ) -> PodContainer:
         """``volumes``: a host folder for each of the pod's volumes that is not an emptyDir (configMap, secret,
-        hostPath, persistentVolumeClaim), by volume name; an emptyDir gets a fresh folder under ``workdir``.
+        hostPath, persistentVolumeClaim), by volume name; an emptyDir gets a fresh folder under ``workdir``
+        unless one is given for it (to read what the container left there).
         ``service_account``: the folder with token, ca.crt and namespace, or None for a pod without one.
         ``runtime_mounts`` (host path: container path, read-only) and ``runtime_env``: what the node's container
         runtime adds, as the NVIDIA runtime mounts the driver's NVML library."""
@@ -190,7 +191,8 @@ class PodContainer:
         port = probe["port"] if isinstance(probe["port"], int) else self.ports[probe["port"]]
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe['path']}", timeout=5) as reply:
-                return 200 <= reply.status < 400
+                status: int = reply.status
+                return 200 <= status < 400
         except (urllib.error.URLError, OSError):
             return False
 
@@ -201,10 +203,10 @@ class PodContainer:
 def _volume_source(
     volume: Mapping[str, Any], given: Mapping[str, Path], workdir: Path, pod_spec: Mapping[str, Any]
 ) -> Path:
-    if "emptyDir" not in volume:
-        if volume["name"] not in given:
-            raise PodContainerError(f"volume {volume['name']} ({sorted(set(volume) - {'name'})}) needs a host folder")
+    if volume["name"] in given:
         return given[volume["name"]]
+    if "emptyDir" not in volume:
+        raise PodContainerError(f"volume {volume['name']} ({sorted(set(volume) - {'name'})}) needs a host folder")
     folder = workdir / f"empty-dir-{volume['name']}-{uuid.uuid4().hex[:6]}"
     folder.mkdir(parents=True)
     # As the kubelet prepares an emptyDir: group-owned by fsGroup and group-writable; world-writable without one.

@@ -13,6 +13,7 @@ import pytest
 
 from tests.cluster import Cluster
 from tests.cluster.pod_container import PodIdentity, image_present, service_account_folder
+from tests.fakes.nvml.build import build
 from tests.manager_process import restore_crd_conversion
 from tests.unit.chart.rendering import NAMESPACE, Rendered, pod_spec, render
 from tests.waiting import wait_until
@@ -67,6 +68,12 @@ def chart(cluster: Cluster) -> Iterator[Rendered]:
             f"namespace {NAMESPACE} to be deleted",
             timeout=90,
         )
+
+
+@pytest.fixture(scope="module")
+def fake_nvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake libnvidia-ml.so.1, built with this machine's gcc for the image's glibc (both Debian's)."""
+    return build(tmp_path_factory.mktemp("fake-nvml"))
 
 
 def route_services_to_host(cluster: Cluster, rendered: Rendered, component: str, container: dict[str, Any]) -> None:
