@@ -34,6 +34,11 @@ def host_address() -> str:
         return address
 
 
+def rbac_denials(log: str) -> list[str]:
+    """The lines of a container's log that report a refusal by the API server's RBAC (kuota logs the HTTP 403)."""
+    return [line for line in log.splitlines() if " 403" in line or "Forbidden" in line]
+
+
 def as_list(objects: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 

@@ -21,7 +21,7 @@ from tests.cluster.pod_container import PodContainer
 from tests.fakes.nvml.build import SONAME
 from tests.fakes.nvml.scenario import Scenario, h100s
 from tests.fakes.podresources_server import Assigned, FakeKubelet
-from tests.integration.images.conftest import VALUES, identity, service_account
+from tests.integration.images.conftest import VALUES, identity, rbac_denials, service_account
 from tests.prometheus_server import PrometheusServer
 from tests.unit.chart.rendering import Rendered, pod_spec, render
 from tests.waiting import async_wait_until, wait_until
@@ -104,7 +104,7 @@ async def test_prometheus_scrapes_the_exporter_image_and_the_report_image_reads_
             log = exporter.logs()
         finally:
             await asyncio.to_thread(exporter.stop)
-    assert "Forbidden" not in log and " 403" not in log, log
+    assert not rbac_denials(log)
     assert json.loads((report_folder / "latest" / "report.json").read_text())["schemaVersion"] == 1
 
 
@@ -127,7 +127,7 @@ def run_report(cluster: Cluster, prometheus_url: str, workdir: Path) -> Path:
         wait_until(container.exited, "the report container to finish", timeout=300, interval=0.5)
         log = container.logs()
         assert container.state()["ExitCode"] == 0, log
-        assert "Forbidden" not in log and " 403" not in log, log
+        assert not rbac_denials(log)
     finally:
         container.stop()
     return report_folder

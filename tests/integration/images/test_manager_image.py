@@ -18,6 +18,7 @@ from tests.cluster.pod_container import PodContainer, image_user
 from tests.integration.images.conftest import (
     config_map_folder,
     identity,
+    rbac_denials,
     route_services_to_host,
     service_account,
 )
@@ -83,25 +84,32 @@ def test_the_image_runs_as_the_non_root_user_the_chart_names(chart: Rendered) ->
     assert image_user(image) == f"{security['runAsUser']}:{security['runAsGroup']}"
 
 
+def _admits_the_guides_job(cluster: Cluster, chart: Rendered) -> None:
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    created = json.loads(cluster.kubectl("create", "-f", str(GUIDE / FINETUNE_JOB), "-o", "json").stdout)
+    assert created["spec"]["suspend"] is True, "the chart's Service did not bring the Job to the webhook"
+    workload = admitted_workload(cluster, "research", created["metadata"]["uid"])
+    assert workload["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"] == "h100-ondemand"
+    running_pods(cluster, "research", created["metadata"]["name"], 2)
+    for api_service in chart.of_kind("APIService"):
+        name = api_service["metadata"]["name"]
+        wait_until(partial(_available, cluster, name), f"APIService {name} Available", timeout=60)
+    pending = cluster.kubectl(
+        "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/research/pendingworkloads"
+    )
+    assert json.loads(pending.stdout)["kind"] == "PendingWorkloadsSummary"
+
+
 def test_the_manager_image_admits_the_guides_job_with_nothing_but_the_charts_rights(
     cluster: Cluster, chart: Rendered, manager: PodContainer
 ) -> None:
     ensure_namespace(cluster, "research")
     try:
-        for name in VERBATIM:
-            cluster.kubectl("apply", "-f", str(GUIDE / name))
-        created = json.loads(cluster.kubectl("create", "-f", str(GUIDE / FINETUNE_JOB), "-o", "json").stdout)
-        assert created["spec"]["suspend"] is True, "the chart's Service did not bring the Job to the webhook"
-        workload = admitted_workload(cluster, "research", created["metadata"]["uid"])
-        assert workload["status"]["admission"]["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"] == "h100-ondemand"
-        running_pods(cluster, "research", created["metadata"]["name"], 2)
-        for api_service in chart.of_kind("APIService"):
-            name = api_service["metadata"]["name"]
-            wait_until(partial(_available, cluster, name), f"APIService {name} Available", timeout=60)
-        pending = cluster.kubectl(
-            "get", "--raw", "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/research/pendingworkloads"
-        )
-        assert json.loads(pending.stdout)["kind"] == "PendingWorkloadsSummary"
+        _admits_the_guides_job(cluster, chart)
+    except AssertionError as failure:
+        denied = "\n".join(rbac_denials(manager.logs())) or "none"
+        raise AssertionError(f"{failure}\nthe manager's RBAC denials:\n{denied}") from failure
     finally:
         cluster.kubectl("delete", "jobs", "--all", "-n", "research", "--wait=false")
         wait_until(
@@ -109,5 +117,4 @@ def test_the_manager_image_admits_the_guides_job_with_nothing_but_the_charts_rig
             "the guide's Workload to be released by the manager",
         )
         cluster.kubectl("delete", "clusterqueues,localqueues,resourceflavors,workloadpriorityclasses", "--all", "-A")
-    log = manager.logs()
-    assert "Forbidden" not in log and " 403" not in log, log
+    assert not rbac_denials(manager.logs())
