@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.cluster import GPU_RESOURCE, Cluster
 from tests.cluster.pod_container import PodContainer
@@ -22,13 +23,16 @@ from tests.fakes.nvml.build import SONAME
 from tests.fakes.nvml.scenario import Scenario, h100s
 from tests.fakes.podresources_server import Assigned, FakeKubelet
 from tests.integration.images.conftest import VALUES, identity, rbac_denials, service_account
+from tests.integration.whole_stack.scrape_configs import Target, scrape_config
 from tests.prometheus_server import PrometheusServer
-from tests.unit.chart.rendering import Rendered, pod_spec, render
+from tests.unit.chart.rendering import CHART, Rendered, pod_spec, render
 from tests.waiting import async_wait_until, wait_until
 
 pytestmark = pytest.mark.integration
 
 GPUS = h100s(2)
+# The job label the chart's rules and dashboard select the exporter's series by.
+JOB = yaml.safe_load((CHART / "values.yaml").read_text())["monitoring"]["jobs"]["exporter"]
 # Where the NVIDIA container toolkit mounts the driver's NVML in a Debian-based image.
 NVML_IN_CONTAINER = f"/usr/lib/x86_64-linux-gnu/{SONAME}"
 
@@ -50,6 +54,16 @@ def start_exporter(
         runtime_mounts=runtime_mounts,
         runtime_env={"FAKE_NVML_SCENARIO": "/etc/fake-nvml/scenario.txt"},
     )
+
+
+def exporter_service_monitor() -> dict[str, Any]:
+    """The chart's ServiceMonitor for the exporter, scraping often enough for a test."""
+    monitoring = {"serviceMonitor": {"enabled": True, "interval": "2s", "scrapeTimeout": "1s"}}
+    return render({**VALUES, "monitoring": monitoring}).one("ServiceMonitor", "kuota-exporter")
+
+
+def _no_secrets(name: str, key: str) -> str:
+    raise AssertionError(f"the exporter's ServiceMonitor names no Secret, yet asked for {name}/{key}")
 
 
 def promql(url: str, query: str) -> dict[tuple[str, ...], float]:
@@ -83,21 +97,22 @@ async def test_prometheus_scrapes_the_exporter_image_and_the_report_image_reads_
         exporter = await asyncio.to_thread(start_exporter, cluster, chart, tmp_path, fake_nvml, account)
         try:
             await async_wait_until(exporter.ready, "the exporter container's readiness", timeout=120, interval=0.5)
-            port = exporter.ports["metrics"]
-            prometheus = await asyncio.to_thread(
-                PrometheusServer.start, tmp_path / "prometheus", scrape_targets=[f"127.0.0.1:{port}"]
-            )
+            target = Target(f"127.0.0.1:{exporter.ports['metrics']}", "kuota-exporter-image", "exporter", node)
+            scrape = scrape_config(exporter_service_monitor(), "kuota-exporter", [target], _no_secrets)
+            prometheus = await asyncio.to_thread(PrometheusServer.start, tmp_path / "prometheus", scrape_configs=scrape)
             try:
                 url = prometheus.url
 
                 async def allocated() -> dict[tuple[str, ...], float] | None:
-                    found = await asyncio.to_thread(promql, url, "count by (namespace, pod) (kuota_gpu_allocated)")
+                    found = await asyncio.to_thread(
+                        promql, url, f'count by (namespace, pod) (kuota_gpu_allocated{{job="{JOB}", node="{node}"}})'
+                    )
                     return found or None
 
                 assert await async_wait_until(allocated, "kuota_gpu_allocated", timeout=90, interval=0.5) == {
                     (namespace, "trainer"): 1.0
                 }
-                assert await asyncio.to_thread(promql, url, "sum(kuota_gpu_up)") == {(): 2.0}
+                assert await asyncio.to_thread(promql, url, f'sum(kuota_gpu_up{{job="{JOB}"}})') == {(): 2.0}
                 report_folder = await asyncio.to_thread(run_report, cluster, url, tmp_path)
             finally:
                 await asyncio.to_thread(prometheus.stop)
