@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEBIAN_PACKAGES := prometheus chromium gcc podman runc mmdebstrap
-# `make images` builds from an official Python image (a registry must be reachable); `make test` builds from
-# CI_BASE_IMAGE, made here from Debian packages by `scripts/images base`, so that it needs no registry.
-BASE_IMAGE ?= python:3.11.11-slim-bookworm
+# `make images` builds from the official Python image the Dockerfiles name, fully qualified (podman guesses no
+# registry; that one must be reachable). `make test` builds from CI_BASE_IMAGE, made here from Debian packages
+# by `scripts/images base`, so that it needs no registry.
+BASE_IMAGE ?= docker.io/library/python:3.11.11-slim-bookworm
 CI_BASE_IMAGE := localhost/kuota/python-base:bookworm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PHASE := scripts/phase
