@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -37,6 +38,15 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     if check and result.returncode != 0:
         raise PodContainerError(f"podman {' '.join(args[:2])} failed ({result.returncode}): {result.stderr.strip()}")
     return result
+
+
+def host_address() -> str:
+    """This machine's address on its default route (no packet is sent): the API server reaches a process on the
+    host's network there, and an EndpointSlice may not name a loopback address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("203.0.113.1", 9))
+        address: str = probe.getsockname()[0]
+        return address
 
 
 def image_present(image: str) -> bool:

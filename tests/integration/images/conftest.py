@@ -4,7 +4,6 @@ containers from the built images (``make ci-images``), through the stand-in kube
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.cluster.pod_container import PodIdentity, image_present, service_account_folder
+from tests.cluster.pod_container import PodIdentity, host_address, image_present, service_account_folder
 from tests.fakes.nvml.build import build
 from tests.manager_process import restore_crd_conversion
 from tests.unit.chart.rendering import NAMESPACE, Rendered, pod_spec, render
@@ -23,15 +22,6 @@ VALUES: dict[str, Any] = {
     "report": {"enabled": True, "prometheusUrl": "http://127.0.0.1:9090", "storage": {"type": "emptyDir"}}
 }
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "CronJob"}
-
-
-def host_address() -> str:
-    """This machine's address on its default route (no packet is sent): the API server can reach a container on
-    the host's network there, and an EndpointSlice may not name a loopback address."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("203.0.113.1", 9))
-        address: str = probe.getsockname()[0]
-        return address
 
 
 def rbac_denials(log: str) -> list[str]:
