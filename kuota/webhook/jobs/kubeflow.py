@@ -27,9 +27,8 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_spec,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
 
 _GROUP = "kubeflow.org"
@@ -84,8 +83,8 @@ class KubeflowJobAdapter(SuspendFieldAdapter):
         for replica_type, spec in self._replica_specs(job):
             name = replica_type.lower()
             where = f"{self.kind.kind} {metadata['namespace']}/{metadata['name']} ({replica_type})"
-            scheduling = placed_pod_spec(where, original.get(name, spec.get("template") or {}), placed.get(name))
-            replicas[replica_type] = {"template": {"spec": scheduling}}
+            template = placed_template(where, original.get(name, spec.get("template") or {}), placed.get(name))
+            replicas[replica_type] = {"template": template}
         return {"spec": {"runPolicy": {"suspend": False}, self.replica_specs_field: replicas}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
@@ -93,8 +92,9 @@ class KubeflowJobAdapter(SuspendFieldAdapter):
         replicas: dict[str, Any] = {}
         for replica_type, spec in self._replica_specs(job):
             wanted = original.get(replica_type.lower())
-            if wanted is not None and not scheduling_matches(spec.get("template") or {}, wanted):
-                replicas[replica_type] = {"template": {"spec": original_pod_spec(wanted)}}
+            restored = None if wanted is None else restored_template(spec.get("template") or {}, wanted)
+            if restored is not None:
+                replicas[replica_type] = {"template": restored}
         return {"spec": {self.replica_specs_field: replicas}} if replicas else None
 
     def has_active_pods(self, job: Mapping[str, Any]) -> bool:

@@ -33,7 +33,7 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    placed_pod_spec,
+    placed_template,
 )
 from kuota.webhook.jobs.jobset import pods_per_job
 
@@ -113,9 +113,9 @@ class TrainJobAdapter(SuspendFieldAdapter):
         replicated_jobs = []
         for name, template in original.items():
             where = f"TrainJob {metadata['namespace']}/{metadata['name']} (replicated job {name})"
-            scheduling = placed_pod_spec(where, template, placed.get(name))
-            spec = {key: value for key, value in scheduling.items() if value is not None}
-            replicated_jobs.append({"name": name, "template": {"spec": {"template": {"spec": spec}}}})
+            pod_template = placed_template(where, template, placed.get(name))
+            pod_template["spec"] = {key: value for key, value in pod_template["spec"].items() if value is not None}
+            replicated_jobs.append({"name": name, "template": {"spec": {"template": pod_template}}})
         return {"spec": {"suspend": False, "runtimePatches": self._with_own_patch(job, replicated_jobs)}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
