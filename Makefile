@@ -13,9 +13,13 @@ CI_BASE_IMAGE := localhost/kuota/python-base:bookworm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PHASE := scripts/phase
 
-.PHONY: test install system-packages control-plane lint images ci-images pytest unit
+.PHONY: test install system-packages builds control-plane lint images ci-images pytest unit
 
-test: system-packages install control-plane lint ci-images pytest
+test: system-packages install builds lint pytest
+
+# The Go builds and the image build side by side: one waits on CPU while the other waits on downloads.
+builds:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target control-plane ci-images
 
 system-packages:
 	@$(PHASE) "Debian packages ($(DEBIAN_PACKAGES))" bash -c 'missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
