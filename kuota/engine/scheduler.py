@@ -31,6 +31,7 @@ from kuota.engine.model import (
     ClusterQueue,
     ReclaimPolicy,
     WithinClusterQueuePolicy,
+    Workload,
 )
 from kuota.engine.preemption import (
     AdmittedWorkload,
@@ -52,6 +53,7 @@ from kuota.engine.queues import (
     orders_by_eviction,
 )
 from kuota.engine.quota_tree import FlavorResource
+from kuota.engine.topology_admission import VictimCheck, with_pod_sets
 
 
 class Scheduler:
@@ -193,6 +195,10 @@ class Scheduler:
         workload = record.workload
         fair = self.manager.configuration.fair_sharing is not None
         assignment = queue.assigner.assign(workload.pod_sets, record.counts, self._probe(queue, record, now))
+        topology = self.manager.topology
+        placing = topology.uses_topology(queue.model)
+        if placing:
+            assignment = topology.settle(queue.model, workload, assignment)
         if assignment.mode is Mode.FIT:
             self._preempt_and_admit(queue, record, assignment, [], now=now, decisions=decisions)
             return None
@@ -205,11 +211,13 @@ class Scheduler:
             victims_possible = self._has_candidates(queue, record, conditions)
             if victims_possible:
                 victims = self._victims(queue, record, assignment)
+            if victims and placing:
+                assignment, victims = self._placed_without(queue, workload, assignment, victims)
         victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
         if victims:
             self._preempt_and_admit(queue, record, assignment, victims, now=now, decisions=decisions)
             return None
-        partial = self._partial(queue, record, now)
+        partial = None if placing else self._partial(queue, record, now)
         if partial is not None:
             self._preempt_and_admit(queue, record, *partial, now=now, decisions=decisions)
             return None
@@ -243,10 +251,10 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             conditions = WakeConditions(True, True, None, {}, True)
-        if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1:
+        if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
-            # the room left for the later ones.
+            # the room left for the later ones; and where a topology's free capacity is.
             conditions = WakeConditions(True, True, None, {}, True)
         elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
             conditions = WakeConditions(
@@ -390,7 +398,12 @@ class Scheduler:
                 cohort_queues=cohort_queues,
                 preemptor_order_time=record.order_time,
             )
-            return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
+            check = None
+            if self.manager.topology.uses_topology(cq):
+                check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
+            return fewest_victims(
+                cq.name, assignment.usage, assignment.short, ordered, self.manager.tree, topology=check
+            )
         return fair_sharing_victims(
             record.workload,
             cq,
@@ -401,6 +414,21 @@ class Scheduler:
             strategies=fair.preemption_strategies,
             preemptor_order_time=record.order_time,
         )
+
+    def _placed_without(
+        self, queue: Queue, workload: Workload, assignment: Assignment, victims: list[Target]
+    ) -> tuple[Assignment, list[Target]]:
+        """The assignment placed with the victims' TAS usage gone, or no victims when it cannot be (Kueue checks
+        the placement with each candidate it tries)."""
+        topology = self.manager.topology
+        for target in victims:
+            topology.take(target.victim.workload.key)
+        placed, _ = topology.place(queue.model, workload, assignment.pod_sets)
+        for target in victims:
+            topology.give_back(target.victim.workload.key)
+        if placed is None:
+            return assignment, []
+        return with_pod_sets(assignment, placed), victims
 
     def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
         """The admission Kueue's reducer settles on with pod sets cut toward their minCount
@@ -482,6 +510,7 @@ class Scheduler:
         queue.admitted[record.workload.key] = admitted
         queue.by_priority.add(admitted)
         self.manager.tree.add_usage(cluster_queue, assignment.usage, 1)
+        self.manager.topology.hold(record.workload.key, record.workload, assignment.pod_sets)
         if self.manager.blocks_admission:
             self.manager.not_ready.add(record.workload.key)
         limit = record.workload.max_execution_seconds
@@ -499,6 +528,8 @@ class Scheduler:
             queue.by_priority.remove(admitted)
             self.manager.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
             self.manager.wake_on_free(queue, admitted.assignment.usage)
+        if self.manager.topology.release(record.workload.key):
+            self.manager.wake_everywhere()
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
         if self.manager.blocks_admission:

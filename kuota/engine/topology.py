@@ -21,46 +21,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from kuota.engine.model import PodSet, ResourceFlavor, Taint, Toleration
+from kuota.engine.model import (
+    HOSTNAME_LABEL,
+    PodSet,
+    ResourceFlavor,
+    Taint,
+    Toleration,
+    Topology,
+    TopologyNode,
+    TopologyRequest,
+)
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-MAX_LEVELS = 16
 # Each pod takes one of a node's allocatable pods, as Kueue's resources.OnePodRequest.
 PODS_RESOURCE = "pods"
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """A Topology: its levels' node labels, from the widest domain to the narrowest."""
-
-    name: str
-    levels: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyRequest:
-    """A pod set's ``topologyRequest`` (v1beta2): at most one of ``required``, ``preferred`` and
-    ``unconstrained``; slices of ``slice_size`` pods each in one ``slice_level`` domain."""
-
-    required: str | None = None
-    preferred: str | None = None
-    unconstrained: bool = False
-    slice_level: str | None = None
-    slice_size: int | None = None
-    group: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyNode:
-    """A node as placement sees it: ``free`` is its allocatable minus what bound non-TAS pods request (each
-    pod counting one of its ``pods``), in engine units."""
-
-    name: str
-    labels: Mapping[str, str]
-    free: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    ready: bool = True
-    unschedulable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +210,7 @@ class TopologySnapshot:
             if leaf is None:  # a node gone since admission: its usage went with it
                 continue
             usage = leaf.tas_usage
-            for resource, amount in _with_pod(requests).items():
+            for resource, amount in with_one_pod(requests).items():
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
 
     def place(
@@ -329,7 +302,7 @@ class TopologySnapshot:
         for level in self.per_level:
             for domain in level.values():
                 domain.pod_count = domain.slice_count = 0
-        requests = _with_pod(pod_set.requests)
+        requests = with_one_pod(pod_set.requests)
         tolerations = pod_set.tolerations + self.flavor.tolerations
         start = self.assignment_level
         if not self.hostname_leaves:
@@ -418,7 +391,8 @@ class TopologySnapshot:
         return head + exclusions.formatted()
 
 
-def _with_pod(requests: Mapping[str, int]) -> dict[str, int]:
+def with_one_pod(requests: Mapping[str, int]) -> dict[str, int]:
+    """One pod's requests with the one of its node's allocatable pods it takes."""
     with_pod = dict(requests)
     with_pod[PODS_RESOURCE] = with_pod.get(PODS_RESOURCE, 0) + 1
     return with_pod

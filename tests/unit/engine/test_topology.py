@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine.model import PodSet, ResourceFlavor, Taint, TaintEffect, Toleration
-from kuota.engine.topology import (
+from kuota.engine.model import (
     HOSTNAME_LABEL,
+    PodSet,
+    ResourceFlavor,
+    Taint,
+    TaintEffect,
+    Toleration,
     Topology,
-    TopologyAssignment,
     TopologyNode,
     TopologyRequest,
-    TopologySnapshot,
 )
+from kuota.engine.topology import TopologyAssignment, TopologySnapshot
 
 BLOCK = "cloud.com/topology-block"
 RACK = "cloud.com/topology-rack"
