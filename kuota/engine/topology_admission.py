@@ -18,6 +18,8 @@ from kuota.engine.model import ClusterQueue, PodSet, ResourceFlavor, Topology, T
 from kuota.engine.quota_tree import FlavorResource
 from kuota.engine.topology import TopologyAssignment, TopologySnapshot, with_one_pod
 
+# Kueue's words before a pod set's placement failure.
+_COULD_NOT = "couldn't assign flavors to pod set"
 # One admitted pod set's hold on a flavor's nodes: the flavor, where its pods went and one pod's requests.
 _Held = tuple[str, TopologyAssignment, Mapping[str, int]]
 
@@ -104,14 +106,14 @@ class TopologyPlacer:
                 continue
             snapshot = self._snapshot(flavor)
             if snapshot is None:
-                return None, f'pod set {pod_set.name}: Flavor "{flavor}" information missing in TAS cache'
+                return None, f'{_COULD_NOT} {pod_set.name}: Flavor "{flavor}" information missing in TAS cache'
             on_flavor = assumed.setdefault(flavor, {})
             placement = snapshot.place(
                 pod_set, assigned.count, pod_set.topology_request, simulate_empty=simulate_empty, assumed=on_flavor
             )
             topology = placement.assignment
             if topology is None:
-                return None, f"pod set {pod_set.name}: {placement.reason}"
+                return None, f"{_COULD_NOT} {pod_set.name}: {placement.reason}"
             for values, count in topology.domains:
                 leaf = on_flavor.setdefault(values, {})
                 for resource, amount in with_one_pod(pod_set.requests).items():

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kuota.engine.decoding import parse_object
+from kuota.engine.errors import InvalidObjectError
 from kuota.engine.model import (
     HOSTNAME_LABEL,
     PodSet,
@@ -302,3 +306,39 @@ def test_nodes_without_the_flavor_labels_or_a_level_label_are_not_domains() -> N
     pod_set, count = pods(1)
     placement = tas.place(pod_set, count, TopologyRequest(required=BLOCK))
     assert placement.reason == "no topology domains at level: cloud.com/topology-block"
+
+
+def _topology(levels: list[str]) -> dict[str, object]:
+    spec = {"levels": [{"nodeLabel": level} for level in levels]}
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"}, "spec": spec}
+
+
+def test_a_topology_decodes_its_levels_in_order() -> None:
+    assert parse_object(_topology([BLOCK, RACK, HOSTNAME_LABEL])) == Topology("t", THREE_LEVELS)
+
+
+@pytest.mark.parametrize(
+    ("levels", "message"),
+    [
+        (
+            [HOSTNAME_LABEL, RACK],
+            "Topology 't' is invalid: spec.levels: Invalid value: ['kubernetes.io/hostname', "
+            "'cloud.com/topology-rack']: the kubernetes.io/hostname label can only be used at the lowest level of "
+            "topology",
+        ),
+        (
+            [f"level-{i}" for i in range(17)],
+            "Topology 't' is invalid: spec.levels: Too many: 17: must have at most 16 items",
+        ),
+        (
+            [RACK, RACK],
+            "Topology 't' is invalid: spec.levels: Invalid value: ['cloud.com/topology-rack', "
+            "'cloud.com/topology-rack']: must be unique",
+        ),
+    ],
+)
+def test_a_bad_topology_is_refused_in_one_line(levels: list[str], message: str) -> None:
+    with pytest.raises(InvalidObjectError) as refused:
+        parse_object(_topology(levels))
+    assert str(refused.value) == message
+    assert "\n" not in str(refused.value)

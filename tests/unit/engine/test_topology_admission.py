@@ -8,7 +8,6 @@ from kuota.engine.decoding import parse_object
 from kuota.engine.model import HOSTNAME_LABEL, PodSet, Topology, TopologyNode, TopologyRequest
 from kuota.engine.quota_engine import QuotaEngine
 from kuota.engine.topology import TopologyAssignment
-
 from tests.unit.engine.builders import admitted, cluster_queue, evicted, flavor, local_queue, quota, workload
 
 RACK = "cloud.com/topology-rack"
@@ -49,7 +48,8 @@ def hosts(*domains: tuple[str, int]) -> TopologyAssignment:
 
 
 def test_second_rack_gang_waits_with_the_topology_message_though_quota_fits() -> None:
-    # The issue's story; Kueue: "workload requiring TAS; insufficient capacity in any rack" (TestScheduleForTAS).
+    # The issue's story; Kueue: "workload does not get scheduled as the node capacity is already used by another
+    # TAS workload" (TestScheduleForTAS).
     engine = tas_engine()
     engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
     engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
@@ -58,8 +58,8 @@ def test_second_rack_gang_waits_with_the_topology_message_though_quota_fits() ->
     reason = engine.status("ns/b").reason
     assert reason is not None
     assert reason == (
-        'pod set main: topology "default" allows to fit only 1 out of 2 pod(s). Total nodes: 3; excluded: '
-        'resource "nvidia.com/gpu": 2'
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only 1 out of 2 pod(s). '
+        'Total nodes: 3; excluded: resource "nvidia.com/gpu": 2'
     )
     engine.submit(gang("c", 1, at=4.0))  # type: ignore[arg-type]
     assert admitted(engine.schedule(5.0)) == ["ns/c"]
@@ -67,6 +67,7 @@ def test_second_rack_gang_waits_with_the_topology_message_though_quota_fits() ->
 
 
 def test_a_finished_gang_frees_its_rack_for_the_waiting_one() -> None:
+    # kuota's own: the waiting head is woken when a TAS workload leaves.
     engine = tas_engine()
     engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
     engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
@@ -77,7 +78,8 @@ def test_a_finished_gang_frees_its_rack_for_the_waiting_one() -> None:
 
 
 def test_a_gang_larger_than_any_rack_never_fits_even_with_everything_preempted() -> None:
-    # "workload requiring TAS; too many pods to fit in any rack" (no preemption can help: NO_FIT).
+    # "workload does not get scheduled as it does not fit within the node capacity" (TestScheduleForTAS): no
+    # preemption can help.
     engine = tas_engine(preemption={"withinClusterQueue": "LowerPriority"})
     engine.submit(gang("big", 3, at=1.0))  # type: ignore[arg-type]
     assert admitted(engine.schedule(2.0)) == []
@@ -87,7 +89,8 @@ def test_a_gang_larger_than_any_rack_never_fits_even_with_everything_preempted()
 
 
 def test_preemption_frees_the_rack_the_gang_needs() -> None:
-    # "only low priority workload is preempted" (TestScheduleForTASPreemption), on kuota's racks: quota has room
+    # "low priority workload is preempted even though there is enough capacity, but fragmented"
+    # (TestScheduleForTASPreemption), on kuota's racks: quota has room
     # (48 GPUs, 16 used) but no rack does; the victim is the one whose node lets the gang into a rack.
     engine = tas_engine(preemption={"withinClusterQueue": "LowerPriority"})
     engine.submit(gang("low-r2", 1, at=1.0))  # type: ignore[arg-type]
@@ -105,6 +108,7 @@ def test_preemption_frees_the_rack_the_gang_needs() -> None:
 
 
 def test_a_node_added_to_a_rack_admits_the_waiting_gang() -> None:
+    # kuota's own: the issue's "a node added changes the next decision".
     engine = tas_engine()
     engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
     engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
@@ -116,7 +120,7 @@ def test_a_node_added_to_a_rack_admits_the_waiting_gang() -> None:
 
 
 def test_implied_tas_places_a_workload_without_a_request_on_a_tas_only_queue() -> None:
-    # "workload without TAS annotation; implied TAS on a TAS-only ClusterQueue" (Kueue's implied TAS)
+    # "workload which does not specify TAS annotation uses the only TAS flavor" (TestScheduleForTAS)
     engine = tas_engine()
     engine.submit(gang("plain", 3, at=1.0, level=None))  # type: ignore[arg-type]
     assert admitted(engine.schedule(2.0)) == ["ns/plain"]
