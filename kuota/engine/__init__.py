@@ -36,7 +36,12 @@ What comes out
   for preemption victims (listed right before their preemptor's admission), workloads past
   ``maximumExecutionTimeSeconds`` (deactivated), and ``HoldAndDrain`` stop policies;
 - ``Admission(workload, cluster_queue, pod_sets, borrowing, at, preempted)``: ``pod_sets`` carry, per pod
-  set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage.
+  set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage, and on
+  a TAS flavor its ``topology`` (``TopologyAssignment``: the pods per domain).
+
+Topology-aware scheduling: ``engine.apply(Topology)`` (``parse_object`` reads one), ``engine.apply_node(
+TopologyNode)`` and ``engine.delete_node(name)`` (a node's labels, free capacity for TAS, taints, readiness);
+pod sets' ``topology_request`` (``topologyRequest``) say where their pods must go (``topology``).
 
 Under ``blockAdmission``, while an admitted workload's pods are not reported ready, the head that would be admitted
 next is held back instead (``engine.status(key).waiting_for_pods_ready``, Kueue's ``WaitingForPodsReady``); an
@@ -109,6 +114,7 @@ from kuota.engine.flavor_assignment import (
     PodSetAssignment,
 )
 from kuota.engine.model import (
+    HOSTNAME_LABEL,
     AdmissionCheck,
     AdmissionCheckRule,
     ApiObject,
@@ -121,8 +127,12 @@ from kuota.engine.model import (
     PodSet,
     Requirement,
     StopPolicy,
+    Taint,
     TaintEffect,
     Toleration,
+    Topology,
+    TopologyNode,
+    TopologyRequest,
     WaitForPodsReady,
     Workload,
     WorkloadPriorityClass,
@@ -146,8 +156,10 @@ from kuota.engine.quota_engine import (
     WorkloadState,
     WorkloadStatus,
 )
+from kuota.engine.topology import TopologyAssignment
 
 __all__ = [
+    "HOSTNAME_LABEL",
     "INFINITE_SHARE",
     "KUEUE_DEFAULTS",
     "Admission",
@@ -175,8 +187,13 @@ __all__ = [
     "Requirement",
     "ResourceUsage",
     "StopPolicy",
+    "Taint",
     "TaintEffect",
     "Toleration",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyNode",
+    "TopologyRequest",
     "UnknownObjectError",
     "WaitForPodsReady",
     "Workload",
