@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kuota.engine import TopologyAssignment
-from kuota.webhook.controller.topology_assignment import decode, encode
+from kuota.webhook.topology_assignment import decode, encode
 
 CASES: list[tuple[str, TopologyAssignment, dict[str, Any]]] = [
     ("empty", TopologyAssignment(("a",), ()), {"levels": ["a"], "slices": []}),
