@@ -41,6 +41,7 @@ from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
 from kuota.webhook.controller.errors import JobConflictError
+from kuota.webhook.jobs.topology_request import topology_request
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -83,6 +84,9 @@ class PodSet:
         entry: dict[str, Any] = {"name": self.name, "count": self.count, "template": dict(self.template)}
         if self.min_count is not None:
             entry["minCount"] = self.min_count
+        request = topology_request((self.template.get("metadata") or {}).get("annotations") or {})
+        if request is not None:
+            entry["topologyRequest"] = request
         return entry
 
 
