@@ -251,10 +251,14 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             conditions = WakeConditions(True, True, None, {}, True)
-        if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
+        if placing and assignment.mode is Mode.PREEMPT and not victims_possible:
+            # Only the topology refused (or preemption could not help): capacity freed anywhere may place it (a
+            # TAS workload leaving wakes every tree: the nodes are shared across cohorts).
+            conditions = WakeConditions(False, False, None, conditions.reclaim_limits)
+        elif assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
-            # the room left for the later ones; and where a topology's free capacity is.
+            # the room left for the later ones; and, for a TAS workload, whom preemption may pick.
             conditions = WakeConditions(True, True, None, {}, True)
         elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
             conditions = WakeConditions(

@@ -66,6 +66,12 @@ class _Domain:
         self.node: TopologyNode | None = None  # the node of a hostname leaf
         self.free: dict[str, int] = {}  # a leaf's: what its nodes can still give
         self.tas_usage: dict[str, int] = {}  # a leaf's: what admitted TAS workloads take
+        self.remaining: dict[str, int] = {}  # a leaf's: free minus its TAS usage
+        # A leaf's pod counts by one pod's requests, until its usage changes: most placements find most leaves
+        # as the last one left them.
+        self.counts: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}
+        # The same with no TAS usage (preemption's question: could it fit at all?), fixed with the node.
+        self.empty_counts: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}
         self.pod_count = 0
         self.slice_count = 0
 
@@ -79,6 +85,15 @@ class _Exclusions:
         self.affinity = 0
         self.taints: dict[str, int] = {}
         self.resources: dict[str, int] = {}
+
+    def add(self, other: _Exclusions) -> None:
+        self.total_nodes += other.total_nodes
+        self.node_selector += other.node_selector
+        self.affinity += other.affinity
+        for taint, count in other.taints.items():
+            self.taints[taint] = self.taints.get(taint, 0) + count
+        for name, count in other.resources.items():
+            self.resources[name] = self.resources.get(name, 0) + count
 
     def formatted(self) -> str:
         reasons: list[str] = []
@@ -173,7 +188,11 @@ class TopologySnapshot:
                 leaf.node = node
             for resource, amount in node.free.items():
                 leaf.free[resource] = leaf.free.get(resource, 0) + amount
+            leaf.remaining = dict(leaf.free)
             self.leaves[values[self.assignment_level :]] = leaf
+        # Per pod set's node constraints (nodeSelector, tolerations, required affinity): the leaves whose nodes
+        # take its pods and why the others do not (Kueue's TASCacheNodeMatchResults).
+        self._matching: dict[object, tuple[list[_Domain], _Exclusions, list[_Domain]]] = {}
 
     def _domain(self, values: tuple[str, ...]) -> _Domain:
         level = len(values) - 1
@@ -212,6 +231,8 @@ class TopologySnapshot:
             usage = leaf.tas_usage
             for resource, amount in with_one_pod(requests).items():
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
+                leaf.remaining[resource] = leaf.free.get(resource, 0) - usage[resource]
+            leaf.counts.clear()
 
     def place(
         self,
@@ -299,44 +320,69 @@ class TopologySnapshot:
         slice_index: int,
         exclusions: _Exclusions,
     ) -> None:
-        for level in self.per_level:
-            for domain in level.values():
-                domain.pod_count = domain.slice_count = 0
         requests = with_one_pod(pod_set.requests)
-        tolerations = pod_set.tolerations + self.flavor.tolerations
+        signature = tuple(sorted(requests.items()))
+        leaves, excluded, others = self._matching_leaves(pod_set)
+        exclusions.add(excluded)
+        for leaf in others:
+            leaf.pod_count = 0
         start = self.assignment_level
+        for leaf in leaves:
+            on_leaf = assumed.get(leaf.values[start:]) if assumed else None
+            if on_leaf is not None:
+                remaining = dict(leaf.free if simulate_empty else leaf.remaining)
+                for resource, amount in on_leaf.items():
+                    remaining[resource] = remaining.get(resource, 0) - amount
+                counted = _count_in(requests, remaining)
+            else:
+                cache = leaf.empty_counts if simulate_empty else leaf.counts
+                known = cache.get(signature)
+                if known is None:
+                    known = cache[signature] = _count_in(requests, leaf.free if simulate_empty else leaf.remaining)
+                counted = known
+            leaf.pod_count = counted[0]
+            if counted[0] == 0 and counted[1]:
+                exclusions.resources[counted[1]] = exclusions.resources.get(counted[1], 0) + 1
+        _sum_counts(self.per_level, slice_size, slice_index)
+
+    def _matching_leaves(self, pod_set: PodSet) -> tuple[list[_Domain], _Exclusions, list[_Domain]]:
+        """The leaves whose nodes take ``pod_set``'s pods, the exclusions of the others, and those others; below
+        a level other than the hostname, every leaf (Kueue checks nodes only at the hostname level)."""
+        key = (tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations, pod_set.node_affinity)
+        known = self._matching.get(key)
+        if known is not None:
+            return known
+        excluded = _Exclusions()
+        leaves: list[_Domain] = []
+        others: list[_Domain] = []
         if not self.hostname_leaves:
-            exclusions.total_nodes += len(self.leaves)
-        for leaf in self.leaves.values():
+            excluded.total_nodes = len(self.leaves)
+            leaves = list(self.leaves.values())
+        tolerations = pod_set.tolerations + self.flavor.tolerations
+        for leaf in self.leaves.values() if self.hostname_leaves else ():
             node = leaf.node
-            if node is not None:
-                exclusions.total_nodes += 1
-                taint = _untolerated(node.taints, tolerations)
-                if taint is not None:
-                    text = _taint_text(taint)
-                    exclusions.taints[text] = exclusions.taints.get(text, 0) + 1
-                    continue
-                labels = node.labels
-                if any(labels.get(key) != value for key, value in pod_set.node_selector.items()):
-                    exclusions.node_selector += 1
-                    continue
-                if pod_set.node_affinity and not any(
-                    all(requirement.matches(labels) for requirement in term) for term in pod_set.node_affinity
-                ):
-                    exclusions.affinity += 1
-                    continue
-            remaining = dict(leaf.free)
-            if not simulate_empty:
-                for resource, amount in leaf.tas_usage.items():
-                    remaining[resource] = remaining.get(resource, 0) - amount
-            if assumed is not None:
-                for resource, amount in assumed.get(leaf.values[start:], {}).items():
-                    remaining[resource] = remaining.get(resource, 0) - amount
-            leaf.pod_count, limiting = _count_in(requests, remaining)
-            if leaf.pod_count == 0 and limiting:
-                exclusions.resources[limiting] = exclusions.resources.get(limiting, 0) + 1
-        for root in self.roots:
-            _sum_counts(root, slice_size, slice_index, 0)
+            assert node is not None
+            excluded.total_nodes += 1
+            taint = _untolerated(node.taints, tolerations)
+            if taint is not None:
+                text = _taint_text(taint)
+                excluded.taints[text] = excluded.taints.get(text, 0) + 1
+                others.append(leaf)
+                continue
+            labels = node.labels
+            if any(labels.get(key) != value for key, value in pod_set.node_selector.items()):
+                excluded.node_selector += 1
+                others.append(leaf)
+                continue
+            if pod_set.node_affinity and not any(
+                all(requirement.matches(labels) for requirement in term) for term in pod_set.node_affinity
+            ):
+                excluded.affinity += 1
+                others.append(leaf)
+                continue
+            leaves.append(leaf)
+        found = self._matching[key] = (leaves, excluded, others)
+        return found
 
     def _fit_level(  # noqa: PLR0917 (one placement's parameters, as Kueue's state)
         self,
@@ -398,20 +444,21 @@ def with_one_pod(requests: Mapping[str, int]) -> dict[str, int]:
     return with_pod
 
 
-def _sum_counts(domain: _Domain, slice_size: int, slice_index: int, level: int) -> None:
-    """Kueue's ``fillInCountsHelper`` without leaders: pods and slices summed up from the leaves; slices counted
-    at the slice level and summed above it."""
-    if not domain.children:
-        if level == slice_index:
-            domain.slice_count = domain.pod_count // slice_size
-        return
-    pods = slices = 0
-    for child in domain.children:
-        _sum_counts(child, slice_size, slice_index, level + 1)
-        pods += child.pod_count
-        slices += child.slice_count
-    domain.pod_count = pods
-    domain.slice_count = pods // slice_size if level == slice_index else slices
+def _sum_counts(per_level: list[dict[tuple[str, ...], _Domain]], slice_size: int, slice_index: int) -> None:
+    """Kueue's ``fillInCountsHelper`` without leaders: pods and slices summed up from the leaves, level by
+    level; slices counted at the slice level and summed above it."""
+    deepest = len(per_level) - 1
+    for leaf in per_level[deepest].values():
+        leaf.slice_count = leaf.pod_count // slice_size if deepest == slice_index else 0
+    for level in range(deepest - 1, -1, -1):
+        at_slice_level = level == slice_index
+        for domain in per_level[level].values():
+            pods = slices = 0
+            for child in domain.children:
+                pods += child.pod_count
+                slices += child.slice_count
+            domain.pod_count = pods
+            domain.slice_count = pods // slice_size if at_slice_level else slices
 
 
 def _minimum(domains: list[_Domain], count: int, slice_size: int, unconstrained: bool, slices: bool) -> list[_Domain]:
