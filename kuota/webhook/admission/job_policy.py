@@ -36,7 +36,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, UserInfo, Verdict
 from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
-from kuota.webhook.jobs.topology_request import annotation_errors
+from kuota.webhook.jobs.topology import annotation_errors
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

@@ -41,7 +41,7 @@ from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
 from kuota.webhook.controller.errors import JobConflictError
-from kuota.webhook.jobs.topology_request import topology_request
+from kuota.webhook.jobs.topology import topology_request
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -103,6 +103,8 @@ class PodSetPlacement:
     count: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # Topology-aware scheduling: the pods start gated until kuota sends each to its domain.
+    scheduling_gates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,24 +254,36 @@ def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSet]:
 
 def placed_pod_spec(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
     """``nodeSelector`` and ``tolerations`` of an admitted pod template: the original template's plus the
-    placement's (``None`` for a field left empty, which a merge patch deletes). ``where`` names the job and pod
+    placement's (``None`` for a field left empty, which a merge patch deletes), and ``schedulingGates`` when the
+    placement adds some (without a placement, the original's). ``where`` names the job and pod
     set in the :class:`JobConflictError` raised when the template's own selector contradicts a flavor label."""
     original_spec = original.get("spec") or {}
     node_selector = dict(original_spec.get("nodeSelector") or {})
     tolerations = list(original_spec.get("tolerations") or [])
-    if placement is not None:
-        for key, value in placement.node_selector.items():
-            if key in node_selector and node_selector[key] != value:
-                raise JobConflictError(
-                    f"{where} has nodeSelector {key}={node_selector[key]} but its admitted flavor needs "
-                    f"{key}={value}; remove the job's own selector for that key or list a matching flavor first "
-                    "in the ClusterQueue"
-                )
-            node_selector[key] = value
-        for toleration in placement.tolerations:
-            if toleration not in tolerations:
-                tolerations.append(dict(toleration))
-    return {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
+    gates = list(original_spec.get("schedulingGates") or [])
+    if placement is None:
+        # Restored as submitted: the gates an admission added go too.
+        return {
+            "nodeSelector": node_selector or None,
+            "tolerations": tolerations or None,
+            "schedulingGates": gates or None,
+        }
+    for key, value in placement.node_selector.items():
+        if key in node_selector and node_selector[key] != value:
+            raise JobConflictError(
+                f"{where} has nodeSelector {key}={node_selector[key]} but its admitted flavor needs "
+                f"{key}={value}; remove the job's own selector for that key or list a matching flavor first "
+                "in the ClusterQueue"
+            )
+        node_selector[key] = value
+    for toleration in placement.tolerations:
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    placed: dict[str, Any] = {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
+    if placement.scheduling_gates:
+        names = {gate.get("name") for gate in gates}
+        placed["schedulingGates"] = gates + [{"name": name} for name in placement.scheduling_gates if name not in names]
+    return placed
 
 
 def placed_pod_metadata(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
@@ -307,17 +321,19 @@ def restored_pod_metadata(template: Mapping[str, Any], original: Mapping[str, An
 
 
 def original_pod_spec(original: Mapping[str, Any]) -> dict[str, Any]:
-    """``nodeSelector`` and ``tolerations`` of a template as submitted (what a restore patch writes back)."""
+    """``nodeSelector``, ``tolerations`` and ``schedulingGates`` of a template as submitted (what a restore patch
+    writes back)."""
     return placed_pod_spec("", original, None)
 
 
 def scheduling_matches(template: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
-    """Whether a pod template's nodeSelector and tolerations are the original template's."""
+    """Whether a pod template's nodeSelector, tolerations and scheduling gates are the original template's."""
     current = template.get("spec") or {}
     wanted = original.get("spec") or {}
-    return (current.get("nodeSelector") or {}) == (wanted.get("nodeSelector") or {}) and (
-        current.get("tolerations") or []
-    ) == (wanted.get("tolerations") or [])
+    return all(
+        (current.get(name) or None) == (wanted.get(name) or None)
+        for name in ("nodeSelector", "tolerations", "schedulingGates")
+    )
 
 
 def by_name(placements: Sequence[PodSetPlacement]) -> dict[str, PodSetPlacement]:

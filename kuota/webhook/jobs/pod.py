@@ -271,6 +271,9 @@ def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> d
     metadata = pod["metadata"]
     gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
     placed = placed_pod_spec(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    placed.pop("schedulingGates", None)
+    names = {gate.get("name") for gate in gates}
+    gates += [{"name": name} for name in (placement.scheduling_gates if placement else ()) if name not in names]
     return {"spec": {"schedulingGates": gates or None, **placed}}
 
 

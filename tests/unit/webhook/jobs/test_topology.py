@@ -8,15 +8,19 @@ from typing import Any
 import pytest
 
 from kuota.webhook.jobs.adapter import PodSet
-from kuota.webhook.jobs.topology_request import (
+from kuota.webhook.jobs.topology import (
     GROUP_NAME,
+    JOB_INDEX_LABEL,
     PREFERRED,
     REQUIRED,
     SLICE_REQUIRED,
     SLICE_SIZE,
+    TOPOLOGY_GATE,
     UNCONSTRAINED,
     annotation_errors,
     topology_request,
+    ungate_patch,
+    ungating_plan,
 )
 
 RACK = "cloud.com/topology-rack"
@@ -82,3 +86,38 @@ def test_the_workload_pod_set_carries_the_request() -> None:
 )
 def test_bad_annotations_are_refused_in_kueues_words(annotations: dict[str, str], wanted: str) -> None:
     assert annotation_errors(annotations, "m") == [wanted]
+
+
+def _pod(
+    name: str, *, gated: bool = True, index: int | None = None, selector: dict[str, str] | None = None
+) -> dict[str, Any]:
+    labels = {} if index is None else {JOB_INDEX_LABEL: str(index)}
+    spec: dict[str, Any] = {"nodeSelector": selector or {}}
+    if gated:
+        spec["schedulingGates"] = [{"name": TOPOLOGY_GATE}]
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def test_gated_pods_fill_each_domain_in_order_after_those_already_sent() -> None:
+    # Kueue's "two pods, one already ungated, second to ungate" (topology_ungater_test.go), over two domains
+    levels = (HOST,)
+    domains = ((("n1",), 2), (("n2",), 1))
+    pods = [_pod("a", gated=False, selector={HOST: "n1"}), _pod("c"), _pod("b")]
+    plan = ungating_plan(levels, domains, pods)
+    assert [(pod["metadata"]["name"], labels) for pod, labels in plan] == [("b", {HOST: "n1"}), ("c", {HOST: "n2"})]
+
+
+def test_indexed_pods_go_to_the_domain_of_their_rank() -> None:
+    # Kueue's "ranks: ungate pods according to their ranks for batch/Job - for all Pods"
+    domains = ((("r1", "n1"), 1), (("r1", "n2"), 1))
+    pods = [_pod("p0", index=1), _pod("p1", index=0)]
+    plan = ungating_plan((RACK, HOST), domains, pods)
+    assert [(pod["metadata"]["name"], labels[HOST]) for pod, labels in plan] == [("p0", "n2"), ("p1", "n1")]
+
+
+def test_the_ungate_patch_lifts_only_the_topology_gate_and_adds_the_domain() -> None:
+    pod = _pod("p", selector={"gpu-type": "h100"})
+    pod["spec"]["schedulingGates"].append({"name": "other"})
+    assert ungate_patch(pod, {HOST: "n1"}) == {
+        "spec": {"schedulingGates": [{"name": "other"}], "nodeSelector": {"gpu-type": "h100", HOST: "n1"}}
+    }

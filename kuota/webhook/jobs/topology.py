@@ -1,4 +1,5 @@
-"""A pod template's topology annotations: the Workload pod set's ``topologyRequest`` and the webhook's checks.
+"""Topology-aware scheduling on the pods' side: a pod template's topology annotations (the Workload pod set's
+``topologyRequest`` and the webhook's checks), and the gate, label and annotation a TAS-admitted pod starts with.
 
 Kueue's ``podSetTopologyRequestBuilder`` and ``ValidateTASPodSetRequest`` (pkg/controller/jobframework/tas.go,
 tas_validation.go): at most one of the required, preferred and unconstrained annotations; a slice level only with
@@ -8,7 +9,7 @@ a slice size and the other way round; a pod set group only beside a required or 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -17,6 +18,11 @@ UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+# A TAS-admitted pod is created gated, labelled with its pod set and annotated with its Workload (Kueue's
+# TopologySchedulingGate, PodSetLabel, WorkloadAnnotation); kuota lifts the gate once it knows its domain.
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+POD_SET_LABEL = "kueue.x-k8s.io/podset"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 
 # A qualified label name, as metav1validation.ValidateLabelName checks it.
 _NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)")
@@ -98,3 +104,63 @@ def _label_name_problem(value: str) -> str | None:
             "alphanumeric character, at most 63 characters"
         )
     return None
+
+
+# The label that ranks a kind's pods (an Indexed Job's completion index), as Kueue's podIndexLabel for batch/job.
+JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
+def ungating_plan(
+    levels: Sequence[str], domains: Sequence[tuple[Sequence[str], int]], pods: Sequence[Mapping[str, Any]]
+) -> list[tuple[Mapping[str, Any], dict[str, str]]]:
+    """Which gated pods of one pod set go to which domain of its topology assignment, as each one's nodeSelector
+    (Kueue's topology ungater). Pods ranked by their index label, when every gated one has one within the pod
+    count, go to the domain of their rank (domains in order, each taking as many ranks as its count); otherwise
+    each domain takes, in order, as many gated pods as it still lacks after those already sent there."""
+    gated = [pod for pod in pods if _gated(pod)]
+    if not gated:
+        return []
+    total = sum(count for _, count in domains)
+    ranks = [_rank(pod, total) for pod in gated]
+    if all(rank is not None for rank in ranks):
+        by_rank = [values for values, count in domains for _ in range(count)]
+        return [
+            (pod, dict(zip(levels, by_rank[rank], strict=True)))
+            for pod, rank in zip(gated, ranks, strict=True)
+            if rank is not None
+        ]
+    sent: dict[tuple[str, ...], int] = {}
+    for pod in pods:
+        if not _gated(pod):
+            selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+            on = tuple(str(selector.get(level, "")) for level in levels)
+            sent[on] = sent.get(on, 0) + 1
+    plan: list[tuple[Mapping[str, Any], dict[str, str]]] = []
+    waiting = sorted(gated, key=lambda pod: str(pod["metadata"]["name"]))
+    for domain, count in domains:
+        for _ in range(max(count - sent.get(tuple(domain), 0), 0)):
+            if len(plan) == len(waiting):
+                return plan
+            plan.append((waiting[len(plan)], dict(zip(levels, domain, strict=True))))
+    return plan
+
+
+def ungate_patch(pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> dict[str, Any]:
+    """The merge patch that sends a gated pod to its domain: the topology gate removed and the domain's level
+    labels added to its nodeSelector, in one write (a pod's nodeSelector may only grow while it is gated)."""
+    spec = pod.get("spec") or {}
+    gates = [gate for gate in spec.get("schedulingGates") or [] if gate.get("name") != TOPOLOGY_GATE]
+    return {
+        "spec": {"schedulingGates": gates or None, "nodeSelector": {**(spec.get("nodeSelector") or {}), **node_labels}}
+    }
+
+
+def _gated(pod: Mapping[str, Any]) -> bool:
+    return any(gate.get("name") == TOPOLOGY_GATE for gate in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+def _rank(pod: Mapping[str, Any], total: int) -> int | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_INDEX_LABEL)
+    if value is None or not str(value).isdigit() or int(value) >= total:
+        return None
+    return int(value)
