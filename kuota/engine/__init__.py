@@ -88,6 +88,7 @@ from kuota.engine.decoding import (
     parse_object,
     parse_required_node_affinity,
     parse_resource_flavor,
+    parse_topology_request,
     parse_workload,
     parse_workload_priority_class,
     validate_cluster_queue,
@@ -137,6 +138,7 @@ from kuota.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
+from kuota.engine.node_reading import topology_node
 from kuota.engine.preemption import (
     PreemptionReason,
 )
@@ -211,8 +213,10 @@ __all__ = [
     "parse_quantity",
     "parse_required_node_affinity",
     "parse_resource_flavor",
+    "parse_topology_request",
     "parse_workload",
     "parse_workload_priority_class",
+    "topology_node",
     "validate_cluster_queue",
     "validate_cohort",
     "validate_configuration",

@@ -660,6 +660,14 @@ def parse_required_node_affinity(raw: object, path: str) -> tuple[tuple[Requirem
     return finish(reader, "node affinity", path, terms)
 
 
+def parse_topology_request(raw: object, path: str) -> TopologyRequest | None:
+    """A pod set's ``topologyRequest`` given outside a Workload (the simulator's workloads); raise
+    InvalidObjectError listing every bad field under ``path``."""
+    reader = FieldReader()
+    request = _read_topology_request(reader, raw, path)
+    return finish(reader, "topologyRequest", path, request)
+
+
 def parse_workload(obj: object, priorities: Mapping[str, int] | None = None) -> Workload:
     """Parse a Workload; ``priorities`` maps WorkloadPriorityClass names to values for ``priorityClassRef``."""
     reader = FieldReader()

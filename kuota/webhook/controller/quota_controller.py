@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object
+from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object, topology_node
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
@@ -72,7 +72,6 @@ from kuota.webhook.controller.state import (
     key_of,
     owner_job,
 )
-from kuota.webhook.controller.topology_nodes import topology_node
 from kuota.webhook.controller.topology_ungater import TopologyUngater
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished

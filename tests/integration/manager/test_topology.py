@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster
-from tests.integration.manager.conftest import apply, get_json
+from tests.integration.manager.conftest import apply, get_json, wait_for_event
 from tests.integration.manager.guide_objects import gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, running_pods, workload_of
 from tests.manager_process import ManagerProcess
@@ -124,6 +124,12 @@ def test_a_rack_gang_lands_in_one_rack_the_next_waits_for_a_rack_and_a_single_po
         timeout=60,
     )
     assert 'topology "racks" allows to fit only 1 out of 2 pod(s)' in message
+    pending = workload_of(cluster, namespace, second["metadata"]["uid"])
+    assert pending is not None
+    event = wait_for_event(
+        cluster, namespace, "Workload", pending["metadata"]["name"], ("Warning", "TopologyPlacementFailed")
+    )
+    assert "allows to fit only 1 out of 2 pod(s)" in event
 
     third = create_job(cluster, _rack_job("rack-c", namespace, pods=1))
     admitted_workload(cluster, namespace, third["metadata"]["uid"])

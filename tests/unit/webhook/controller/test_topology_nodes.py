@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kuota.engine import Taint, TaintEffect, TopologyNode
-from kuota.webhook.controller.topology_nodes import node_essence, topology_node
+from kuota.engine import Taint, TaintEffect, TopologyNode, topology_node
+from kuota.webhook.controller.topology_nodes import node_essence
 
 NODE = {
     "metadata": {"name": "n1", "labels": {"rack": "r1"}, "resourceVersion": "7", "managedFields": [{}]},
