@@ -62,7 +62,7 @@ def test_a_jobs_run_patch_places_its_pod_set_and_its_restore_patch_undoes_it() -
         "spec": {**job["spec"], "template": {"spec": {**template["spec"], **run["spec"]["template"]["spec"]}}},
     }
     assert BATCH_JOB.restore_patch(placed, originals) == {
-        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}, "tolerations": None}}}
+        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}, "tolerations": None, "schedulingGates": None}}}
     }
     assert BATCH_JOB.restore_patch(job, originals) is None
     manifest = workload_manifest(job, BATCH_JOB)
