@@ -1,5 +1,5 @@
-"""v1beta2's compact ``topologyAssignment``, case by case from Kueue's ``TestV1Beta2From``/``TestInternalFrom``
-(pkg/util/tas/tas_assignment_test.go), each naming the case; every encoding decodes back to its assignment."""
+"""v1beta2's compact ``topologyAssignment``, case by case from Kueue's ``bothWaysTestCases``
+(``TestV1Beta2FromInternal``, pkg/util/tas/tas_assignment_test.go), each naming the case; each decodes back."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Pod-template topology annotations: the pod set's topologyRequest (Kueue's ``TestPodSetTopologyRequestBuilder``
-cases) and the webhook's checks with Kueue's messages (``TestValidateTASPodSetRequest``, tas_validation_test.go)."""
+"""Pod-template topology annotations: the pod set's topologyRequest (after Kueue's ``TestPodSetTopologyRequestBuilder``,
+tas_test.go), the webhook's checks with Kueue's messages (``ValidateTASPodSetRequest``, tas_validation.go), and the
+ungating of gated pods (topology_ungater_test.go)."""
 
 from __future__ import annotations
 
