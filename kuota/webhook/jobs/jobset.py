@@ -20,6 +20,7 @@ from kuota.webhook.jobs.adapter import (
     SuspendFieldAdapter,
     by_name,
     original_pod_spec,
+    placed_pod_metadata,
     placed_pod_spec,
     scheduling_matches,
 )
@@ -84,8 +85,14 @@ class JobSetAdapter(SuspendFieldAdapter):
         for replicated in _replicated_jobs(job):
             name = str(replicated["name"]).lower()
             where = f"JobSet {metadata['namespace']}/{metadata['name']} (replicated job {name})"
-            scheduling = placed_pod_spec(where, original.get(name, _pod_template(replicated)), placed.get(name))
-            replicated_jobs.append(_with_template(replicated, scheduling))
+            submitted = original.get(name, _pod_template(replicated))
+            scheduling = placed_pod_spec(where, submitted, placed.get(name))
+            placed_job = _with_template(replicated, scheduling)
+            pod_metadata = placed_pod_metadata(where, submitted, placed.get(name))
+            if pod_metadata:  # the list is replaced whole: the template's metadata goes with it, updated
+                pod_template = placed_job["template"]["spec"]["template"]
+                pod_template["metadata"] = {**(pod_template.get("metadata") or {}), **pod_metadata}
+            replicated_jobs.append(placed_job)
         return {"spec": {"suspend": False, "replicatedJobs": replicated_jobs}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:

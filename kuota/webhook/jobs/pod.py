@@ -37,6 +37,7 @@ from kuota.webhook.jobs.adapter import (
     GroupVersionKind,
     PodSetPlacement,
     owner_reference,
+    placed_pod_metadata,
     placed_pod_spec,
     workload_name,
 )
@@ -274,7 +275,11 @@ def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> d
     placed.pop("schedulingGates", None)
     names = {gate.get("name") for gate in gates}
     gates += [{"name": name} for name in (placement.scheduling_gates if placement else ()) if name not in names]
-    return {"spec": {"schedulingGates": gates or None, **placed}}
+    patch: dict[str, Any] = {"spec": {"schedulingGates": gates or None, **placed}}
+    pod_metadata = placed_pod_metadata(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    if pod_metadata:
+        patch["metadata"] = pod_metadata
+    return patch
 
 
 def without_finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from kuota.webhook.jobs.adapter import (
     SuspendFieldAdapter,
     by_name,
     original_pod_spec,
+    placed_pod_metadata,
     placed_pod_spec,
     scheduling_matches,
 )
@@ -54,8 +55,12 @@ class PyTorchJobAdapter(SuspendFieldAdapter):
         for replica_type, spec in _replica_specs(job):
             name = replica_type.lower()
             where = f"PyTorchJob {metadata['namespace']}/{metadata['name']} ({replica_type})"
-            scheduling = placed_pod_spec(where, original.get(name, spec.get("template") or {}), placed.get(name))
+            submitted = original.get(name, spec.get("template") or {})
+            scheduling = placed_pod_spec(where, submitted, placed.get(name))
             replicas[replica_type] = {"template": {"spec": scheduling}}
+            pod_metadata = placed_pod_metadata(where, submitted, placed.get(name))
+            if pod_metadata:
+                replicas[replica_type]["template"]["metadata"] = pod_metadata
         return {"spec": {"runPolicy": {"suspend": False}, _REPLICA_SPECS: replicas}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:

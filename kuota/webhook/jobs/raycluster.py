@@ -20,6 +20,7 @@ from kuota.webhook.jobs.adapter import (
     SuspendFieldAdapter,
     by_name,
     original_pod_spec,
+    placed_pod_metadata,
     placed_pod_spec,
     scheduling_matches,
 )
@@ -66,16 +67,25 @@ def cluster_run_patch(
     groups as their whole list, built from the current spec)."""
     placed = by_name(placements)
     original = {pod_set.name: pod_set.template for pod_set in originals}
-    head = placed_pod_spec(
-        f"{where} (head group)", original.get(HEAD_POD_SET, _head_template(cluster_spec)), placed.get(HEAD_POD_SET)
-    )
+    head_where = f"{where} (head group)"
+    head_original = original.get(HEAD_POD_SET, _head_template(cluster_spec))
+    head = placed_pod_spec(head_where, head_original, placed.get(HEAD_POD_SET))
     workers = []
     for group in _worker_groups(cluster_spec):
         name = _group_pod_set_name(group)
         template = group.get("template") or {}
-        scheduling = placed_pod_spec(f"{where} (worker group {name})", original.get(name, template), placed.get(name))
-        workers.append({**group, "template": with_scheduling(template, scheduling)})
-    patch: dict[str, Any] = {"headGroupSpec": {"template": {"spec": head}}}
+        group_where = f"{where} (worker group {name})"
+        scheduling = placed_pod_spec(group_where, original.get(name, template), placed.get(name))
+        placed_template = with_scheduling(template, scheduling)
+        pod_metadata = placed_pod_metadata(group_where, original.get(name, template), placed.get(name))
+        if pod_metadata:  # the list is replaced whole: the template's metadata goes with it, updated
+            placed_template["metadata"] = {**(placed_template.get("metadata") or {}), **pod_metadata}
+        workers.append({**group, "template": placed_template})
+    head_template: dict[str, Any] = {"spec": head}
+    head_metadata = placed_pod_metadata(head_where, head_original, placed.get(HEAD_POD_SET))
+    if head_metadata:
+        head_template["metadata"] = head_metadata
+    patch: dict[str, Any] = {"headGroupSpec": {"template": head_template}}
     if workers:
         patch["workerGroupSpecs"] = workers
     return patch

@@ -21,6 +21,7 @@ from kuota.webhook.jobs.adapter import (
     SuspendFieldAdapter,
     by_name,
     original_pod_spec,
+    placed_pod_metadata,
     placed_pod_spec,
     scheduling_matches,
 )
@@ -85,8 +86,12 @@ class RayJobAdapter(SuspendFieldAdapter):
         submitter = spec.get("submitterPodTemplate")
         if _has_submitter(job) and submitter is not None:
             original = {pod_set.name: pod_set.template for pod_set in originals}.get(SUBMITTER_POD_SET, submitter)
-            placed = placed_pod_spec(f"{where} (submitter)", original, by_name(placements).get(SUBMITTER_POD_SET))
+            placement = by_name(placements).get(SUBMITTER_POD_SET)
+            placed = placed_pod_spec(f"{where} (submitter)", original, placement)
             patch["submitterPodTemplate"] = {"spec": placed}
+            submitter_metadata = placed_pod_metadata(f"{where} (submitter)", original, placement)
+            if submitter_metadata:
+                patch["submitterPodTemplate"]["metadata"] = submitter_metadata
         return {"spec": patch}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:

@@ -114,15 +114,16 @@ def ungating_plan(
     levels: Sequence[str], domains: Sequence[tuple[Sequence[str], int]], pods: Sequence[Mapping[str, Any]]
 ) -> list[tuple[Mapping[str, Any], dict[str, str]]]:
     """Which gated pods of one pod set go to which domain of its topology assignment, as each one's nodeSelector
-    (Kueue's topology ungater). Pods ranked by their index label, when every gated one has one within the pod
-    count, go to the domain of their rank (domains in order, each taking as many ranks as its count); otherwise
+    (Kueue's topology ungater). Pods ranked by their index label, when every gated one has a distinct one within
+    the pod count, go to the domain of their rank (domains in order, each taking as many ranks as its count); otherwise
     each domain takes, in order, as many gated pods as it still lacks after those already sent there."""
     gated = [pod for pod in pods if _gated(pod)]
     if not gated:
         return []
     total = sum(count for _, count in domains)
     ranks = [_rank(pod, total) for pod in gated]
-    if all(rank is not None for rank in ranks):
+    # Ranks only when they tell the pods apart (a JobSet's child Jobs each count their own completion indexes).
+    if all(rank is not None for rank in ranks) and len(set(ranks)) == len(ranks):
         by_rank = [values for values, count in domains for _ in range(count)]
         return [
             (pod, dict(zip(levels, by_rank[rank], strict=True)))

@@ -122,3 +122,11 @@ def test_the_ungate_patch_lifts_only_the_topology_gate_and_adds_the_domain() -> 
     assert ungate_patch(pod, {HOST: "n1"}) == {
         "spec": {"schedulingGates": [{"name": "other"}], "nodeSelector": {"gpu-type": "h100", HOST: "n1"}}
     }
+
+
+def test_repeated_ranks_fall_back_to_filling_domains_in_order() -> None:
+    # Kueue's "ranks: gracefully handle situation with repeated ranks"
+    domains = ((("r1", "n1"), 1), (("r1", "n2"), 1))
+    pods = [_pod("p0", index=0), _pod("p1", index=0)]
+    plan = ungating_plan((RACK, HOST), domains, pods)
+    assert [(pod["metadata"]["name"], labels[HOST]) for pod, labels in plan] == [("p0", "n1"), ("p1", "n2")]
