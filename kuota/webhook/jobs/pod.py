@@ -41,6 +41,7 @@ from kuota.webhook.jobs.adapter import (
     placed_pod_spec,
     workload_name,
 )
+from kuota.webhook.jobs.topology import topology_request
 
 POD_KIND = GroupVersionKind("", "v1", "Pod")
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
@@ -205,6 +206,15 @@ def single_workload_name(pod: Mapping[str, Any]) -> str:
     return workload_name(pod["metadata"]["name"], pod["metadata"]["uid"], POD_KIND)
 
 
+def _pod_set(name: str, count: int, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod set of ``count`` pods shaped like ``pod``, with the topology its annotations ask for."""
+    entry: dict[str, Any] = {"name": name, "count": count, "template": pod_template(pod)}
+    request = topology_request((pod.get("metadata") or {}).get("annotations") or {})
+    if request is not None:
+        entry["topologyRequest"] = request
+    return entry
+
+
 def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> dict[str, Any]:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets}
@@ -222,7 +232,7 @@ def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> di
 def single_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
     """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod."""
     metadata = pod["metadata"]
-    pod_sets = [{"name": SINGLE_POD_SET, "count": 1, "template": pod_template(pod)}]
+    pod_sets = [_pod_set(SINGLE_POD_SET, 1, pod)]
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
@@ -248,10 +258,7 @@ def roles(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]
 def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A pod group's Workload: named after the group, owned by every pod, a pod set per role."""
     first = min(pods, key=lambda p: str(p["metadata"]["name"]))
-    pod_sets = [
-        {"name": role, "count": len(members), "template": pod_template(members[0])}
-        for role, members in roles(pods).items()
-    ]
+    pod_sets = [_pod_set(role, len(members), members[0]) for role, members in roles(pods).items()]
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
@@ -272,9 +279,9 @@ def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> d
     metadata = pod["metadata"]
     gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
     placed = placed_pod_spec(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    # A pod's gates can only be removed: a TAS pod was created with its topology gate (the pod webhook), which
+    # stays for the topology ungater.
     placed.pop("schedulingGates", None)
-    names = {gate.get("name") for gate in gates}
-    gates += [{"name": name} for name in (placement.scheduling_gates if placement else ()) if name not in names]
     patch: dict[str, Any] = {"spec": {"schedulingGates": gates or None, **placed}}
     pod_metadata = placed_pod_metadata(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
     if pod_metadata:
