@@ -193,6 +193,12 @@ class TopologySnapshot:
         # Per pod set's node constraints (nodeSelector, tolerations, required affinity): the leaves whose nodes
         # take its pods and why the others do not (Kueue's TASCacheNodeMatchResults).
         self._matching: dict[object, tuple[list[_Domain], _Exclusions, list[_Domain]]] = {}
+        # Every domain, in one order; the TAS usage's version (any change bumps it); and per placement's inputs
+        # (requests, node constraints, whether empty, slices) the counts of every domain it filled at a version,
+        # with the exclusions it found: heads of one shape retried after a free fill the tree once.
+        self._domains: Final = [domain for level in self.per_level for domain in level.values()]
+        self._version = 0
+        self._filled: dict[object, tuple[int, list[int], list[int], _Exclusions]] = {}
 
     def _domain(self, values: tuple[str, ...]) -> _Domain:
         level = len(values) - 1
@@ -233,6 +239,7 @@ class TopologySnapshot:
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
                 leaf.remaining[resource] = leaf.free.get(resource, 0) - usage[resource]
             leaf.counts.clear()
+        self._version += 1
 
     def place(
         self,
@@ -322,6 +329,40 @@ class TopologySnapshot:
     ) -> None:
         requests = with_one_pod(pod_set.requests)
         signature = tuple(sorted(requests.items()))
+        key = (signature, pod_set.tolerations, pod_set.node_affinity, tuple(sorted(pod_set.node_selector.items())))
+        filled_key = (key, simulate_empty, slice_size, slice_index)
+        reusable = not assumed
+        if reusable:
+            known = self._filled.get(filled_key)
+            if known is not None and known[0] == self._version:
+                for domain, pods, slices in zip(self._domains, known[1], known[2], strict=True):
+                    domain.pod_count = pods
+                    domain.slice_count = slices
+                exclusions.add(known[3])
+                return
+        found = _Exclusions()
+        self._count_leaves(pod_set, requests, signature, simulate_empty, assumed, found)
+        _sum_counts(self.per_level, slice_size, slice_index)
+        exclusions.add(found)
+        if reusable:
+            domains = self._domains
+            self._filled[filled_key] = (
+                self._version,
+                [domain.pod_count for domain in domains],
+                [domain.slice_count for domain in domains],
+                found,
+            )
+
+    def _count_leaves(  # noqa: PLR0917 (one fill's inputs)
+        self,
+        pod_set: PodSet,
+        requests: dict[str, int],
+        signature: tuple[tuple[str, int], ...],
+        simulate_empty: bool,
+        assumed: dict[tuple[str, ...], dict[str, int]] | None,
+        exclusions: _Exclusions,
+    ) -> None:
+        """Each leaf's pod count, and why the leaves that take none do not."""
         leaves, excluded, others = self._matching_leaves(pod_set)
         exclusions.add(excluded)
         for leaf in others:
@@ -343,7 +384,6 @@ class TopologySnapshot:
             leaf.pod_count = counted[0]
             if counted[0] == 0 and counted[1]:
                 exclusions.resources[counted[1]] = exclusions.resources.get(counted[1], 0) + 1
-        _sum_counts(self.per_level, slice_size, slice_index)
 
     def _matching_leaves(self, pod_set: PodSet) -> tuple[list[_Domain], _Exclusions, list[_Domain]]:
         """The leaves whose nodes take ``pod_set``'s pods, the exclusions of the others, and those others; below
