@@ -45,6 +45,7 @@ KUOTA_NAMESPACE = "kuota-system"
 # webhooks only default and validate, and Kueue makes their Workloads without them.
 _KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch"})
 POD_FRAMEWORK = "pod"
+POD_PARENT_FRAMEWORKS = frozenset({"deployment", "statefulset"})  # their pods are gated: the pod webhook too
 # The CRDs each custom kind's integration needs on the control plane.
 _FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
     "jobset.x-k8s.io/jobset": jobset_crds,
@@ -224,6 +225,8 @@ class KueueController:
         folder = self.module / "config" / "components" / "webhook"
         selectors = _release_namespace_selectors(folder / "kustomization.yaml")
         wanted = _KUEUE_WEBHOOK_GROUPS | ({""} if POD_FRAMEWORK in self.frameworks else set())
+        if POD_PARENT_FRAMEWORKS & set(self.frameworks):  # they mark their pod templates in their own webhooks
+            wanted |= {"", "apps"}
         configurations = []
         for document in yaml.safe_load_all((folder / "manifests.yaml").read_text()):
             if not document:

@@ -82,6 +82,7 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
     current_week: ReplayedWeek | None = None
     notes: list[str] = []
     failed = None
+    serving = None
     runs: list[WorkloadRun] | None = None
     history = request.history
     started_before = StartedBefore()
@@ -91,6 +92,7 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
             if config_objects is not None:
                 jobs = with_known_priority_classes(jobs, _priority_class_names(config_objects))
             failed = jobs.failed_gpu_hours
+            serving = jobs.serving_gpu_hours
             runs = jobs.runs
             notes += [f"{count} item(s) left out of the job history: {why}." for why, count in jobs.skipped.items()]
             notes += [
@@ -133,6 +135,7 @@ async def measure(request: ReportRequest, progress: Progress) -> Report:
         price=request.price,
         namespace_queues=teams,
         failed_gpu_hours=failed,
+        serving_gpu_hours=serving,
         whatif=scenarios,
         notes=notes,
         prices=request.prices,

@@ -11,6 +11,10 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import TypedDict
 
+# The annotation on a Workload the manager makes for a serving kind (a Deployment's pod, a StatefulSet): it never
+# finishes its work, so the report counts it as serving and replays it with a ``lifetime``.
+SERVING_ANNOTATION = "kuota.dev/serving"
+
 
 class Toleration(TypedDict, total=False):
     key: str

@@ -48,6 +48,7 @@ class Outcome(StrEnum):
     PENDING = "Pending"
     ADMITTED = "Admitted"
     FINISHED = "Finished"
+    DELETED = "Deleted"  # a serving workload at the end of its lifetime
     DEACTIVATED = "Deactivated"
     INADMISSIBLE = "Inadmissible"
 
@@ -212,6 +213,8 @@ def _replay(
     timeouts: _Timers = []  # PodsReady timeouts of admissions whose pods are not ready in time
     check_answers: _Timers = []  # AdmissionCheck answers that evict (Retry) or deactivate (Rejected)
     readies: _Timers = []  # under blockAdmission: when an admission's pods get ready, told to the engine
+    deletions: _Timers = []  # serving workloads' ends of life (epoch 0: a deletion is never stale)
+    serving: set[str] = set()  # the keys of serving workloads: admitted, they hold their quota until deleted
     order = itertools.count()
     incoming: Iterator[SimulatedWorkload] = iter(arrivals)
     upcoming = next(incoming, None)
@@ -222,7 +225,7 @@ def _replay(
         # The next instant: the earliest arrival, completion, PodsReady timeout or readiness, failing check answer
         # or time-driven engine decision.
         next_at = upcoming.submit_at if upcoming is not None else None
-        for timers in (finishes, timeouts, check_answers, readies):
+        for timers in (finishes, timeouts, check_answers, readies, deletions):
             if timers and (next_at is None or timers[0][0] < next_at):
                 next_at = timers[0][0]
         wakeup = engine.next_wakeup()
@@ -257,6 +260,11 @@ def _replay(
                         "of the CONFIG; add the AdmissionCheck or fix the name"
                     )
             histories[upcoming.workload.key] = history
+            if upcoming.lifetime is not None:
+                serving.add(upcoming.workload.key)
+                heapq.heappush(
+                    deletions, (upcoming.submit_at + upcoming.lifetime, next(order), upcoming.workload.key, 0)
+                )
             if upcoming.not_created is None:
                 engine.submit(upcoming.workload)
             else:
@@ -277,6 +285,19 @@ def _replay(
             history.finished_at = now
             history.remaining = 0.0
             engine.finish(key)
+            if not keep_history:
+                del histories[key]
+        while deletions and deletions[0][0] <= now:
+            _, _, key, _ = heapq.heappop(deletions)
+            history = histories[key]
+            serving.discard(key)
+            if history.outcome is Outcome.ADMITTED:
+                _close_admission(history, queues, now)
+            if history.outcome is not Outcome.INADMISSIBLE or history.admissions:
+                engine.finish(key)
+            history.outcome = Outcome.DELETED
+            history.reason = None
+            history.epoch += 1  # its admission's timers are stale
             if not keep_history:
                 del histories[key]
         while timeouts and timeouts[0][0] <= now:
@@ -335,7 +356,8 @@ def _replay(
                 if pods_ready_timeout is not None and (ready_after is None or ready_after > pods_ready_timeout):
                     heapq.heappush(timeouts, (started + pods_ready_timeout, next(order), *timer))
                 elif ready_after is not None:
-                    heapq.heappush(finishes, (started + ready_after + history.remaining, next(order), *timer))
+                    if decision.workload not in serving:  # serving does no work that ends: it lives until deleted
+                        heapq.heappush(finishes, (started + ready_after + history.remaining, next(order), *timer))
                     if blocks_admission:
                         heapq.heappush(readies, (started + ready_after, next(order), *timer))
             elif isinstance(decision, Eviction):

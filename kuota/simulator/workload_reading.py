@@ -46,6 +46,7 @@ _WORKLOAD_KEYS = frozenset(
         "priorityClass",
         "submitAt",
         "duration",
+        "lifetime",
         "maxExecutionSeconds",
         "podsReadyAfter",
         "admissionChecks",
@@ -58,7 +59,7 @@ _POD_SET_KEYS = frozenset(
 _CHECK_KEYS = frozenset({"after", "retries", "requeueAfter", "reject"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset(effect.value for effect in TaintEffect)
-_REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "duration", "podSets")
+_REQUIRED_KEYS = ("name", "namespace", "queue", "submitAt", "podSets")
 # A plain pod set (no nodeSelector, no tolerations, requests spelled as strings), as the parsing cache keys it.
 _PodSetKey = tuple[str, int, int | None, tuple[tuple[str, str], ...]]
 
@@ -79,7 +80,15 @@ class SimulatedWorkload:
     """A workload of the replay: what the engine sees, and when it arrives and how long it works. (A plain class
     equal by value, as the frozen dataclass it replaced, built per input line: see ``setup.py``.)"""
 
-    __slots__ = ("admission_checks", "duration", "not_created", "pods_ready_after", "submit_at", "workload")
+    __slots__ = (
+        "admission_checks",
+        "duration",
+        "lifetime",
+        "not_created",
+        "pods_ready_after",
+        "submit_at",
+        "workload",
+    )
 
     def __init__(  # noqa: PLR0917 (positional, as the dataclass it replaced was built)
         self,
@@ -89,6 +98,7 @@ class SimulatedWorkload:
         not_created: str | None = None,
         pods_ready_after: float | None = 0.0,
         admission_checks: dict[str, CheckBehaviour] | None = None,
+        lifetime: float | None = None,
     ) -> None:
         self.workload: Final = workload
         self.submit_at: Final = submit_at
@@ -101,10 +111,21 @@ class SimulatedWorkload:
         self.not_created: Final = not_created
         # By check name; a check its ClusterQueue runs that is not named here is Ready at the reservation.
         self.admission_checks: Final[dict[str, CheckBehaviour]] = admission_checks or {}
+        # A serving workload's: it never finishes its work, and is deleted this many seconds after its submission,
+        # pending or admitted (its quota freed then); None for a batch workload, which ends when its work is done.
+        self.lifetime: Final = lifetime
 
     def _fields(self) -> tuple[object, ...]:
         checks = tuple(sorted(self.admission_checks.items()))
-        return (self.workload, self.submit_at, self.duration, self.not_created, self.pods_ready_after, checks)
+        return (
+            self.workload,
+            self.submit_at,
+            self.duration,
+            self.not_created,
+            self.pods_ready_after,
+            checks,
+            self.lifetime,
+        )
 
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, SimulatedWorkload) else NotImplemented
@@ -116,7 +137,8 @@ class SimulatedWorkload:
         return (
             f"SimulatedWorkload(workload={self.workload!r}, submit_at={self.submit_at!r}, "
             f"duration={self.duration!r}, not_created={self.not_created!r}, "
-            f"pods_ready_after={self.pods_ready_after!r}, admission_checks={self.admission_checks!r})"
+            f"pods_ready_after={self.pods_ready_after!r}, admission_checks={self.admission_checks!r}, "
+            f"lifetime={self.lifetime!r})"
         )
 
 
@@ -275,7 +297,13 @@ def _workload(
     namespace = _text(f"{where}: namespace", line["namespace"])
     queue = _text(f"{where}: queue", line["queue"])
     submit_at = _seconds(where, "submitAt", line["submitAt"])
-    duration = _seconds(where, "duration", line["duration"])
+    if ("duration" in line) == ("lifetime" in line):
+        raise WorkloadFileError(
+            f"{where}: give exactly one of 'duration' (the seconds of work of a batch workload) and 'lifetime' (the "
+            "seconds a serving workload lives before it is deleted)"
+        )
+    lifetime = _seconds(where, "lifetime", line["lifetime"]) if "lifetime" in line else None
+    duration = lifetime if lifetime is not None else _seconds(where, "duration", line["duration"])
     priority_class = line.get("priorityClass")
     not_created: str | None = None
     if priority_class is None:
@@ -315,7 +343,7 @@ def _workload(
         priority_class=priority_class,
         max_execution_seconds=max_exec,
     )
-    return SimulatedWorkload(workload, submit_at, duration, not_created, pods_ready_after, admission_checks)
+    return SimulatedWorkload(workload, submit_at, duration, not_created, pods_ready_after, admission_checks, lifetime)
 
 
 def _check_behaviours(where: str, raw: object) -> dict[str, CheckBehaviour]:

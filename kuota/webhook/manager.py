@@ -48,6 +48,7 @@ from kuota.webhook.controller.quota_controller import QuotaController
 from kuota.webhook.conversion.endpoint import add_conversion_route
 from kuota.webhook.crds.definitions import DEFINITIONS
 from kuota.webhook.crds.versions import CONVERSION_PATH, conversion, conversion_service_name
+from kuota.webhook.jobs.pod_parents import PARENTS
 from kuota.webhook.jobs.registry import ADAPTERS, DEFAULT_REGISTRY, POD_FRAMEWORK, Registry, select
 from kuota.webhook.metrics_access import MetricsAccess
 from kuota.webhook.visibility.front_proxy import FrontProxy
@@ -152,7 +153,8 @@ def read_integrations(document: Any, where: str) -> Registry:
         raise ManagerError(f'{where}: integrations.frameworks must be a list of names, e.g. ["batch/job", "pod"]')
     selection = select(frameworks)
     if selection.unknown:
-        implemented = ", ".join(sorted({*(a.framework for a in ADAPTERS), POD_FRAMEWORK}))
+        names = {*(adapter.framework for adapter in ADAPTERS), *(parent.framework for parent in PARENTS), POD_FRAMEWORK}
+        implemented = ", ".join(sorted(names))
         raise ManagerError(
             f"{where}: integrations.frameworks names {', '.join(map(repr, selection.unknown))}, which no integration "
             f"has; kuota implements {implemented}"

@@ -264,7 +264,8 @@ class Cluster:
                 "--secure-port=0",
                 "--controllers=job-controller,garbage-collector-controller,namespace-controller,"
                 "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller,"
-                "pod-garbage-collector-controller,cronjob-controller",
+                "pod-garbage-collector-controller,cronjob-controller,deployment-controller,replicaset-controller,"
+                "statefulset-controller",
                 f"--service-account-private-key-file={pki.service_account_key}",
                 f"--root-ca-file={pki.ca_cert}",
                 "--kube-api-qps=500",

@@ -1,10 +1,13 @@
 {{- /*
 The integrations kuota implements, by Kueue's framework name (managerConfig.integrations.frameworks): what the
-webhook configurations and the RBAC rules are generated from. Mirrors kuota.webhook.jobs.registry.ADAPTERS (and
-"pod"); tests/unit/chart compares the rendered webhooks and rules with the admission plane's for every name.
+webhook configurations and the RBAC rules are generated from. Mirrors kuota.webhook.jobs.registry.ADAPTERS and
+kuota.webhook.jobs.pod_parents.PARENTS (and "pod"); tests/unit/chart compares the rendered webhooks and rules with
+the admission plane's for every name. A pod parent's mutating webhook also reviews UPDATE, and it is only read.
 */ -}}
 {{- define "kuota.integrationKinds" -}}
 batch/job: {kind: job, group: batch, version: v1, plural: jobs}
+deployment: {kind: deployment, group: apps, version: v1, plural: deployments, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
+statefulset: {kind: statefulset, group: apps, version: v1, plural: statefulsets, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
 jobset.x-k8s.io/jobset: {kind: jobset, group: jobset.x-k8s.io, version: v1alpha2, plural: jobsets}
 kubeflow.org/pytorchjob: {kind: pytorchjob, group: kubeflow.org, version: v1, plural: pytorchjobs}
 ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
@@ -23,8 +26,10 @@ ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
 {{- toYaml (dict "kinds" $enabled) }}
 {{- end }}
 
+{{- /* Pods are gated for "pod" and for the pod parents (Kueue enables "pod" implicitly for them). */ -}}
 {{- define "kuota.podsEnabled" -}}
-{{- has "pod" (include "kuota.frameworks" . | fromYaml).names }}
+{{- $names := (include "kuota.frameworks" . | fromYaml).names }}
+{{- or (has "pod" $names) (has "deployment" $names) (has "statefulset" $names) }}
 {{- end }}
 
 {{- /* managerConfig.integrations.frameworks; absent: batch/job only, as in Kueue (an empty list: none). */ -}}

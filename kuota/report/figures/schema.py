@@ -137,6 +137,7 @@ class TeamReport:
     # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
     # summed over the window's weeks); None without utilization series
     idle_held_by_hour_of_week: tuple[float, ...] | None = None
+    serving_gpu_hours: float | None = None  # held by serving Workloads (Deployments' pods, StatefulSets)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ class ClusterReport:
     # GPU-hours held at under the idle threshold in each hour of the week (168 slots, Monday 00:00 local first;
     # summed over the window's weeks); None without utilization series
     idle_held_by_hour_of_week: tuple[float, ...] | None = None
+    serving_gpu_hours: float | None = None  # held by serving Workloads (Deployments' pods, StatefulSets)
 
 
 @dataclass(frozen=True)

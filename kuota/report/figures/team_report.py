@@ -330,6 +330,7 @@ def build_report(
     price: Price,
     namespace_queues: Mapping[str, str],
     failed_gpu_hours: Mapping[str, float] | None = None,
+    serving_gpu_hours: Mapping[str, float] | None = None,
     whatif: Sequence[WhatIfScenario] | None = None,
     notes: Sequence[str] = (),
     prices: PriceTable | None = None,
@@ -385,6 +386,7 @@ def build_report(
                 thresholds=thresholds,
                 borrowing_whatif=borrowing_whatif,
                 failed_gpu_hours=failed_gpu_hours,
+                serving_gpu_hours=serving_gpu_hours,
                 days=days,
                 runs=[run for ns in team.namespaces for run in runs_by_namespace.get(ns, ())],
                 run_prices=_run_prices(runs_by_namespace, team.namespaces, table, team_gpu, model_hours),
@@ -399,6 +401,7 @@ def build_report(
         price=price,
         teams=team_reports,
         failed_gpu_hours=failed_gpu_hours,
+        serving_gpu_hours=serving_gpu_hours,
         borrowing_whatif=borrowing_whatif,
         namespace_prices=namespace_prices,
         model_hours=model_hours,
@@ -557,6 +560,7 @@ def _team_report(
     thresholds: Thresholds,
     borrowing_whatif: WhatIfScenario | None,
     failed_gpu_hours: Mapping[str, float] | None,
+    serving_gpu_hours: Mapping[str, float] | None,
     days: Sequence[Sequence[int]],
     runs: Sequence[WorkloadRun] = (),
     run_prices: Mapping[tuple[str, str], RunPrice] | None = None,
@@ -598,6 +602,9 @@ def _team_report(
     failed = None
     if failed_gpu_hours is not None:
         failed = sum(failed_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
+    serving = None
+    if serving_gpu_hours is not None:
+        serving = sum(serving_gpu_hours.get(ns, 0.0) for ns in team.namespaces)
     return TeamReport(
         team.name,
         team.cluster_queue,
@@ -618,6 +625,7 @@ def _team_report(
         ),
         calibration=calibration,
         idle_held_by_hour_of_week=gpu.idle_by_hour_of_week if gpu is not None else None,
+        serving_gpu_hours=serving,
     )
 
 
@@ -665,6 +673,7 @@ def _cluster(
     price: Price,
     teams: Sequence[TeamReport],
     failed_gpu_hours: Mapping[str, float] | None,
+    serving_gpu_hours: Mapping[str, float] | None,
     borrowing_whatif: WhatIfScenario | None,
     namespace_prices: Mapping[str, _NamespacePrices],
     model_hours: _ModelHours,
@@ -753,6 +762,7 @@ def _cluster(
         unused_quota_gpus_average=queues.cluster_unused_average if queues is not None else None,
         idle_cost=idle_cost,
         failed_gpu_hours=sum(failed_gpu_hours.values()) if failed_gpu_hours is not None else None,
+        serving_gpu_hours=sum(serving_gpu_hours.values()) if serving_gpu_hours is not None else None,
         verdict=verdict,
         levers=tuple(levers),
         money=_money(model_hours, namespace_prices, namespace_prices) if gpu is not None else None,

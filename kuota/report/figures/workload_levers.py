@@ -26,6 +26,7 @@ DEFAULT_PRIORITY = 0
 class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed or cancelled"
+    SERVING = "serving"  # a Deployment's pod or a StatefulSet: it never finishes, however it ended
     UNFINISHED = "unfinished"  # running, or waiting again, at the window's end
 
 

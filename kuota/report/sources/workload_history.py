@@ -9,6 +9,9 @@ that is not a Workload, or whose fields cannot be read, is left out and counted 
 named (a user's dump may hold objects kuota does not understand, and one bad item must not lose the week).
 :func:`job_history` then places the Workloads in the window.
 
+A serving Workload (the manager's ``kuota.dev/serving``: a Deployment's pod, a StatefulSet) never finishes its
+work: its GPU-hours are counted as serving, never as failed, and it is replayed with a ``lifetime``.
+
 The manager keeps finished Workloads for a configurable time (default 8 days). Only the last admission is
 visible on a Workload: runs before a preemption count only where ``accumulatedPastExecutionTimeSeconds`` records
 them (Kueue writes it; the what-if replays the last run alone); a Workload never admitted has no known
@@ -33,6 +36,7 @@ from kuota.engine import QuantityError, format_quantity, parse_quantity
 from kuota.report.errors import UnreadableWorkloadError
 from kuota.report.figures.workload_levers import Outcome, WorkloadRun
 from kuota.report.sources.quoting import excerpt, quoted
+from kuota.simulator.lines import SERVING_ANNOTATION
 
 GPU = "nvidia.com/gpu"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -90,6 +94,7 @@ class RetainedWorkload:
     gpu_flavor: str | None = None  # status.admission's flavor of nvidia.com/gpu
     preemptions: int = 0  # schedulingStats' Preempted evictions, else 1 where a Preempted condition is recorded
     past_execution_s: int = 0  # admitted before its last eviction (accumulatedPastExecutionTimeSeconds)
+    serving: bool = False  # the manager's kuota.dev/serving annotation: it holds its quota until deleted
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,7 @@ class StartedBefore:
 class JobHistory:
     records: list[dict[str, Any]]  # simulate's JSON Lines records, times relative to the window's start
     failed_gpu_hours: dict[str, float]  # namespace -> GPU-hours of jobs that failed or were cancelled (in the window)
+    serving_gpu_hours: dict[str, float] = field(default_factory=dict)  # namespace -> GPU-hours held by serving
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many Workloads were left out
     # priority class -> how many records name it though the replayed config has no such WorkloadPriorityClass
     unknown_priority_classes: dict[str, int] = field(default_factory=dict)
@@ -344,6 +350,7 @@ def retained_workload(item: object) -> RetainedWorkload:
     ):
         raise UnreadableWorkloadError(NOT_A_WORKLOAD, f"apiVersion {quoted(api_version)}, kind {quoted(kind)}")
     metadata = _object(body.get("metadata"), "metadata", optional=False)
+    annotations = _object(metadata.get("annotations"), "metadata.annotations")
     spec = _object(body.get("spec"), "spec")
     status = _object(body.get("status"), "status")
     conditions = _list(status.get("conditions"), "status.conditions")
@@ -372,6 +379,7 @@ def retained_workload(item: object) -> RetainedWorkload:
         gpu_flavor=_gpu_flavor(status),
         preemptions=_preemptions(status, conditions),
         past_execution_s=0 if past_key is None else _whole(status[past_key], f"status.{past_key}", 0),
+        serving=annotations.get(SERVING_ANNOTATION) == "true",
     )
 
 
@@ -425,6 +433,7 @@ def read_workloads(items: Iterable[object]) -> RetainedWorkloads:
 def job_history(retained: RetainedWorkloads, window_start: float, window_end: float) -> JobHistory:
     placed: list[tuple[float, float, dict[str, Any]]] = []  # (submitAt, created, record)
     failed: dict[str, float] = {}
+    serving: dict[str, float] = {}
     runs: list[WorkloadRun] = []
     skipped: dict[str, int] = dict(retained.skipped)
     holding: set[tuple[str, str]] = set()
@@ -463,13 +472,20 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
             pending_since[key] = workload.created - window_start
             submit_at = AFTER_THE_HOLDERS_S
         ran = max(0.0, ended - max(workload.admitted, window_start))
+        # A serving Workload is replayed as long-lived as it was (to its deletion, or the window's end), however
+        # long it waited: it does no work that ends.
+        how_long = (
+            {"lifetime": max(1.0, ended - window_start - submit_at)}
+            if workload.serving
+            else {"duration": max(1.0, ran)}
+        )
         record = {
             "name": workload.name,
             "namespace": workload.namespace,
             "queue": workload.queue_name,
             "priorityClass": workload.priority_class,
             "submitAt": submit_at,
-            "duration": max(1.0, ran),
+            **how_long,
             "maxExecutionSeconds": max_execution,
             "podSets": [pod_set.record() for pod_set in workload.pod_sets],
         }
@@ -478,10 +494,13 @@ def job_history(retained: RetainedWorkloads, window_start: float, window_end: fl
         runs.append(run)
         if run.outcome is Outcome.FAILED:
             failed[workload.namespace] = failed.get(workload.namespace, 0.0) + run.gpu_hours
+        elif run.outcome is Outcome.SERVING:
+            serving[workload.namespace] = serving.get(workload.namespace, 0.0) + run.gpu_hours
     placed.sort(key=lambda entry: (entry[0], entry[1]))  # ties at an instant keep creation order
     return JobHistory(
         [record for _, _, record in placed],
         failed,
+        serving,
         skipped,
         started_before=StartedBefore(frozenset(holding), pending_since),
         runs=runs,
@@ -497,7 +516,9 @@ def _run(
     earlier = min(float(workload.past_execution_s), inside)
     gpus = sum(p.count * p.gpus_per_pod for p in workload.pod_sets)
     outcome = Outcome.UNFINISHED
-    if workload.ended is not None:
+    if workload.serving:
+        outcome = Outcome.SERVING
+    elif workload.ended is not None:
         failed = workload.ended.reason in FAILED_REASONS or str(workload.ended.reason).startswith("Deactivated")
         outcome = Outcome.FAILED if failed else Outcome.SUCCEEDED
     return WorkloadRun(

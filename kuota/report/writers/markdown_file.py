@@ -311,6 +311,7 @@ def render(report: Report) -> str:
             ["idle GPU-hours and cost, weekends", _cost(c.idle_cost, "weekend")],
             ["idle GPU-hours and cost, workdays", _cost(c.idle_cost, "workday")],
             ["GPU-hours of failed or cancelled jobs", number(c.failed_gpu_hours)],
+            ["GPU-hours held by serving (Deployments, StatefulSets)", number(c.serving_gpu_hours)],
         ],
     )
     if c.levers:
@@ -349,6 +350,7 @@ def render(report: Report) -> str:
                 ["idle-held GPU-hours and cost, nights", _cost(team.idle_cost, "night")],
                 ["idle-held GPU-hours and cost, weekends", _cost(team.idle_cost, "weekend")],
                 ["GPU-hours of failed or cancelled jobs", number(team.failed_gpu_hours)],
+                ["GPU-hours held by serving (Deployments, StatefulSets)", number(team.serving_gpu_hours)],
             ],
         )
         if team.idle_holders:

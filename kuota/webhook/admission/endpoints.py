@@ -1,10 +1,12 @@
 """kuota's webhook paths and the rule behind each, and the webhook configurations that register them.
 
 Both follow the enabled integrations (``JobPolicy.integrations``, from the Configuration's
-``integrations.frameworks``): a mutating and a validating webhook per managed kind, the Pod webhooks when ``pod``
-is enabled, and the catch-all warning for labelled objects of unmanaged kinds (:mod:`unmanaged`). The same
-:func:`webhook_configurations` output serves an in-cluster install (``service``) and an out-of-cluster run
-registered by URL (tests, local development); the chart renders the same (tests/unit/chart).
+``integrations.frameworks``): a mutating and a validating webhook per managed kind and pod parent (whose mutating
+one also reviews UPDATE, as Kueue's: a queue label set later reaches the pod template), the Pod webhooks when
+``pod`` or a pod parent is enabled, and the catch-all warning for labelled objects of unmanaged kinds
+(:mod:`unmanaged`). The same :func:`webhook_configurations` output serves an in-cluster install (``service``)
+and an out-of-cluster run registered by URL (tests, local development); the chart renders the same
+(tests/unit/chart).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any, Literal
 from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.job_policy import JobPolicy, default_job, mutate_path, validate_job, validate_path
 from kuota.webhook.admission.kueue_validation import KUEUE_OBJECT_KINDS, review_kueue_object
+from kuota.webhook.admission.pod_parent_policy import default_parent, validate_parent
 from kuota.webhook.admission.pod_policy import MUTATE_POD_PATH, VALIDATE_POD_PATH, default_pod, validate_pod
 from kuota.webhook.admission.server import Rule
 from kuota.webhook.admission.unmanaged import WARN_UNMANAGED_PATH, warn_unmanaged
-from kuota.webhook.jobs.adapter import QUEUE_LABEL
+from kuota.webhook.jobs.adapter import QUEUE_LABEL, JobAdapter
+from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 MUTATE_JOB_PATH = "/mutate-batch-v1-job"
@@ -34,7 +38,10 @@ def kuota_rules(policy: JobPolicy, facts: ClusterFacts) -> dict[str, Rule]:
     for adapter in policy.integrations.adapters:
         rules[mutate_path(adapter)] = partial(default_job, policy=policy, facts=facts, adapter=adapter)
         rules[validate_path(adapter)] = partial(validate_job, policy=policy, facts=facts, adapter=adapter)
-    if policy.integrations.pods:
+    for parent in policy.integrations.pod_parents:
+        rules[mutate_path(parent)] = partial(default_parent, policy=policy, facts=facts, parent=parent)
+        rules[validate_path(parent)] = partial(validate_parent, policy=policy, facts=facts, parent=parent)
+    if policy.integrations.gates_pods:
         rules[MUTATE_POD_PATH] = partial(default_pod, policy=policy, facts=facts)
         rules[VALIDATE_POD_PATH] = partial(validate_pod, policy=policy, facts=facts)
     rules[WARN_UNMANAGED_PATH] = partial(warn_unmanaged, policy=policy)
@@ -103,22 +110,27 @@ def webhook_configurations(
         "ca_bundle_pem": ca_bundle_pem,
         "failure_policy": failure_policy,
     }
+    create = ["CREATE"]
+    kinds_reviewed: list[JobAdapter | PodParent] = sorted(
+        [*integrations.adapters, *integrations.pod_parents], key=lambda kind: kind.framework
+    )
     kinds = [
         (
-            adapter.kind.kind.lower(),
-            adapter.kind.group,
-            adapter.kind.version,
-            adapter.plural,
-            mutate_path(adapter),
-            validate_path(adapter),
+            kind.kind.kind.lower(),
+            kind.kind.group,
+            kind.kind.version,
+            kind.plural,
+            mutate_path(kind),
+            validate_path(kind),
+            ["CREATE", "UPDATE"] if isinstance(kind, PodParent) else create,
         )
-        for adapter in integrations.adapters
+        for kind in kinds_reviewed
     ]
-    if integrations.pods:
-        kinds.append(("pod", "", "v1", "pods", MUTATE_POD_PATH, VALIDATE_POD_PATH))
+    if integrations.gates_pods:
+        kinds.append(("pod", "", "v1", "pods", MUTATE_POD_PATH, VALIDATE_POD_PATH, create))
     mutating_webhooks: list[dict[str, Any]] = []
     validating: list[dict[str, Any]] = []
-    for lower, group, version, plural, mutate, validate in kinds:
+    for lower, group, version, plural, mutate, validate, mutated_on in kinds:
         rule = {
             "apiGroups": [group],
             "apiVersions": [version],
@@ -126,7 +138,7 @@ def webhook_configurations(
             "resources": [plural],
             "scope": "Namespaced",
         }
-        mutating = _webhook(f"m{lower}.kuota.dev", mutate, **common, rule={**rule, "operations": ["CREATE"]})
+        mutating = _webhook(f"m{lower}.kuota.dev", mutate, **common, rule={**rule, "operations": mutated_on})
         mutating["reinvocationPolicy"] = "Never"
         mutating_webhooks.append(mutating)
         validating.append(_webhook(f"v{lower}.kuota.dev", validate, **common, rule=rule))

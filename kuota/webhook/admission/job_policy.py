@@ -35,6 +35,7 @@ from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.reviews import AdmissionRequest, UserInfo, Verdict
 from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
+from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 from kuota.webhook.jobs.topology import annotation_errors
 
@@ -65,17 +66,17 @@ class JobPolicy:
     integrations: Registry = DEFAULT_REGISTRY
 
 
-def _path_part(adapter: JobAdapter) -> str:
+def _path_part(adapter: JobAdapter | PodParent) -> str:
     kind = adapter.kind
     return f"{kind.group.replace('.', '-')}-{kind.version}-{kind.kind.lower()}"
 
 
-def mutate_path(adapter: JobAdapter) -> str:
+def mutate_path(adapter: JobAdapter | PodParent) -> str:
     """Kueue's webhook path for a kind: ``/mutate-<group, dots as dashes>-<version>-<kind lower-case>``."""
     return f"/mutate-{_path_part(adapter)}"
 
 
-def validate_path(adapter: JobAdapter) -> str:
+def validate_path(adapter: JobAdapter | PodParent) -> str:
     return f"/validate-{_path_part(adapter)}"
 
 
@@ -145,7 +146,7 @@ def _require_job(request: AdmissionRequest, adapter: JobAdapter) -> Mapping[str,
     return request.object
 
 
-def _managed(job: JobFacts, namespace: str, policy: JobPolicy, facts: ClusterFacts) -> bool:
+def queued_by_kuota(job: JobFacts, namespace: str, policy: JobPolicy, facts: ClusterFacts) -> bool:
     if job.managed_owner:
         return False
     if job.queue_name is not None:
@@ -175,7 +176,7 @@ def default_job(
     else:
         patch += [json_patch.add(value, "metadata", "labels", key) for key, value in added.items()]
     defaulted = JobFacts(job.reference, job.uid, {**job.labels, **added}, True, job.suspend)
-    managed = _managed(defaulted, request.namespace, policy, facts)
+    managed = queued_by_kuota(defaulted, request.namespace, policy, facts)
     if not job.suspend and managed:
         patch += adapter.suspend_on_create(obj)
     warnings = []
@@ -247,7 +248,7 @@ def validate_job(
     if topology_errors:
         return Verdict.deny(f"{job.reference}: {'; '.join(topology_errors)}", code=422)
     by_kuota = policy.kuota.made(request.user)
-    managed = _managed(job, request.namespace, policy, facts)
+    managed = queued_by_kuota(job, request.namespace, policy, facts)
     if request.operation == "CREATE":
         if managed and not job.suspend and not by_kuota:
             return Verdict.deny(

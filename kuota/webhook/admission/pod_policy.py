@@ -10,6 +10,12 @@ owner is of a managed kind, a Job's pods for instance, is never gated: its owner
 
 ``manageJobsWithoutQueueName`` does not reach plain pods: it would gate every Deployment's pods.
 
+A pod marked by an enabled pod parent (annotation ``kueue.x-k8s.io/pod-suspending-parent``: a Deployment's or a
+StatefulSet's, :mod:`~kuota.webhook.jobs.pod_parents`) is gated whether or not ``pod`` is enabled, with no
+finalizer (its parent decides when it goes); a StatefulSet's pod also gets the ``managed`` label, its group
+(the StatefulSet's Workload name, from its controller reference), the role ``main`` and Kueue's serving mark.
+When only pod parents are enabled, every other pod is left alone.
+
 Validation (``/validate--v1-pod``): the queue-name label must be a valid name; a grouped pod needs a usable
 ``kueue.x-k8s.io/pod-group-total-count``; on UPDATE only kuota removes the admission gate of a managed pod.
 """
@@ -32,6 +38,8 @@ from kuota.webhook.admission.job_policy import (
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs import pod_parents
+from kuota.webhook.jobs.pod_parents import DEPLOYMENT, PodParent
 from kuota.webhook.jobs.topology import TOPOLOGY_GATE, topology_request
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
@@ -77,7 +85,10 @@ def default_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     if request.operation != "CREATE":
         return Verdict.allow()
     pod = _require_pod(request)
-    if policy.integrations.managed_owner(pod):
+    parent = policy.integrations.pod_parent(pod_parents.suspending_parent(pod))
+    if parent is not None:
+        return Verdict.allow(_parent_pod_patch(pod, parent))
+    if not policy.integrations.pods or policy.integrations.managed_owner(pod):
         return Verdict.allow()
     metadata = pod["metadata"]
     labels: dict[str, str] = dict(metadata.get("labels") or {})
@@ -110,18 +121,46 @@ def default_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     return Verdict.allow(patch)
 
 
+def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_patch.PatchOperation]:
+    """The gate, and for a StatefulSet's pod the labels and annotations that put it in its group."""
+    patch: list[json_patch.PatchOperation] = []
+    if parent != DEPLOYMENT:
+        group = pod_parents.statefulset_group(pod)
+        if group is None:
+            return []  # marked by hand, no StatefulSet behind it: not kuota's to queue
+        metadata = pod["metadata"]
+        added = {
+            "labels": {pods.MANAGED_LABEL: "true", pods.GROUP_NAME_LABEL: group},
+            "annotations": {
+                pods.ROLE_HASH_ANNOTATION: pods.SINGLE_POD_SET,
+                pods.SERVING_ANNOTATION: "true",
+            },
+        }
+        for field, values in added.items():
+            if metadata.get(field) is None:
+                patch.append(json_patch.add(values, "metadata", field))
+            else:
+                patch += [json_patch.add(value, "metadata", field, key) for key, value in values.items()]
+    if not pods.is_gated(pod):
+        gates = list(pod["spec"].get("schedulingGates") or [])
+        patch.append(json_patch.add([*gates, {"name": pods.ADMISSION_GATE}], "spec", "schedulingGates"))
+    return patch
+
+
 def validate_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts) -> Verdict:
     del facts
     if request.operation not in ("CREATE", "UPDATE"):
         return Verdict.allow()
     pod = _require_pod(request)
+    if not policy.integrations.pods and policy.integrations.pod_parent(pod_parents.suspending_parent(pod)) is None:
+        return Verdict.allow()
     labels = pod["metadata"].get("labels") or {}
     reference = _reference(request, pod)
     facts_of_pod = JobFacts(reference, "", labels, True, pods.is_gated(pod))
     problem = queue_name_problem(facts_of_pod)
     if problem is not None:
         return Verdict.deny(problem, code=422)
-    if pods.group_name(pod) is not None and pods.is_managed(pod):
+    if pods.group_name(pod) is not None and pods.is_managed(pod) and not pods.is_serving(pod):
         count_problem = pods.total_count_problem(pod)
         if count_problem is not None:
             return Verdict.deny(f"{reference}: {count_problem}", code=422)

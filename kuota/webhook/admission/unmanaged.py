@@ -31,6 +31,8 @@ def _managed(kind: GroupVersionKind, policy: JobPolicy) -> bool:
     integrations = policy.integrations
     if kind.group == _KUEUE_GROUP or integrations.by_group_kind(kind.group, kind.kind) is not None:
         return True
+    if any(parent.kind == kind for parent in integrations.pod_parents):
+        return True
     return kind.group == POD_KIND.group and kind.kind == POD_KIND.kind and integrations.pods
 
 

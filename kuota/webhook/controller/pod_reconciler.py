@@ -31,21 +31,30 @@ from kuota.webhook.controller.state import (
     JobKey,
     NewestCopies,
     compact_job,
+    group_kind,
     key_of,
+    owner_job,
 )
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import Finished
 
 log = logging.getLogger(__name__)
 
 POD = "Pod"
 PODS = Resource("", "v1", "pods")
+STATEFULSET = group_kind(pod_parents.STATEFULSET.kind.api_version, pod_parents.STATEFULSET.kind.kind)
 
 
 def compact_pod(pod: Mapping[str, Any]) -> CompactCopy:
     """The copy of a managed pod the controller keeps (the watch's parse function and its own writes')."""
     return compact_job(pods.essence(pod))
+
+
+def _serving(workload: Mapping[str, Any]) -> bool:
+    owner = owner_job(workload)
+    return owner is not None and owner[0] == STATEFULSET
 
 
 def pod_job_key(pod: Mapping[str, Any]) -> JobKey:
@@ -116,7 +125,7 @@ class PodReconciler:
         workload_key = f"{last['metadata']['namespace']}/{pods.single_workload_name(last)}"
         workload = self._state.workloads.get(workload_key)
         if pod is None or pods.is_deleting(pod):
-            if workload is None or await self._delete_workload(workload, f"Pod {key} was deleted"):
+            if workload is None or await self.delete_workload(workload, f"Pod {key} was deleted"):
                 self._deleted.pop(key, None)
             else:
                 self._state.dirty_jobs.add((POD, key))  # again, from the fresh copy
@@ -126,7 +135,7 @@ class PodReconciler:
         finished = pods.single_finished(pod)
         if workload is None:
             if finished is None:
-                await self._create(pods.single_workload(pod), pod)
+                await self.create_workload(pods.single_workload(pod), pod)
             else:
                 await self._release(pod)
             return
@@ -145,8 +154,14 @@ class PodReconciler:
             if pods.is_deleting(pod):
                 await self._release(pod)
         live = [pod for pod in members if not pods.is_deleting(pod)]
+        if any(pods.is_serving(pod) for pod in members) or (workload is not None and _serving(workload)):
+            # A StatefulSet's group: its Workload is the StatefulSet's (statefulset_reconciler), made, sized and
+            # deleted with it, admitted before its pods exist, and never finished; here its pods follow it.
+            if workload is not None:
+                await self._drive([pod for pod in live if not pods.is_terminal(pod)], workload)
+            return
         if not live:
-            if workload is not None and not await self._delete_workload(
+            if workload is not None and not await self.delete_workload(
                 workload, f"every pod of group {key} was deleted"
             ):
                 self._state.dirty_jobs.add((POD_GROUP, key))
@@ -168,7 +183,7 @@ class PodReconciler:
                 for pod in live:
                     await self._release(pod)
             elif len(gang := pods.members(live)) >= size:  # the whole gang exists: one Workload for all of it
-                await self._create(pods.group_workload(key.split("/", 1)[1], gang), gang[0])
+                await self.create_workload(pods.group_workload(key.split("/", 1)[1], gang), gang[0])
             return
         if finished is not None:
             if not status.is_true(workload, "Finished"):
@@ -197,9 +212,16 @@ class PodReconciler:
                 return
             by_role = {placement.name: placement for placement in placements}
             single = len(workload["spec"]["podSets"]) == 1 and workload["spec"]["podSets"][0]["name"] == "main"
+            size = sum(int(pod_set.get("count", 1)) for pod_set in workload["spec"]["podSets"])
+            # Never more pods ungated than admitted: a StatefulSet scaled through its scale subresource (which no
+            # webhook reviews) makes pods its Workload does not count; they wait gated.
+            room = size - sum(1 for pod in running if not pods.is_gated(pod))
             for pod in running:
                 if not pods.is_gated(pod):
                     continue
+                if room <= 0:
+                    break
+                room -= 1
                 placement = by_role.get(pods.SINGLE_POD_SET if single else pods.role_hash(pod))
                 try:
                     patch = pods.ungate_patch(pod, placement)
@@ -217,8 +239,7 @@ class PodReconciler:
                     f"{', '.join(flavor_names)}",
                 )
             if self._pods_ready is not None:
-                size = sum(int(pod_set.get("count", 1)) for pod_set in workload["spec"]["podSets"])
-                ready = pods.pods_ready(running, size)
+                ready = pods.pods_ready([pod for pod in running if not pods.is_gated(pod)], size)
                 await follow_pods_ready(
                     self._pods_ready,
                     self._writer,
@@ -247,7 +268,8 @@ class PodReconciler:
         if pods.has_finalizer(pod):
             await self._patch(pod, pods.without_finalizer_patch(pod))
 
-    async def _create(self, manifest: dict[str, Any], pod: Mapping[str, Any]) -> None:
+    async def create_workload(self, manifest: dict[str, Any], pod: Mapping[str, Any]) -> None:
+        """Create a Workload (a pod's, a group's, a StatefulSet's), with the Event on ``pod``, its owner."""
         state = self._state
         priority_class = manifest["spec"].get("priorityClassRef", {}).get("name")
         if priority_class is not None and priority_class in state.engine.priority_classes:
@@ -281,8 +303,9 @@ class PodReconciler:
         await self._decisions.release_finalizer(state.workloads.get(key_of(written)) or written)
         state.dirty_jobs.add(pod_job_key(pod))  # the pods' finalizers next
 
-    async def _delete_workload(self, workload: Mapping[str, Any], why: str) -> bool:
-        """A deleted pod (or group) gives its quota back at once; True once the Workload is gone or going."""
+    async def delete_workload(self, workload: Mapping[str, Any], why: str) -> bool:
+        """A deleted pod (or group, or a StatefulSet scaled to zero) gives its quota back at once; True once the
+        Workload is gone or going."""
         metadata = workload["metadata"]
         if metadata.get("deletionTimestamp"):
             return True

@@ -149,8 +149,9 @@ def group_kind(api_version: str, kind: str) -> str:
 
 
 def owner_job(workload: Mapping[str, Any]) -> JobKey | None:
-    """The job a Workload belongs to: its controller owner, or, for a pod group's Workload (owned by each of its
-    pods, none of them its controller), the group."""
+    """The job a Workload belongs to: its controller owner; for a pod group's Workload (owned by each of its
+    pods, none of them its controller), the group; else its one owner (a StatefulSet's Workload holds a plain
+    reference to it, as Kueue's does)."""
     namespace = workload["metadata"]["namespace"]
     owners = workload.get("metadata", {}).get("ownerReferences") or []
     for owner in owners:
@@ -160,6 +161,10 @@ def owner_job(workload: Mapping[str, Any]) -> JobKey | None:
             ), f"{namespace}/{owner['name']}"
     if owners and all(owner.get("kind") == "Pod" and owner.get("apiVersion") == "v1" for owner in owners):
         return POD_GROUP, f"{namespace}/{workload['metadata']['name']}"
+    if len(owners) == 1:
+        return group_kind(str(owners[0].get("apiVersion", "")), str(owners[0].get("kind", ""))), (
+            f"{namespace}/{owners[0]['name']}"
+        )
     return None
 
 

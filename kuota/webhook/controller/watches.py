@@ -1,8 +1,8 @@
 """What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
-each managed job kind, the pods kuota's webhook marked managed, the Nodes and the pods started gated by topology
-(topology-aware scheduling), the ProvisioningRequestConfigs and the
-ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs' names (for the kinds whose CRD is
-not installed yet).
+each managed job kind, the pods kuota's webhook marked managed, the StatefulSets (when that integration is on),
+the Nodes and the pods started gated by topology (topology-aware scheduling), the ProvisioningRequestConfigs and
+the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs' names (for the kinds whose CRD
+is not installed yet).
 
 Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
 there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
@@ -17,11 +17,12 @@ from typing import Any
 
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
-from kuota.webhook.controller.pod_reconciler import POD, compact_pod
+from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, compact_pod
 from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
 from kuota.webhook.controller.topology_nodes import node_essence
 from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
+from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import JobAdapter
 from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
 from kuota.webhook.jobs.topology import POD_SET_LABEL
@@ -63,9 +64,11 @@ class Watches:
                 self.jobs[job_kind(adapter)] = self._job_reflector(adapter)
             else:
                 self.waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
-        if registry.pods:  # only the pods kuota's webhook marked managed
+        if registry.gates_pods:  # only the pods kuota's webhook marked managed
             managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
             self.jobs[POD] = Reflector(api, managed, compact_pod)
+        if pod_parents.STATEFULSET in registry.pod_parents:
+            self.jobs[STATEFULSET] = Reflector(api, ResourceType("apps", "v1", "statefulsets", True), compact_job)
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)

@@ -7,7 +7,8 @@ docs/architecture.md, "The job adapters").
   Kueue's Workload naming, and the pure helpers every adapter shares.
 - :mod:`~kuota.webhook.jobs.registry` — the adapters by Kueue's framework name and by GroupVersionKind, and the
   Configuration's ``integrations.frameworks`` read into the enabled set.
-- one module per kind: :mod:`~kuota.webhook.jobs.batch_job`, :mod:`~kuota.webhook.jobs.pod`, ...
+- one module per kind: :mod:`~kuota.webhook.jobs.batch_job`, :mod:`~kuota.webhook.jobs.pod`, ...; Deployment and
+  StatefulSet, whose pods are gated for them, in :mod:`~kuota.webhook.jobs.pod_parents`.
 
 Everything here is pure (JSON in, JSON and patches out); the shells do the I/O.
 """

@@ -13,6 +13,10 @@ A pod cannot be suspended, so a managed pod is created *gated*: the webhook adds
   first 8 hex digits of a sha256 of that shape as Go's encoding/json writes it (:func:`role_hash`, or the
   ``kueue.x-k8s.io/role-hash`` annotation when set). The group is admitted as one gang: all its pods, or none.
 
+A StatefulSet's pods are a *serving* group (annotation ``kueue.x-k8s.io/pod-group-serving``): its Workload is the
+StatefulSet's, sized by it and never finished (:mod:`~kuota.webhook.jobs.pod_parents`); a Deployment's pods are
+single pods whose Workloads are marked serving for the report.
+
 Admission removes the gate and adds the flavors' nodeSelector and tolerations (allowed on a gated pod);
 eviction stops the running pods by deleting them, as Kueue does; a finished pod (Succeeded or Failed) finishes a
 single pod's Workload, and a group's once every pod has finished. A deleted pod's Workload is deleted.
@@ -26,6 +30,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kuota.simulator.lines import SERVING_ANNOTATION as SERVING_WORKLOAD_ANNOTATION
 from kuota.webhook.jobs.adapter import (
     JOB_UID_LABEL,
     KUEUE_API,
@@ -37,8 +42,7 @@ from kuota.webhook.jobs.adapter import (
     GroupVersionKind,
     PodSetPlacement,
     owner_reference,
-    placed_pod_metadata,
-    placed_pod_spec,
+    placed_template,
     workload_name,
 )
 from kuota.webhook.jobs.topology import topology_request
@@ -50,6 +54,8 @@ MANAGED_FINALIZER = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"  # a StatefulSet's group: sized by its parent, never done
+SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"  # gated for its parent (pod_parents)
 SINGLE_POD_SET = "main"
 # The pod spec's fields in Kueue's role shape (its GenerateRoleHash): pods equal in these, and in their
 # containers' requests and ports, are one role of a group.
@@ -72,6 +78,12 @@ _TERMINAL = ("Succeeded", "Failed")
 def group_name(pod: Mapping[str, Any]) -> str | None:
     value = ((pod.get("metadata") or {}).get("labels") or {}).get(GROUP_NAME_LABEL)
     return str(value) if value else None
+
+
+def is_serving(pod: Mapping[str, Any]) -> bool:
+    """A serving group's pod (Kueue's ``isServing``): the group's Workload is its parent's, sized by the parent."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return group_name(pod) is not None and annotations.get(SERVING_ANNOTATION) == "true"
 
 
 def total_count_problem(pod: Mapping[str, Any]) -> str | None:
@@ -230,13 +242,17 @@ def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> di
 
 
 def single_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod."""
+    """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod; a Deployment's pod's
+    is marked serving (``kuota.dev/serving``: the report counts it so)."""
     metadata = pod["metadata"]
     pod_sets = [_pod_set(SINGLE_POD_SET, 1, pod)]
+    serving = (metadata.get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION)
+    extra = {"annotations": {SERVING_WORKLOAD_ANNOTATION: "true"}} if serving else {}
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
         "metadata": {
+            **extra,
             "name": single_workload_name(pod),
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},
@@ -274,19 +290,16 @@ def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
     """The merge patch that lets an admitted pod be scheduled: the admission gate removed, the flavors'
-    nodeSelector and tolerations added (a pod's scheduling fields may only be added to while it is gated, so
-    both go in one write). Raises JobConflictError when the pod's own selector contradicts a flavor label."""
+    nodeSelector and tolerations added, with the AdmissionChecks' ``podSetUpdates`` (labels and annotations too;
+    a pod's scheduling fields may only be added to while it is gated, so all go in one write). Raises
+    JobConflictError when the pod's own selector or labels contradict a flavor's or a check's."""
     metadata = pod["metadata"]
     gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
-    placed = placed_pod_spec(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    placed = placed_template(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
     # A pod's gates can only be removed: a TAS pod was created with its topology gate (the pod webhook), which
     # stays for the topology ungater.
-    placed.pop("schedulingGates", None)
-    patch: dict[str, Any] = {"spec": {"schedulingGates": gates or None, **placed}}
-    pod_metadata = placed_pod_metadata(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
-    if pod_metadata:
-        patch["metadata"] = pod_metadata
-    return patch
+    placed["spec"].pop("schedulingGates", None)
+    return {**placed, "spec": {"schedulingGates": gates or None, **placed["spec"]}}
 
 
 def without_finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:

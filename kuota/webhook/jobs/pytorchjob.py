@@ -18,10 +18,8 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_metadata,
-    placed_pod_spec,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
 
 REPLICA_TYPES = ("Master", "Worker")
@@ -55,12 +53,8 @@ class PyTorchJobAdapter(SuspendFieldAdapter):
         for replica_type, spec in _replica_specs(job):
             name = replica_type.lower()
             where = f"PyTorchJob {metadata['namespace']}/{metadata['name']} ({replica_type})"
-            submitted = original.get(name, spec.get("template") or {})
-            scheduling = placed_pod_spec(where, submitted, placed.get(name))
-            replicas[replica_type] = {"template": {"spec": scheduling}}
-            pod_metadata = placed_pod_metadata(where, submitted, placed.get(name))
-            if pod_metadata:
-                replicas[replica_type]["template"]["metadata"] = pod_metadata
+            template = placed_template(where, original.get(name, spec.get("template") or {}), placed.get(name))
+            replicas[replica_type] = {"template": template}
         return {"spec": {"runPolicy": {"suspend": False}, _REPLICA_SPECS: replicas}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
@@ -68,8 +62,9 @@ class PyTorchJobAdapter(SuspendFieldAdapter):
         replicas: dict[str, Any] = {}
         for replica_type, spec in _replica_specs(job):
             wanted = original.get(replica_type.lower())
-            if wanted is not None and not scheduling_matches(spec.get("template") or {}, wanted):
-                replicas[replica_type] = {"template": {"spec": original_pod_spec(wanted)}}
+            restored = None if wanted is None else restored_template(spec.get("template") or {}, wanted)
+            if restored is not None:
+                replicas[replica_type] = {"template": restored}
         return {"spec": {_REPLICA_SPECS: replicas}} if replicas else None
 
     def has_active_pods(self, job: Mapping[str, Any]) -> bool:

@@ -2,8 +2,9 @@
 
 ``integrations.frameworks`` of a Kueue Configuration names the integrations to enable; kuota implements the
 ones in :data:`ADAPTERS` (plus ``pod``, the plain Pods and pod groups of :mod:`~kuota.webhook.jobs.pod`, which
-are not suspended but gated). A name Kueue knows but kuota does not implement is reported and skipped (a Kueue
-Configuration applies unchanged); a name nobody knows is an error.
+are not suspended but gated, and the pod parents of :mod:`~kuota.webhook.jobs.pod_parents`, Deployment and
+StatefulSet, whose pods are gated for them). A name Kueue knows but kuota does not implement is reported and
+skipped (a Kueue Configuration applies unchanged); a name nobody knows is an error.
 
 Adding a kind: write its module (one :class:`~kuota.webhook.jobs.adapter.JobAdapter` instance, ``ADAPTER``) and
 list it in :data:`ADAPTERS`; the webhook rules, RBAC rules and the controller's watches follow from the list.
@@ -17,6 +18,7 @@ from typing import Any
 
 from kuota.webhook.jobs import batch_job, jobset, pytorchjob, raycluster, rayjob
 from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, controller_owner
+from kuota.webhook.jobs.pod_parents import PARENTS, PodParent
 
 POD_FRAMEWORK = "pod"
 BUILT_IN_GROUPS = frozenset({"", "batch"})  # served by the API server itself: no CRD to wait for
@@ -56,15 +58,27 @@ KUEUE_FRAMEWORKS = frozenset(
 
 @dataclass(frozen=True)
 class Registry:
-    """The enabled integrations: ``adapters`` (suspendable kinds) and whether plain Pods are managed."""
+    """The enabled integrations: ``adapters`` (suspendable kinds), whether plain Pods are managed, and the pod
+    parents (Deployment, StatefulSet) whose marked pods are gated even when plain Pods are not managed."""
 
     adapters: tuple[JobAdapter, ...]
     pods: bool = False
+    pod_parents: tuple[PodParent, ...] = ()
 
     @property
     def frameworks(self) -> tuple[str, ...]:
         names = tuple(adapter.framework for adapter in self.adapters)
-        return (*names, POD_FRAMEWORK) if self.pods else names
+        parents = tuple(parent.framework for parent in self.pod_parents)
+        return (*names, *parents, POD_FRAMEWORK) if self.pods else (*names, *parents)
+
+    @property
+    def gates_pods(self) -> bool:
+        """Whether the Pod webhook and the managed pods' watch are needed (Kueue's implicitly enabled ``pod``)."""
+        return self.pods or bool(self.pod_parents)
+
+    def pod_parent(self, framework: str | None) -> PodParent | None:
+        """The enabled pod parent named by a pod's ``kueue.x-k8s.io/pod-suspending-parent`` annotation."""
+        return next((parent for parent in self.pod_parents if parent.framework == framework), None)
 
     def by_kind(self, kind: GroupVersionKind) -> JobAdapter | None:
         return next((adapter for adapter in self.adapters if adapter.kind == kind), None)
@@ -81,7 +95,11 @@ class Registry:
             {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
             for a in self.adapters
         ]
-        if self.pods:
+        rules += [
+            {"apiGroups": [p.kind.group], "resources": [p.plural], "verbs": ["get", "list", "watch"]}
+            for p in self.pod_parents
+        ]
+        if self.gates_pods:
             verbs = ["get", "list", "watch", "update", "patch", "delete"]
             rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": verbs})
         return rules
@@ -103,14 +121,15 @@ class Selection:
 def select(frameworks: Iterable[str], adapters: Sequence[JobAdapter] = ADAPTERS) -> Selection:
     """The registry of the named integrations."""
     wanted = list(dict.fromkeys(frameworks))
-    implemented = {adapter.framework: adapter for adapter in adapters}
+    implemented = {adapter.framework for adapter in adapters} | {parent.framework for parent in PARENTS}
     # Sorted by framework name: the webhook configurations and RBAC rules (and the chart's) list kinds in this order.
     enabled = tuple(sorted((a for a in adapters if a.framework in wanted), key=lambda adapter: adapter.framework))
     unimplemented = tuple(
         name for name in wanted if name in KUEUE_FRAMEWORKS and name not in implemented and name != POD_FRAMEWORK
     )
     unknown = tuple(name for name in wanted if name not in KUEUE_FRAMEWORKS and name not in implemented)
-    return Selection(Registry(enabled, POD_FRAMEWORK in wanted), unimplemented, unknown)
+    parents = tuple(parent for parent in PARENTS if parent.framework in wanted)
+    return Selection(Registry(enabled, POD_FRAMEWORK in wanted, parents), unimplemented, unknown)
 
 
 DEFAULT_REGISTRY = select(DEFAULT_FRAMEWORKS).registry

@@ -19,11 +19,13 @@ FRAMEWORKS = (
     "ray.io/rayjob",
     "ray.io/raycluster",
     "kubeflow.org/pytorchjob",
+    "deployment",
+    "statefulset",
     "pod",
 )
 # Pods last: a pod group is its pods (the manager releases their finalizers).
 JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org", "jobs",
-             "pods")  # fmt: skip
+             "deployments.apps", "statefulsets.apps", "pods")  # fmt: skip
 QUEUE = "team-queue"
 GPUS = 16
 FLAVOR_LABELS = {"gpu-type": "h100"}

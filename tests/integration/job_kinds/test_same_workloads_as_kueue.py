@@ -1,4 +1,5 @@
-"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob and one pod group, the same pod sets
+"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one pod group, a Deployment's pods and
+a StatefulSet (both run by the control plane's kube-controller-manager on each side), the same pod sets
 (names, counts, each pod's requests), the same name and owners. Kueue runs on a control plane of its own (its
 CRDs and kuota's may never share one) with the JobSet and Ray CRDs installed, those integrations and ``pod``
 enabled and its pod webhook registered as its release registers it; no JobSet or KubeRay controller is needed
@@ -15,7 +16,8 @@ import pytest
 
 from benchmarks.side_by_side.controllers import KueueController
 from kuota.webhook.jobs.adapter import GroupVersionKind, workload_name
-from kuota.webhook.jobs.pod import GROUP_NAME_LABEL
+from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, POD_KIND
+from kuota.webhook.jobs.pod_parents import STATEFULSET
 from tests.cluster import Cluster
 from tests.integration.job_kinds.manifests import jobset, pod_group, rayjob
 from tests.integration.job_kinds.queueing import create, get_json, workload_of
@@ -23,7 +25,8 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-KUEUE_FRAMEWORKS = ("batch/job", "pod", "jobset.x-k8s.io/jobset", "ray.io/rayjob", "ray.io/raycluster")
+KUEUE_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset", "ray.io/rayjob",
+                    "ray.io/raycluster")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +131,63 @@ def test_kuota_and_kueue_make_the_same_workload_for_a_pod_group(
     expected_owners = sorted(("Pod", member["metadata"]["name"], False) for member in members)
     assert _owners(ours) == _owners(theirs) == expected_owners
     assert ours["spec"]["queueName"] == theirs["spec"]["queueName"]
+
+
+def _serving_parents() -> list[dict[str, Any]]:
+    """A Deployment of 2 one-GPU replicas and a StatefulSet of 2, queued."""
+    resources = {"requests": {"nvidia.com/gpu": "1", "cpu": "2"}, "limits": {"nvidia.com/gpu": "1"}}
+    container = {"name": "model", "image": "ghcr.io/your-org/llm:1.0", "resources": resources}
+    parents = []
+    for kind, name in (("Deployment", "llm"), ("StatefulSet", "kv")):
+        spec: dict[str, Any] = {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}},
+        }
+        if kind == "StatefulSet":
+            spec |= {"serviceName": name, "podManagementPolicy": "Parallel"}
+        metadata = {"name": name, "namespace": "any", "labels": {"kueue.x-k8s.io/queue-name": "team-queue"}}
+        parents.append({"apiVersion": "apps/v1", "kind": kind, "metadata": metadata, "spec": spec})
+    return parents
+
+
+def _serving_workloads(cluster: Cluster, namespace: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The Deployment's pods' Workloads (by pod name) and the StatefulSet's, once all three exist."""
+
+    def found() -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+        items: list[dict[str, Any]] = get_json(cluster, "workloads", "-n", namespace)["items"]
+        pods = [w for w in items if w["metadata"]["ownerReferences"][0]["kind"] == "Pod"]
+        sets = [w for w in items if w["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"]
+        if len(pods) < 2 or not sets:
+            return None
+        return sorted(pods, key=lambda w: w["metadata"]["ownerReferences"][0]["name"]), sets[0]
+
+    return wait_until(found, f"the Workloads of the Deployment's 2 pods and of the StatefulSet in {namespace}")
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+def test_kuota_and_kueue_make_the_same_workloads_for_a_deployment_and_a_statefulset(
+    cluster: Cluster, kueue_cluster: Cluster, team: str
+) -> None:
+    kueue_cluster.kubectl("create", "namespace", team, check=False)
+    sides = []
+    for plane in (kueue_cluster, cluster):
+        for parent in _serving_parents():
+            create(plane, _in(team, parent))
+        sides.append(_serving_workloads(plane, team))
+    (their_pods, their_set), (our_pods, our_set) = sides
+
+    # each Deployment pod a plain Pod Workload: pod set main of 1, named after the pod, owned by it
+    assert [_shape(w) for w in our_pods] == [_shape(w) for w in their_pods]
+    assert _shape(their_pods[0]) == [("main", 1, [{"nvidia.com/gpu": "1", "cpu": "2"}])]
+    for workload in [*our_pods, *their_pods]:
+        owner = workload["metadata"]["ownerReferences"][0]
+        assert owner["controller"] is True
+        assert workload["metadata"]["name"] == workload_name(owner["name"], owner["uid"], POD_KIND)
+    # the StatefulSet one Workload: pod set main of replicas, named after it, owned by it
+    assert _shape(our_set) == _shape(their_set) == [("main", 2, [{"nvidia.com/gpu": "1", "cpu": "2"}])]
+    for workload in (our_set, their_set):
+        owner = workload["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"], owner.get("controller")) == ("StatefulSet", "kv", None)
+        assert workload["metadata"]["name"] == workload_name("kv", owner["uid"], STATEFULSET.kind)
+    assert our_set["spec"]["queueName"] == their_set["spec"]["queueName"] == "team-queue"

@@ -180,3 +180,31 @@ def test_a_workload_pending_at_the_window_start_arrives_after_the_holders_in_cre
     assert [r["duration"] for r in history.records] == [1000.0, 200.0, 600.0, 450.0]
     assert history.started_before.pending_since == {("ml", "pending-older"): -900.0, ("ml", "pending-younger"): -100.0}
     assert history.started_before.holding == {("ml", "holder")}
+
+
+def _serving(name: str, created: float, admitted: float, finished: float | None = None, **kind: Any) -> dict[str, Any]:
+    workload = _workload(name, created, admitted, finished, **kind)
+    workload["metadata"]["annotations"] = {"kuota.dev/serving": "true"}
+    return workload
+
+
+def test_serving_workloads_count_as_serving_never_as_failed_and_replay_with_their_lifetime() -> None:
+    history = job_history(
+        read_workloads(
+            [
+                _serving("llm-running", 600, 1200, count=1),
+                _serving("llm-crashed", 0, 0, 3600, reason="Failed", count=1),
+                _workload("job-failed", 0, 0, 1800, reason="Failed", count=1),
+            ]
+        ),
+        START,
+        START + 7200,
+    )
+    assert history.serving_gpu_hours == {"ml": pytest.approx(4 * (7200 - 1200) / 3600 + 4 * 1.0)}
+    assert history.failed_gpu_hours == {"ml": pytest.approx(4 * 0.5)}  # the batch job's alone
+    by_name = {record["name"]: record for record in history.records}
+    # as long-lived as it was, from its submission (its wait included) to the window's end or its deletion
+    assert by_name["llm-running"]["lifetime"] == 7200 - 600 and "duration" not in by_name["llm-running"]
+    crashed = by_name["llm-crashed"]
+    assert crashed["submitAt"] + crashed["lifetime"] == pytest.approx(3600)  # deleted when its Workload ended
+    assert by_name["job-failed"]["duration"] == 1800

@@ -227,3 +227,19 @@ def test_a_history_with_a_non_finite_submission_fails_before_any_query(tmp_path:
     assert run.exit_code == 4
     line = run.assert_one_error_line()
     assert str(history) in line and "NaN" in line
+
+
+def test_a_serving_workload_is_counted_on_its_own_line_not_as_a_failed_job(tmp_path: Path) -> None:
+    crashed_replica = _workload("pod-llm-7d9f-0-1a2b3")
+    crashed_replica["metadata"]["annotations"] = {"kuota.dev/serving": "true"}
+    items = [_workload("finetune"), crashed_replica]
+    with serving(every_series_present) as prometheus:
+        run = run_report(
+            "--prometheus", prometheus.url, "--workloads", str(_dump(tmp_path / "w.json", items)), out=tmp_path / "out"
+        )
+    assert run.exit_code == 0, run.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
+    assert report["cluster"]["failed_gpu_hours"] == pytest.approx(8)  # the batch job's hour alone
+    assert report["cluster"]["serving_gpu_hours"] == pytest.approx(8)
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "| GPU-hours held by serving (Deployments, StatefulSets) | 8" in markdown

@@ -23,6 +23,15 @@ def metadata(name: str) -> dict[str, Any]:
     return {"name": name, "namespace": "research", "uid": "6f1e3c2a-0000-4000-8000-000000000001", "labels": {}}
 
 
+def batch_job(name: str = "finetune") -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(name),
+        "spec": {"suspend": True, "parallelism": 2, "completions": 2, "template": pod_template(8, {"zone": "a"})},
+    }
+
+
 def jobset(name: str = "train") -> dict[str, Any]:
     def replicated(
         job_name: str, replicas: int, parallelism: int, completions: int | None, gpus: int
