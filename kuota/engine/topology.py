@@ -57,23 +57,50 @@ class Placement:
 
 
 class _Domain:
-    """One domain of the tree, with the counts of the placement under way."""
+    """One domain of the tree; its counts live in each :class:`_Fill`, at ``index``."""
 
-    def __init__(self, values: tuple[str, ...], parent: _Domain | None) -> None:
+    def __init__(self, values: tuple[str, ...], parent: _Domain | None, index: int) -> None:
         self.values: Final = values
         self.parent: Final = parent
+        self.index: Final = index
         self.children: list[_Domain] = []
         self.node: TopologyNode | None = None  # the node of a hostname leaf
         self.free: dict[str, int] = {}  # a leaf's: what its nodes can still give
         self.tas_usage: dict[str, int] = {}  # a leaf's: what admitted TAS workloads take
         self.remaining: dict[str, int] = {}  # a leaf's: free minus its TAS usage
-        # A leaf's pod counts by one pod's requests, until its usage changes: most placements find most leaves
-        # as the last one left them.
-        self.counts: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}
-        # The same with no TAS usage (preemption's question: could it fit at all?), fixed with the node.
-        self.empty_counts: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}
-        self.pod_count = 0
-        self.slice_count = 0
+
+
+class _Fill:
+    """The pods and slices each domain holds for one placement's inputs (requests, node constraints, slices,
+    whether empty), by domain index, kept up to date leaf by leaf as TAS usage changes: a placement or release
+    touches a few leaves, so only they and their ancestors are counted again."""
+
+    def __init__(self, size: int, seen: int, matched: _Exclusions) -> None:
+        self.pods: Final = [0] * size
+        self.slices: Final = [0] * size
+        # Each matching leaf's pod count and limiting resource, by index.
+        self.leaves: Final[dict[int, tuple[int, str]]] = {}
+        self.matched: Final = matched  # the exclusions by node constraints, shared by the fills of one pod set
+        self.resources: Final[dict[str, int]] = {}  # leaves that take no pod, by limiting resource
+        self.seen = seen  # the position in the usage change log the counts include
+
+    def exclusions(self) -> _Exclusions:
+        found = _Exclusions()
+        found.add(self.matched)
+        for name, count in self.resources.items():
+            if count:
+                found.resources[name] = found.resources.get(name, 0) + count
+        return found
+
+    def count_leaf(self, leaf: _Domain, counted: tuple[int, str]) -> None:
+        """Records a leaf's pod count and limiting resource (its first, or a new one), with the exclusions by
+        resource; the sums are the caller's."""
+        old = self.leaves.get(leaf.index)
+        if old is not None and old[0] == 0 and old[1]:
+            self.resources[old[1]] -= 1
+        if counted[0] == 0 and counted[1]:
+            self.resources[counted[1]] = self.resources.get(counted[1], 0) + 1
+        self.leaves[leaf.index] = counted
 
 
 class _Exclusions:
@@ -141,22 +168,43 @@ def _count_in(requests: dict[str, int], capacity: dict[str, int]) -> tuple[int, 
     return max(best, 0), limiting
 
 
-def _best_fit(domains: list[_Domain], needed: int, slices: bool) -> _Domain:
-    """The first domain with the smallest count still >= ``needed``; the first domain when none fits."""
+def _best_fit(domains: list[_Domain], needed: int, counts: list[int]) -> _Domain:
+    """The first domain with the smallest count (in ``counts``: pods or slices) still >= ``needed``; the first
+    domain when none fits."""
     best = domains[0]
     best_count = -1
     for domain in domains:
-        count = domain.slice_count if slices else domain.pod_count
+        count = counts[domain.index]
         if count >= needed and (best_count < 0 or count < best_count):
             best, best_count = domain, count
     return best
 
 
-def _sorted(domains: list[_Domain], least_free: bool) -> list[_Domain]:
+def _smallest_fitting(domains: list[_Domain], needed: int, fill: _Fill) -> _Domain | None:
+    """The domain with the fewest slices still >= ``needed``, then the fewest pods, then by level values (None
+    when none fits): BestFit's choice and LeastFreeCapacity's alike, found without sorting the level."""
+    pods, slices = fill.pods, fill.slices
+    best: _Domain | None = None
+    best_slices = 0
+    for domain in domains:
+        have = slices[domain.index]
+        if have < needed:
+            continue
+        if (
+            best is None
+            or have < best_slices
+            or (have == best_slices and (pods[domain.index], domain.values) < (pods[best.index], best.values))
+        ):
+            best, best_slices = domain, have
+    return best
+
+
+def _sorted(domains: list[_Domain], least_free: bool, fill: _Fill) -> list[_Domain]:
     """BestFit: most slices first; LeastFreeCapacity: fewest first; then fewest pods, then by level values."""
+    pods, slices = fill.pods, fill.slices
     if least_free:
-        return sorted(domains, key=lambda d: (d.slice_count, d.pod_count, d.values))
-    return sorted(domains, key=lambda d: (-d.slice_count, d.pod_count, d.values))
+        return sorted(domains, key=lambda d: (slices[d.index], pods[d.index], d.values))
+    return sorted(domains, key=lambda d: (-slices[d.index], pods[d.index], d.values))
 
 
 class TopologySnapshot:
@@ -173,6 +221,7 @@ class TopologySnapshot:
         self.roots: Final[list[_Domain]] = []
         # Leaves by the values an assignment names them with.
         self.leaves: Final[dict[tuple[str, ...], _Domain]] = {}
+        self._domain_count = 0
         wanted = flavor.node_labels
         for node in sorted(nodes, key=lambda n: n.name):
             labels = node.labels
@@ -192,13 +241,14 @@ class TopologySnapshot:
             self.leaves[values[self.assignment_level :]] = leaf
         # Per pod set's node constraints (nodeSelector, tolerations, required affinity): the leaves whose nodes
         # take its pods and why the others do not (Kueue's TASCacheNodeMatchResults).
-        self._matching: dict[object, tuple[list[_Domain], _Exclusions, list[_Domain]]] = {}
-        # Every domain, in one order; the TAS usage's version (any change bumps it); and per placement's inputs
-        # (requests, node constraints, whether empty, slices) the counts of every domain it filled at a version,
-        # with the exclusions it found: heads of one shape retried after a free fill the tree once.
-        self._domains: Final = [domain for level in self.per_level for domain in level.values()]
-        self._version = 0
-        self._filled: dict[object, tuple[int, list[int], list[int], _Exclusions]] = {}
+        self._matching: dict[object, tuple[list[_Domain], _Exclusions]] = {}
+        # The leaves whose TAS usage changed, in order, from position ``_log_start`` on; and per placement's
+        # inputs the fill kept up to date with it (each recounts only the leaves changed since it last looked).
+        self._changed: list[_Domain] = []
+        self._log_start = 0
+        self._fills: dict[object, _Fill] = {}
+        # Per placement's inputs, the last placement and the log position it saw.
+        self._placed: dict[object, tuple[int, Placement]] = {}
 
     def _domain(self, values: tuple[str, ...]) -> _Domain:
         level = len(values) - 1
@@ -206,7 +256,8 @@ class TopologySnapshot:
         if found is not None:
             return found
         parent = self._domain(values[:-1]) if level > 0 else None
-        domain = _Domain(values, parent)
+        domain = _Domain(values, parent, self._domain_count)
+        self._domain_count += 1
         self.per_level[level][values] = domain
         if parent is None:
             self.roots.append(domain)
@@ -238,8 +289,10 @@ class TopologySnapshot:
             for resource, amount in with_one_pod(requests).items():
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
                 leaf.remaining[resource] = leaf.free.get(resource, 0) - usage[resource]
-            leaf.counts.clear()
-        self._version += 1
+            self._changed.append(leaf)
+        if len(self._changed) > 4 * len(self.leaves):  # a fill this far behind counts every leaf again
+            self._log_start += len(self._changed)
+            self._changed.clear()
 
     def place(
         self,
@@ -254,6 +307,35 @@ class TopologySnapshot:
         a TAS flavor): unconstrained at the lowest level. ``simulate_empty`` places as if every admitted TAS
         workload were gone (may preemption help at all?); ``assumed`` is usage of the same workload's earlier
         pod sets, by leaf."""
+        if assumed:
+            return self._place(pod_set, count, request, simulate_empty, assumed)
+        # Heads of one shape retried while no TAS usage changed (an empty placement counts none) are placed
+        # where the first was.
+        key = (
+            tuple(sorted(pod_set.requests.items())),
+            tuple(sorted(pod_set.node_selector.items())),
+            pod_set.tolerations,
+            pod_set.node_affinity,
+            count,
+            request,
+            simulate_empty,
+        )
+        position = -1 if simulate_empty else self._log_start + len(self._changed)
+        known = self._placed.get(key)
+        if known is not None and known[0] == position:
+            return known[1]
+        placement = self._place(pod_set, count, request, simulate_empty, assumed)
+        self._placed[key] = (position, placement)
+        return placement
+
+    def _place(
+        self,
+        pod_set: PodSet,
+        count: int,
+        request: TopologyRequest | None,
+        simulate_empty: bool,
+        assumed: dict[tuple[str, ...], dict[str, int]] | None,
+    ) -> Placement:
         levels = self.topology.levels
         required = request is not None and request.required is not None
         slice_only = (
@@ -287,114 +369,84 @@ class TopologySnapshot:
         slice_index = levels.index(slice_key)
         if level_index > slice_index:
             return Placement(None, f"podset slice topology {slice_key} is above the podset topology {key}")
-        exclusions = _Exclusions()
-        self._fill_counts(
-            pod_set, simulate_empty, assumed, slice_size=slice_size, slice_index=slice_index, exclusions=exclusions
-        )
-        fit = self._fit_level(level_index, count, slice_size, required, unconstrained, exclusions)
+        fill = self._fill(pod_set, simulate_empty, assumed, slice_size, slice_index)
+        fit = self._fit_level(level_index, count, slice_size, required, unconstrained, fill)
         if isinstance(fit, str):
             return Placement(None, fit)
-        fit_index, chosen = fit
-        chosen = _minimum(chosen, count, slice_size, unconstrained, True)
+        fit_index, start_domains = fit
+        chosen = _minimum(start_domains, count, slice_size, unconstrained, fill.slices)
         index = fit_index
         while index < min(len(levels) - 1, slice_index):
-            lower = [child for domain in chosen for child in domain.children]
-            chosen = _minimum(_sorted(lower, unconstrained), count, slice_size, unconstrained, True)
+            lower = [child for domain, _ in chosen for child in domain.children]
+            chosen = _minimum(_sorted(lower, unconstrained, fill), count, slice_size, unconstrained, fill.slices)
             index += 1
         while index < len(levels) - 1:
-            below: list[_Domain] = []
-            for domain in chosen:
-                below.extend(
-                    _minimum(_sorted(domain.children, unconstrained), domain.pod_count, 1, unconstrained, False)
-                )
+            below: list[tuple[_Domain, int]] = []
+            for domain, pods in chosen:
+                below.extend(_minimum(_sorted(domain.children, unconstrained, fill), pods, 1, unconstrained, fill.pods))
             chosen = below
             index += 1
         start = self.assignment_level
         domains = tuple(
-            (domain.values[start:], domain.pod_count)
-            for domain in sorted(chosen, key=lambda d: d.values)
-            if domain.pod_count > 0
+            (domain.values[start:], pods) for domain, pods in sorted(chosen, key=lambda c: c[0].values) if pods > 0
         )
         return Placement(TopologyAssignment(levels[start:], domains), "")
 
-    def _fill_counts(
+    def _fill(
         self,
         pod_set: PodSet,
         simulate_empty: bool,
         assumed: dict[tuple[str, ...], dict[str, int]] | None,
-        *,
         slice_size: int,
         slice_index: int,
-        exclusions: _Exclusions,
-    ) -> None:
+    ) -> _Fill:
+        """The counts of every domain for this placement: the kept fill of its inputs brought up to date with
+        the leaves whose usage changed since, or (with ``assumed`` usage, or too far behind) counted afresh."""
         requests = with_one_pod(pod_set.requests)
-        signature = tuple(sorted(requests.items()))
-        key = (signature, pod_set.tolerations, pod_set.node_affinity, tuple(sorted(pod_set.node_selector.items())))
-        filled_key = (key, simulate_empty, slice_size, slice_index)
-        reusable = not assumed
-        if reusable:
-            known = self._filled.get(filled_key)
-            if known is not None and known[0] == self._version:
-                for domain, pods, slices in zip(self._domains, known[1], known[2], strict=True):
-                    domain.pod_count = pods
-                    domain.slice_count = slices
-                exclusions.add(known[3])
-                return
-        found = _Exclusions()
-        self._count_leaves(pod_set, requests, signature, simulate_empty, assumed, found)
-        _sum_counts(self.per_level, slice_size, slice_index)
-        exclusions.add(found)
-        if reusable:
-            domains = self._domains
-            self._filled[filled_key] = (
-                self._version,
-                [domain.pod_count for domain in domains],
-                [domain.slice_count for domain in domains],
-                found,
-            )
-
-    def _count_leaves(  # noqa: PLR0917 (one fill's inputs)
-        self,
-        pod_set: PodSet,
-        requests: dict[str, int],
-        signature: tuple[tuple[str, int], ...],
-        simulate_empty: bool,
-        assumed: dict[tuple[str, ...], dict[str, int]] | None,
-        exclusions: _Exclusions,
-    ) -> None:
-        """Each leaf's pod count, and why the leaves that take none do not."""
-        leaves, excluded, others = self._matching_leaves(pod_set)
-        exclusions.add(excluded)
-        for leaf in others:
-            leaf.pod_count = 0
+        constraints = (tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations, pod_set.node_affinity)
+        key = (tuple(sorted(requests.items())), constraints, simulate_empty, slice_size, slice_index)
+        now = self._log_start + len(self._changed)
+        known = None if assumed else self._fills.get(key)
+        if known is not None and known.seen >= self._log_start:
+            if not simulate_empty:  # an empty fill counts no usage: it never changes
+                deepest = len(self.per_level) - 1
+                for leaf in dict.fromkeys(self._changed[known.seen - self._log_start :]):
+                    old = known.leaves.get(leaf.index)
+                    if old is None:  # a leaf the pod set's constraints exclude: it holds none
+                        continue
+                    counted = _count_in(requests, leaf.remaining)
+                    if counted != old:
+                        known.count_leaf(leaf, counted)
+                        _add_up(leaf, counted[0] - old[0], known, slice_size, slice_index, deepest)
+            known.seen = now
+            return known
+        leaves, matched = self._matching_leaves(pod_set, constraints)
+        fill = _Fill(self._domain_count, now, matched)
         start = self.assignment_level
         for leaf in leaves:
+            remaining = leaf.free if simulate_empty else leaf.remaining
             on_leaf = assumed.get(leaf.values[start:]) if assumed else None
             if on_leaf is not None:
-                remaining = dict(leaf.free if simulate_empty else leaf.remaining)
+                remaining = dict(remaining)
                 for resource, amount in on_leaf.items():
                     remaining[resource] = remaining.get(resource, 0) - amount
-                counted = _count_in(requests, remaining)
-            else:
-                cache = leaf.empty_counts if simulate_empty else leaf.counts
-                known = cache.get(signature)
-                if known is None:
-                    known = cache[signature] = _count_in(requests, leaf.free if simulate_empty else leaf.remaining)
-                counted = known
-            leaf.pod_count = counted[0]
-            if counted[0] == 0 and counted[1]:
-                exclusions.resources[counted[1]] = exclusions.resources.get(counted[1], 0) + 1
+            counted = _count_in(requests, remaining)
+            fill.count_leaf(leaf, counted)
+            fill.pods[leaf.index] = counted[0]
+        _sum_counts(self.per_level, fill, slice_size, slice_index)
+        if not assumed:
+            self._fills[key] = fill
+        return fill
 
-    def _matching_leaves(self, pod_set: PodSet) -> tuple[list[_Domain], _Exclusions, list[_Domain]]:
-        """The leaves whose nodes take ``pod_set``'s pods, the exclusions of the others, and those others; below
-        a level other than the hostname, every leaf (Kueue checks nodes only at the hostname level)."""
-        key = (tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations, pod_set.node_affinity)
+    def _matching_leaves(self, pod_set: PodSet, key: object) -> tuple[list[_Domain], _Exclusions]:
+        """The leaves whose nodes take ``pod_set``'s pods (``key``: its node constraints) and the exclusions of
+        the others; below a level other than the hostname, every leaf (Kueue checks nodes only at the hostname
+        level)."""
         known = self._matching.get(key)
         if known is not None:
             return known
         excluded = _Exclusions()
         leaves: list[_Domain] = []
-        others: list[_Domain] = []
         if not self.hostname_leaves:
             excluded.total_nodes = len(self.leaves)
             leaves = list(self.leaves.values())
@@ -407,21 +459,18 @@ class TopologySnapshot:
             if taint is not None:
                 text = _taint_text(taint)
                 excluded.taints[text] = excluded.taints.get(text, 0) + 1
-                others.append(leaf)
                 continue
             labels = node.labels
             if any(labels.get(key) != value for key, value in pod_set.node_selector.items()):
                 excluded.node_selector += 1
-                others.append(leaf)
                 continue
             if pod_set.node_affinity and not any(
                 all(requirement.matches(labels) for requirement in term) for term in pod_set.node_affinity
             ):
                 excluded.affinity += 1
-                others.append(leaf)
                 continue
             leaves.append(leaf)
-        found = self._matching[key] = (leaves, excluded, others)
+        found = self._matching[key] = (leaves, excluded)
         return found
 
     def _fit_level(  # noqa: PLR0917 (one placement's parameters, as Kueue's state)
@@ -431,50 +480,48 @@ class TopologySnapshot:
         slice_size: int,
         required: bool,
         unconstrained: bool,
-        exclusions: _Exclusions,
+        fill: _Fill,
     ) -> tuple[int, list[_Domain]] | str:
         """Kueue's ``findLevelWithFitDomains``: the level and domains the placement starts from, or why none."""
         levels = self.topology.levels
         domains = list(self.per_level[index].values())
         if not domains:
             return f"no topology domains at level: {levels[index]}"
-        ordered = _sorted(domains, unconstrained)
-        top = ordered[0]
         needed = count // slice_size
-        if not unconstrained and top.slice_count >= needed:
-            top = _best_fit(ordered, needed, True)
-        if unconstrained:
-            for domain in ordered:
-                if domain.slice_count >= needed:
-                    return index, [domain]
-        if top.slice_count >= needed:
-            return index, [top]
+        fitting = _smallest_fitting(domains, needed, fill)
+        if fitting is not None:
+            return index, [fitting]
+        # None fits alone: the order decides what the message counts, where a preferred level climbs to or
+        # how an unconstrained one spreads.
+        ordered = _sorted(domains, unconstrained, fill)
+        slices = fill.slices
+        top = ordered[0]
         if required:
-            return self._not_fit(top.slice_count, needed, slice_size, exclusions)
+            return self._not_fit(slices[top.index], needed, slice_size, fill)
         if index > 0 and not unconstrained:
-            return self._fit_level(index - 1, count, slice_size, required, unconstrained, exclusions)
+            return self._fit_level(index - 1, count, slice_size, required, unconstrained, fill)
         chosen: list[_Domain] = []
         remaining = needed
         position = 0
         while remaining > 0 and position < len(ordered):
             domain = ordered[position]
-            if not unconstrained and domain.slice_count >= remaining:
-                domain = _best_fit(ordered[position:], remaining, True)
+            if not unconstrained and slices[domain.index] >= remaining:
+                domain = _best_fit(ordered[position:], remaining, slices)
             chosen.append(domain)
-            remaining -= domain.slice_count
+            remaining -= slices[domain.index]
             position += 1
         if remaining > 0:
-            return self._not_fit(needed - remaining, needed, slice_size, exclusions)
+            return self._not_fit(needed - remaining, needed, slice_size, fill)
         return index, chosen
 
-    def _not_fit(self, fitting: int, needed: int, slice_size: int, exclusions: _Exclusions) -> str:
+    def _not_fit(self, fitting: int, needed: int, slice_size: int, fill: _Fill) -> str:
         unit = "pod" if slice_size == 1 else "slice"
         name = _go_quote(self.topology.name)
         if fitting == 0:
             head = f"topology {name} doesn't allow to fit any of {needed} {unit}(s)"
         else:
             head = f"topology {name} allows to fit only {fitting} out of {needed} {unit}(s)"
-        return head + exclusions.formatted()
+        return head + fill.exclusions().formatted()
 
 
 def with_one_pod(requests: Mapping[str, int]) -> dict[str, int]:
@@ -484,43 +531,63 @@ def with_one_pod(requests: Mapping[str, int]) -> dict[str, int]:
     return with_pod
 
 
-def _sum_counts(per_level: list[dict[tuple[str, ...], _Domain]], slice_size: int, slice_index: int) -> None:
-    """Kueue's ``fillInCountsHelper`` without leaders: pods and slices summed up from the leaves, level by
+def _sum_counts(
+    per_level: list[dict[tuple[str, ...], _Domain]], fill: _Fill, slice_size: int, slice_index: int
+) -> None:
+    """Kueue's ``fillInCountsHelper`` without leaders: pods and slices summed up from the leaves' pods, level by
     level; slices counted at the slice level and summed above it."""
+    pods, slices = fill.pods, fill.slices
     deepest = len(per_level) - 1
     for leaf in per_level[deepest].values():
-        leaf.slice_count = leaf.pod_count // slice_size if deepest == slice_index else 0
+        slices[leaf.index] = pods[leaf.index] // slice_size if deepest == slice_index else 0
     for level in range(deepest - 1, -1, -1):
         at_slice_level = level == slice_index
         for domain in per_level[level].values():
-            pods = slices = 0
+            pod_sum = slice_sum = 0
             for child in domain.children:
-                pods += child.pod_count
-                slices += child.slice_count
-            domain.pod_count = pods
-            domain.slice_count = pods // slice_size if at_slice_level else slices
+                pod_sum += pods[child.index]
+                slice_sum += slices[child.index]
+            pods[domain.index] = pod_sum
+            slices[domain.index] = pod_sum // slice_size if at_slice_level else slice_sum
 
 
-def _minimum(domains: list[_Domain], count: int, slice_size: int, unconstrained: bool, slices: bool) -> list[_Domain]:
+def _add_up(leaf: _Domain, delta: int, fill: _Fill, slice_size: int, slice_index: int, deepest: int) -> None:  # noqa: PLR0917 (one change's inputs)
+    """A leaf's pod count changed by ``delta``: the leaf and its ancestors' sums as :func:`_sum_counts` makes
+    them, without counting their other children again."""
+    pods, slices = fill.pods, fill.slices
+    domain: _Domain | None = leaf
+    level = deepest
+    slice_delta = 0
+    while domain is not None:
+        index = domain.index
+        pods[index] += delta
+        if level == slice_index:
+            before = slices[index]
+            slices[index] = pods[index] // slice_size
+            slice_delta = slices[index] - before
+        else:
+            slices[index] += slice_delta  # below the slice level both are 0
+        domain = domain.parent
+        level -= 1
+
+
+def _minimum(
+    domains: list[_Domain], count: int, slice_size: int, unconstrained: bool, counts: list[int]
+) -> list[tuple[_Domain, int]]:
     """Kueue's ``updateCountsToMinimumGeneric`` without leaders: the fewest of ``domains`` (in order, the last
-    one the best fit under BestFit) that hold ``count`` pods, their counts cut to what they take."""
-    chosen: list[_Domain] = []
-    remaining = count // slice_size if slices else count
+    one the best fit under BestFit) that hold ``count`` pods, each with the pods it takes. ``counts`` are the
+    fill's slices (``count`` is cut into slices of ``slice_size``) or its pods (``slice_size`` 1)."""
+    chosen: list[tuple[_Domain, int]] = []
+    remaining = count // slice_size
     for position, candidate in enumerate(domains):
         domain = candidate
-        have = domain.slice_count if slices else domain.pod_count
+        have = counts[domain.index]
         if not unconstrained and have >= remaining:
-            domain = _best_fit(domains[position:], remaining, slices)
-            have = domain.slice_count if slices else domain.pod_count
-        chosen.append(domain)
+            domain = _best_fit(domains[position:], remaining, counts)
+            have = counts[domain.index]
         if have >= remaining:
-            if slices:
-                domain.slice_count = remaining
-                domain.pod_count = remaining * slice_size
-            else:
-                domain.pod_count = remaining
+            chosen.append((domain, remaining * slice_size))
             return chosen
-        if slices:
-            domain.pod_count = have * slice_size
+        chosen.append((domain, have * slice_size))
         remaining -= have
     return chosen
