@@ -281,12 +281,13 @@ class TopologySnapshot:
         self._change_usage(assignment, requests, -1)
 
     def _change_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int) -> None:
+        one_pod = with_one_pod(requests)
         for values, count in assignment.domains:
             leaf = self.leaves.get(values)
             if leaf is None:  # a node gone since admission: its usage went with it
                 continue
             usage = leaf.tas_usage
-            for resource, amount in with_one_pod(requests).items():
+            for resource, amount in one_pod.items():
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
                 leaf.remaining[resource] = leaf.free.get(resource, 0) - usage[resource]
             self._changed.append(leaf)

@@ -96,11 +96,14 @@ class TopologyPlacer:
         simulate_empty: bool = False,
     ) -> tuple[tuple[PodSetAssignment, ...] | None, str]:
         """The pod set assignments with their topology, or None and the first pod set's reason."""
-        implied = tas_only(cluster_queue, self.flavors)
+        implied: bool | None = None  # asked only for a pod set without a topology request
         assumed: dict[str, dict[tuple[str, ...], dict[str, int]]] = {}
         placed: list[PodSetAssignment] = []
-        for pod_set, assigned in zip(workload.pod_sets, pod_sets, strict=True):
-            flavor = self._tas_flavor(pod_set, assigned, implied)
+        last = len(pod_sets) - 1
+        for index, (pod_set, assigned) in enumerate(zip(workload.pod_sets, pod_sets, strict=True)):
+            if implied is None and pod_set.topology_request is None:
+                implied = tas_only(cluster_queue, self.flavors)
+            flavor = self._tas_flavor(pod_set, assigned, bool(implied))
             if flavor is None:
                 placed.append(assigned)
                 continue
@@ -114,10 +117,12 @@ class TopologyPlacer:
             topology = placement.assignment
             if topology is None:
                 return None, f"{_COULD_NOT} {pod_set.name}: {placement.reason}"
-            for values, count in topology.domains:
-                leaf = on_flavor.setdefault(values, {})
-                for resource, amount in with_one_pod(pod_set.requests).items():
-                    leaf[resource] = leaf.get(resource, 0) + amount * count
+            if index < last:  # the later pod sets of the workload place around this one
+                one_pod = with_one_pod(pod_set.requests)
+                for values, count in topology.domains:
+                    leaf = on_flavor.setdefault(values, {})
+                    for resource, amount in one_pod.items():
+                        leaf[resource] = leaf.get(resource, 0) + amount * count
             placed.append(PodSetAssignment(assigned.name, assigned.flavors, assigned.count, assigned.usage, topology))
         return tuple(placed), ""
 
