@@ -342,3 +342,42 @@ def test_a_bad_topology_is_refused_in_one_line(levels: list[str], message: str) 
         parse_object(_topology(levels))
     assert str(refused.value) == message
     assert "\n" not in str(refused.value)
+
+
+def test_a_snapshot_kept_through_admissions_and_releases_places_as_a_fresh_one() -> None:
+    # The domain counts are updated leaf by leaf as usage changes: after every admission and release, each shape
+    # of request must be placed (or refused, with the same counts in the message) exactly as a snapshot built
+    # afresh with the same usage places it.
+    nodes = tuple(
+        node(f"b{block}", f"r{rack}", f"x{block}{rack}{host}", 1000 * (1 + host % 2))
+        for block in range(2)
+        for rack in range(3)
+        for host in range(3)
+    )
+    kept = snapshot(nodes, THREE_LEVELS)
+    shapes = [
+        (PodSet("main", 2, {"cpu": 1000}), 2, TopologyRequest(required=RACK)),
+        (PodSet("main", 5, {"cpu": 1000}), 5, TopologyRequest(preferred=RACK)),
+        (PodSet("main", 4, {"cpu": 500}), 4, TopologyRequest(required=BLOCK, slice_level=RACK, slice_size=2)),
+        (PodSet("main", 3, {"cpu": 1000}), 3, None),
+    ]
+    admitted: list[tuple[TopologyAssignment, PodSet]] = []
+    refused = 0
+    for step in range(40):
+        if step % 3 == 2 and admitted:
+            assignment, released = admitted.pop(step % len(admitted))
+            kept.remove_usage(assignment, released.requests)
+        pod_set, count, request = shapes[step % len(shapes)]
+        fresh = snapshot(nodes, THREE_LEVELS)
+        for assignment, held in admitted:
+            fresh.add_usage(assignment, held.requests)
+        placement = kept.place(pod_set, count, request)
+        expected = fresh.place(pod_set, count, request)
+        assert (placement.assignment, placement.reason) == (expected.assignment, expected.reason)
+        if placement.assignment is not None:
+            kept.add_usage(placement.assignment, pod_set.requests)
+            admitted.append((placement.assignment, pod_set))
+        else:
+            refused += 1
+    assert len(admitted) > 3
+    assert refused > 3
