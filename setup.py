@@ -36,6 +36,8 @@ COMPILED_MODULES = [
     "kuota/engine/quota_engine.py",
     "kuota/engine/quota_tree.py",
     "kuota/engine/scheduler.py",
+    "kuota/engine/topology.py",
+    "kuota/engine/topology_admission.py",
     "kuota/simulator/replay.py",
     "kuota/simulator/workload_reading.py",
 ]

@@ -36,7 +36,12 @@ What comes out
   for preemption victims (listed right before their preemptor's admission), workloads past
   ``maximumExecutionTimeSeconds`` (deactivated), and ``HoldAndDrain`` stop policies;
 - ``Admission(workload, cluster_queue, pod_sets, borrowing, at, preempted)``: ``pod_sets`` carry, per pod
-  set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage.
+  set, the flavor of each resource, the admitted pod count (``minCount`` partial admission) and usage, and on
+  a TAS flavor its ``topology`` (``TopologyAssignment``: the pods per domain).
+
+Topology-aware scheduling: ``engine.apply(Topology)`` (``parse_object`` reads one), ``engine.apply_node(
+TopologyNode)`` and ``engine.delete_node(name)`` (a node's labels, free capacity for TAS, taints, readiness);
+pod sets' ``topology_request`` (``topologyRequest``) say where their pods must go (``topology``).
 
 Under ``blockAdmission``, while an admitted workload's pods are not reported ready, the head that would be admitted
 next is held back instead (``engine.status(key).waiting_for_pods_ready``, Kueue's ``WaitingForPodsReady``); an
@@ -83,6 +88,7 @@ from kuota.engine.decoding import (
     parse_object,
     parse_required_node_affinity,
     parse_resource_flavor,
+    parse_topology_request,
     parse_workload,
     parse_workload_priority_class,
     validate_cluster_queue,
@@ -109,6 +115,7 @@ from kuota.engine.flavor_assignment import (
     PodSetAssignment,
 )
 from kuota.engine.model import (
+    HOSTNAME_LABEL,
     AdmissionCheck,
     AdmissionCheckRule,
     ApiObject,
@@ -121,12 +128,17 @@ from kuota.engine.model import (
     PodSet,
     Requirement,
     StopPolicy,
+    Taint,
     TaintEffect,
     Toleration,
+    Topology,
+    TopologyNode,
+    TopologyRequest,
     WaitForPodsReady,
     Workload,
     WorkloadPriorityClass,
 )
+from kuota.engine.node_reading import topology_node
 from kuota.engine.preemption import (
     PreemptionReason,
 )
@@ -146,8 +158,10 @@ from kuota.engine.quota_engine import (
     WorkloadState,
     WorkloadStatus,
 )
+from kuota.engine.topology import TopologyAssignment
 
 __all__ = [
+    "HOSTNAME_LABEL",
     "INFINITE_SHARE",
     "KUEUE_DEFAULTS",
     "Admission",
@@ -175,8 +189,13 @@ __all__ = [
     "Requirement",
     "ResourceUsage",
     "StopPolicy",
+    "Taint",
     "TaintEffect",
     "Toleration",
+    "Topology",
+    "TopologyAssignment",
+    "TopologyNode",
+    "TopologyRequest",
     "UnknownObjectError",
     "WaitForPodsReady",
     "Workload",
@@ -194,8 +213,10 @@ __all__ = [
     "parse_quantity",
     "parse_required_node_affinity",
     "parse_resource_flavor",
+    "parse_topology_request",
     "parse_workload",
     "parse_workload_priority_class",
+    "topology_node",
     "validate_cluster_queue",
     "validate_cohort",
     "validate_configuration",

@@ -26,6 +26,8 @@ from kuota.engine.kubernetes_fields import (
     read_tolerations,
 )
 from kuota.engine.model import (
+    HOSTNAME_LABEL,
+    MAX_TOPOLOGY_LEVELS,
     AdmissionCheck,
     AdmissionCheckRule,
     ApiObject,
@@ -50,6 +52,8 @@ from kuota.engine.model import (
     StopPolicy,
     Taint,
     TaintEffect,
+    Topology,
+    TopologyRequest,
     WaitForPodsReady,
     WhenCanBorrow,
     WhenCanPreempt,
@@ -189,6 +193,66 @@ def _read_resource_flavor(reader: FieldReader, obj: object) -> ResourceFlavor:
     tolerations = read_tolerations(reader, spec.get("tolerations"), "spec.tolerations", 8)
     topology = reader.string(spec.get("topologyName"), "spec.topologyName")
     return ResourceFlavor(name, labels, tuple(taints), tolerations, topology)
+
+
+def _read_topology(reader: FieldReader, obj: object) -> Topology:
+    """A Topology, with Kueue's rules: 1 to 16 levels, unique, ``kubernetes.io/hostname`` only the last."""
+    top = reader.header(obj, KUEUE_API, "Topology", frozenset({"spec"})) or {}
+    name, _ = reader.metadata(top, namespaced=False)
+    spec = reader.fields(top.get("spec"), "spec", frozenset({"levels"})) or {}
+    levels: list[str] = []
+    raw_levels = reader.items(spec.get("levels"), "spec.levels", MAX_TOPOLOGY_LEVELS)
+    if not raw_levels:
+        reader.fail("spec.levels", "Required value: a Topology names at least one level")
+    for index, raw in enumerate(raw_levels):
+        level = reader.fields(raw, f"spec.levels[{index}]", frozenset({"nodeLabel"}))
+        label = None if level is None else reader.string(level.get("nodeLabel"), f"spec.levels[{index}].nodeLabel")
+        if label is None or label == "":
+            reader.fail(f"spec.levels[{index}].nodeLabel", "Required value")
+            continue
+        levels.append(label)
+    if len(set(levels)) != len(levels):
+        reader.invalid("spec.levels", levels, "must be unique")
+    if HOSTNAME_LABEL in levels[:-1]:
+        reader.invalid(
+            "spec.levels", levels, "the kubernetes.io/hostname label can only be used at the lowest level of topology"
+        )
+    return Topology(name, tuple(levels))
+
+
+def _read_topology_request(reader: FieldReader, raw: object, path: str) -> TopologyRequest | None:
+    """A pod set's ``topologyRequest``: at most one of required, preferred and unconstrained (the webhook
+    derives it from the pod template's annotations, one of them at most)."""
+    if raw is None:
+        return None
+    spec = reader.fields(
+        raw,
+        path,
+        frozenset(
+            {
+                "required",
+                "preferred",
+                "unconstrained",
+                "podIndexLabel",
+                "subGroupIndexLabel",
+                "subGroupCount",
+                "podSetGroupName",
+                "podSetSliceRequiredTopology",
+                "podSetSliceSize",
+            }
+        ),
+    )
+    if spec is None:
+        return None
+    required = reader.string(spec.get("required"), f"{path}.required")
+    preferred = reader.string(spec.get("preferred"), f"{path}.preferred")
+    unconstrained = reader.boolean(spec.get("unconstrained"), f"{path}.unconstrained", False)
+    if sum((required is not None, preferred is not None, unconstrained)) > 1:
+        reader.fail(path, "Invalid value: must specify at most one of required, preferred and unconstrained")
+    slice_level = reader.string(spec.get("podSetSliceRequiredTopology"), f"{path}.podSetSliceRequiredTopology")
+    slice_size = reader.integer(spec.get("podSetSliceSize"), f"{path}.podSetSliceSize", minimum=1)
+    group = reader.string(spec.get("podSetGroupName"), f"{path}.podSetGroupName")
+    return TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group)
 
 
 def _read_cluster_queue(reader: FieldReader, obj: object) -> ClusterQueue:
@@ -556,7 +620,8 @@ def _pod_set(reader: FieldReader, raw: object, path: str) -> PodSet | None:
         reader, (pod_spec or {}).get("tolerations"), f"{path}.template.spec.tolerations", None
     )
     affinity = read_node_affinity(reader, (pod_spec or {}).get("affinity"), f"{path}.template.spec.affinity")
-    return PodSet(name, count, requests, min_count, selector, tolerations, affinity)
+    topology = _read_topology_request(reader, spec.get("topologyRequest"), f"{path}.topologyRequest")
+    return PodSet(name, count, requests, min_count, selector, tolerations, affinity, topology)
 
 
 def _parser(kind: str, read: Callable[[FieldReader, object], _T]) -> Callable[[object], _T]:
@@ -584,6 +649,7 @@ validate_cohort = _collect(_read_cohort)
 validate_workload_priority_class = _collect(_read_priority_class)
 validate_namespace = _collect(_read_namespace)
 validate_configuration = _collect(_read_configuration)
+validate_topology = _collect(_read_topology)
 
 
 def parse_required_node_affinity(raw: object, path: str) -> tuple[tuple[Requirement, ...], ...]:
@@ -592,6 +658,14 @@ def parse_required_node_affinity(raw: object, path: str) -> tuple[tuple[Requirem
     reader = FieldReader()
     terms = read_node_selector(reader, raw, path)
     return finish(reader, "node affinity", path, terms)
+
+
+def parse_topology_request(raw: object, path: str) -> TopologyRequest | None:
+    """A pod set's ``topologyRequest`` given outside a Workload (the simulator's workloads); raise
+    InvalidObjectError listing every bad field under ``path``."""
+    reader = FieldReader()
+    request = _read_topology_request(reader, raw, path)
+    return finish(reader, "topologyRequest", path, request)
 
 
 def parse_workload(obj: object, priorities: Mapping[str, int] | None = None) -> Workload:
@@ -614,6 +688,7 @@ _READERS: dict[tuple[str, str], Callable[[FieldReader, object], ApiObject]] = {
     (KUEUE_API, "Cohort"): _read_cohort,
     (KUEUE_API, "WorkloadPriorityClass"): _read_priority_class,
     (KUEUE_API, "AdmissionCheck"): _read_admission_check,
+    (KUEUE_API, "Topology"): _read_topology,
     ("v1", "Namespace"): _read_namespace,
     (CONFIG_API, "Configuration"): _read_configuration,
 }

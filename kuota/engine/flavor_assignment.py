@@ -38,6 +38,7 @@ from kuota.engine.model import (
 )
 from kuota.engine.quantities import format_quantity
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+from kuota.engine.topology import TopologyAssignment
 
 
 class Mode(IntEnum):
@@ -65,31 +66,41 @@ PreemptionProbe = Callable[[FlavorResource, int], tuple[Possibility, int]]
 
 
 class PodSetAssignment:
-    """The flavor chosen for each resource of one pod set, and the pod count admitted. Equal when all four
-    are. (Plain classes here, built at every attempt: see ``setup.py``.)"""
+    """The flavor chosen for each resource of one pod set, the pod count admitted and, on a TAS flavor, where
+    its pods go. Equal when all five are. (Plain classes here, built at every attempt: see ``setup.py``.)"""
 
-    def __init__(self, name: str, flavors: Mapping[str, str], count: int, usage: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        name: str,
+        flavors: Mapping[str, str],
+        count: int,
+        usage: Mapping[str, int],
+        topology: TopologyAssignment | None = None,
+    ) -> None:
         self.name: Final = name
         self.flavors: Final = flavors
         self.count: Final = count
         self.usage: Final = usage  # resource -> total for all pods
+        self.topology: Final = topology
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PodSetAssignment):
             return NotImplemented
-        return (self.name, self.flavors, self.count, self.usage) == (
+        return (self.name, self.flavors, self.count, self.usage, self.topology) == (
             other.name,
             other.flavors,
             other.count,
             other.usage,
+            other.topology,
         )
 
     __hash__ = None  # type: ignore[assignment]  # equal by value, and its mappings are not hashable
 
     def __repr__(self) -> str:
+        shown = "" if self.topology is None else f", topology={self.topology!r}"
         return (
             f"PodSetAssignment(name={self.name!r}, flavors={self.flavors!r}, count={self.count!r}, "
-            f"usage={self.usage!r})"
+            f"usage={self.usage!r}{shown})"
         )
 
 
@@ -157,6 +168,13 @@ class Assignment:
             f"Assignment(pod_sets={self.pod_sets!r}, mode={self.mode!r}, borrowing={self.borrowing!r}, "
             f"usage={self.usage!r}, short={set(self.short)!r})"
         )
+
+
+def tas_only(cluster_queue: ClusterQueue, flavors: Mapping[str, ResourceFlavor]) -> bool:
+    """Whether every flavor of ``cluster_queue`` is a TAS flavor (Kueue's ``IsTASOnly``)."""
+    names = [flavor.name for group in cluster_queue.resource_groups for flavor in group.flavors]
+    found = [flavors.get(name) for name in names]
+    return bool(names) and all(flavor is not None and flavor.topology_name is not None for flavor in found)
 
 
 def flavor_mismatch(flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
@@ -238,6 +256,8 @@ class FlavorAssigner:
         self._single: dict[tuple[str, ...], tuple[str, tuple[str, ...]] | None] = {}
         # Per flavor and resource, what only the quotas fix (see _Limits).
         self._limits: dict[FlavorResource, _Limits] = {}
+        # Every flavor of the queue is a TAS flavor: pod sets without a topology request get one implied.
+        self.tas_only = tas_only(cluster_queue, flavors)
 
     def plan(self, resources: tuple[str, ...]) -> _Plan:
         plan = self._plans.get(resources)
@@ -267,7 +287,7 @@ class FlavorAssigner:
     ) -> Assignment:
         """The flavors for ``pod_sets`` at ``counts`` pods; ``probe`` tells flavors that need preemption apart
         (without it, every such flavor counts as one with victims)."""
-        if len(pod_sets) == 1:
+        if len(pod_sets) == 1 and pod_sets[0].topology_request is None:
             names = tuple(pod_sets[0].requests)
             if names in self._single:
                 single = self._single[names]
@@ -331,6 +351,15 @@ class FlavorAssigner:
         return Assignment(
             tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs, probed
         )
+
+    def _topology_mismatch(self, flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
+        """Kueue's ``checkPodSetAndFlavorMatchForTAS``: a pod set asking for a topology needs a TAS flavor, and a
+        TAS flavor takes only such pod sets, unless every flavor of the queue is one (implied TAS)."""
+        if pod_set.topology_request is not None and flavor.topology_name is None:
+            return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+        if pod_set.topology_request is None and flavor.topology_name is not None and not self.tas_only:
+            return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
+        return None
 
     def _limits_of(self, fr: FlavorResource) -> _Limits:
         node = self.node
@@ -399,8 +428,8 @@ class FlavorAssigner:
             if flavor is None:
                 reasons.append(f"ResourceFlavor {name} does not exist: create it")
                 continue
-            if not plain or pod_set.node_selector or pod_set.node_affinity:
-                mismatch = flavor_mismatch(flavor, pod_set)
+            if not plain or pod_set.node_selector or pod_set.node_affinity or pod_set.topology_request is not None:
+                mismatch = flavor_mismatch(flavor, pod_set) or self._topology_mismatch(flavor, pod_set)
                 if mismatch is not None:
                     reasons.append(f"pod set {pod_set.name}: {mismatch}")
                     continue

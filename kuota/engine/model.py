@@ -56,6 +56,10 @@ class FairSharingStrategy(StrEnum):
     LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MAX_TOPOLOGY_LEVELS = 16
+
+
 class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -239,6 +243,40 @@ class Namespace:
 
 
 @dataclass(frozen=True, slots=True)
+class Topology:
+    """A Topology: its levels' node labels, from the widest domain to the narrowest."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's ``topologyRequest`` (v1beta2): at most one of ``required``, ``preferred`` and
+    ``unconstrained``; slices of ``slice_size`` pods each in one ``slice_level`` domain."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool = False
+    slice_level: str | None = None
+    slice_size: int | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyNode:
+    """A node as placement sees it: ``free`` is its allocatable minus what bound non-TAS pods request (each
+    pod counting one of its ``pods``), in engine units."""
+
+    name: str
+    labels: Mapping[str, str]
+    free: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PodSet:
     """``count`` pods, each requesting ``requests`` (engine units); ``min_count`` allows partial admission."""
 
@@ -250,6 +288,9 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     # Required node affinity: nodeSelectorTerms (ORed), each its matchExpressions (ANDed); () when none.
     node_affinity: tuple[tuple[Requirement, ...], ...] = ()
+    # Where its pods must go in the flavor's Topology; None: nowhere in particular, unless every flavor of
+    # the ClusterQueue is a TAS flavor (then implied: unconstrained).
+    topology_request: TopologyRequest | None = None
 
 
 class Workload:
@@ -362,5 +403,6 @@ ApiObject = (
     | WorkloadPriorityClass
     | Namespace
     | AdmissionCheck
+    | Topology
     | Configuration
 )

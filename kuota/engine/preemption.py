@@ -38,6 +38,7 @@ from kuota.engine.model import (
     Workload,
 )
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+from kuota.engine.topology_admission import VictimCheck
 
 
 class PreemptionReason(StrEnum):
@@ -315,33 +316,46 @@ def fewest_victims(
     short: frozenset[FlavorResource],
     ordered: Iterable[Target],
     tree: QuotaTree,
+    *,
+    topology: VictimCheck | None = None,
 ) -> list[Target]:
-    """``minimal_victims`` over candidates already in victim order, taken only as far as needed."""
+    """``minimal_victims`` over candidates already in victim order, taken only as far as needed; with
+    ``topology``, until the preemptor's placement fits too (Kueue's ``workloadFits`` with TAS)."""
     removed: list[Target] = []
     fitted = False
     for target in ordered:
         victim = target.victim
         if victim.cluster_queue != cluster_queue and not tree.is_borrowing(victim.cluster_queue, short):
             continue
-        tree.add_usage(victim.cluster_queue, victim.assignment.usage, -1)
+        _take(tree, topology, victim, -1)
         removed.append(target)
-        if fits(tree, cluster_queue, usage):
+        if fits(tree, cluster_queue, usage) and (topology is None or topology.fits()):
             fitted = True
             break
     if not fitted:
         for target in removed:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+            _take(tree, topology, target.victim, 1)
         return []
     needed = list(removed)
     for target in reversed(removed[:-1]):
-        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-        if fits(tree, cluster_queue, usage):
+        _take(tree, topology, target.victim, 1)
+        if fits(tree, cluster_queue, usage) and (topology is None or topology.fits()):
             needed.remove(target)
         else:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+            _take(tree, topology, target.victim, -1)
     for target in needed:
-        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+        _take(tree, topology, target.victim, 1)
     return needed
+
+
+def _take(tree: QuotaTree, topology: VictimCheck | None, victim: AdmittedWorkload, sign: int) -> None:
+    """A victim's usage gone from the tree (``sign`` -1) or back (1), and its placement with it."""
+    tree.add_usage(victim.cluster_queue, victim.assignment.usage, sign)
+    if topology is not None:
+        if sign < 0:
+            topology.take(victim.workload.key)
+        else:
+            topology.give_back(victim.workload.key)
 
 
 def nested_classic_victims(

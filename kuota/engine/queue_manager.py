@@ -70,6 +70,7 @@ from kuota.engine.queues import (
     lending_limited_under,
 )
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+from kuota.engine.topology_admission import TopologyPlacer
 
 
 def may_preempt(cq: ClusterQueue, fair_sharing: bool) -> bool:
@@ -152,6 +153,7 @@ class QueueManager:
         # Groups of workloads preempted at this instant: at the next one they join their shape's usual group.
         self._preempted_groups: list[Group] = []
         self.tree = QuotaTree({}, {})
+        self.topology = TopologyPlacer()
         # waitForPodsReady's blockAdmission: whether it is on, the admitted workloads whose pods a shell has not
         # reported ready (always empty while it is off), and the head held back while there are any.
         self.blocks_admission = False
@@ -178,6 +180,7 @@ class QueueManager:
         self.namespaces = namespaces
         self.admission_checks = admission_checks
         self.tree = QuotaTree(self.cluster_queues, self.cohorts)
+        self.topology.configure(flavors)
         fair = self.configuration.fair_sharing is not None
         wait = configuration.wait_for_pods_ready
         blocks = wait is not None and wait.block_admission
@@ -691,6 +694,11 @@ class QueueManager:
             self.queues[name].reclaim_compact_at.clear()
             self.queues[name].awaiting_own_free.clear()
         self.dirty.add(root)
+
+    def wake_everywhere(self) -> None:
+        """Every set-aside head may be admissible now (TAS capacity, shared across cohorts, was freed)."""
+        for root in self.trees:
+            self._wake_all(root)
 
     def wake_on_free(self, queue: Queue, freed: Mapping[FlavorResource, int]) -> None:
         """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""

@@ -38,6 +38,8 @@ from kuota.engine.model import (
     LocalQueue,
     Namespace,
     ResourceFlavor,
+    Topology,
+    TopologyNode,
     Workload,
     WorkloadPriorityClass,
 )
@@ -103,6 +105,8 @@ class QuotaEngine:
             self.namespaces[obj.name] = obj
         elif isinstance(obj, AdmissionCheck):
             self.admission_checks[obj.name] = obj
+        elif isinstance(obj, Topology):
+            self._manager.topology.topologies[obj.name] = obj
         else:
             self.configuration = obj
         self._stale = True
@@ -124,8 +128,21 @@ class QuotaEngine:
             found = self.namespaces.pop(name, None)
         elif kind == "AdmissionCheck":
             found = self.admission_checks.pop(name, None)
+        elif kind == "Topology":
+            found = self._manager.topology.topologies.pop(name, None)
         if found is None:
             raise UnknownObjectError(kind, f"{namespace}/{name}" if namespace else name)
+        self._stale = True
+
+    def apply_node(self, node: TopologyNode) -> None:
+        """Add or replace a node as topology-aware placement sees it (its labels, free capacity, taints and
+        readiness); the placements are made again from the next decision."""
+        self._manager.topology.nodes[node.name] = node
+        self._stale = True
+
+    def delete_node(self, name: str) -> None:
+        if self._manager.topology.nodes.pop(name, None) is None:
+            raise UnknownObjectError("Node", name)
         self._stale = True
 
     def priority_of(self, priority_class: str | None) -> int:

@@ -33,6 +33,7 @@ from kuota.engine.model import (
     ClusterQueue,
     ReclaimPolicy,
     WithinClusterQueuePolicy,
+    Workload,
 )
 from kuota.engine.preemption import (
     AdmittedWorkload,
@@ -54,6 +55,7 @@ from kuota.engine.queues import (
     orders_by_eviction,
 )
 from kuota.engine.quota_tree import FlavorResource
+from kuota.engine.topology_admission import VictimCheck, with_pod_sets
 
 # What admitting a workload now takes: its assignment (full, or cut toward minCount) and its victims.
 Plan = tuple[Assignment, list[Target]]
@@ -246,8 +248,12 @@ class Scheduler:
     def _assign(self, queue: Queue, record: Record, now: float) -> Assignment:
         """``record``'s assignment in full, as things stand."""
         assert queue.assigner is not None
-        pod_sets = record.workload.pod_sets
-        return queue.assigner.assign(pod_sets, record.counts, self._probe(queue, record, now))
+        workload = record.workload
+        assignment = queue.assigner.assign(workload.pod_sets, record.counts, self._probe(queue, record, now))
+        topology = self.manager.topology
+        if topology.uses_topology(queue.model):
+            assignment = topology.settle(queue.model, workload, assignment)
+        return assignment
 
     def _shares(self, queue: Queue, record: Record, now: float) -> list[int]:
         """The shares along its path of ``queue`` (and its cohorts) with ``record`` admitted in full."""
@@ -277,6 +283,7 @@ class Scheduler:
         """What could make ``record``, which cannot be admitted now, admissible; sets its pending reason."""
         workload = record.workload
         fair = self.manager.configuration.fair_sharing is not None
+        placing = self.manager.topology.uses_topology(queue.model)
         just_preempted = record.preempted_at == now
         # Preemption leaves the tree as it found it, so this holds after a failed search too.
         conditions = self._preemption_wake_conditions(queue.model, assignment)
@@ -313,10 +320,14 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             conditions = WakeConditions(True, True, None, {}, True)
-        if assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1:
+        if placing and assignment.mode is Mode.PREEMPT and not victims_possible:
+            # Only the topology refused (or preemption could not help): capacity freed anywhere may place it (a
+            # TAS workload leaving wakes every tree: the nodes are shared across cohorts).
+            conditions = WakeConditions(False, False, None, conditions.reclaim_limits)
+        elif assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
-            # the room left for the later ones.
+            # the room left for the later ones; and, for a TAS workload, whom preemption may pick.
             conditions = WakeConditions(True, True, None, {}, True)
         elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
             conditions = WakeConditions(
@@ -335,15 +346,32 @@ class Scheduler:
         it cannot be admitted now."""
         if assignment.mode is Mode.FIT:
             return assignment, []
+        placing = self.manager.topology.uses_topology(queue.model)
         if (
             assignment.mode is Mode.PREEMPT
             and record.preempted_at != now
             and self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, assignment))
         ):
             victims = self._victims(queue, record, assignment)
+            if victims and placing:
+                assignment, victims = self._placed_without(queue, record.workload, assignment, victims)
             if victims:
                 return assignment, victims
-        return self._partial(queue, record, now)
+        # kuota does not cut a workload placed by topology toward its minCount.
+        return None if placing else self._partial(queue, record, now)
+
+    def _placed_without(self, queue: Queue, workload: Workload, assignment: Assignment, victims: list[Target]) -> Plan:
+        """The assignment placed with the victims' TAS usage gone, or no victims when it cannot be (Kueue checks
+        the placement with each candidate it tries)."""
+        topology = self.manager.topology
+        for target in victims:
+            topology.take(target.victim.workload.key)
+        placed, _ = topology.place(queue.model, workload, assignment.pod_sets)
+        for target in victims:
+            topology.give_back(target.victim.workload.key)
+        if placed is None:
+            return assignment, []
+        return with_pod_sets(assignment, placed), victims
 
     def _nested(self, queue: Queue) -> bool:
         """Whether ``queue``'s cohort tree nests cohorts."""
@@ -476,7 +504,12 @@ class Scheduler:
                 cohort_queues=cohort_queues,
                 preemptor_order_time=record.order_time,
             )
-            return fewest_victims(cq.name, assignment.usage, assignment.short, ordered, self.manager.tree)
+            check = None
+            if self.manager.topology.uses_topology(cq):
+                check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
+            return fewest_victims(
+                cq.name, assignment.usage, assignment.short, ordered, self.manager.tree, topology=check
+            )
         return fair_sharing_victims(
             record.workload,
             cq,
@@ -568,6 +601,7 @@ class Scheduler:
         queue.admitted[record.workload.key] = admitted
         queue.by_priority.add(admitted)
         self.manager.tree.add_usage(cluster_queue, assignment.usage, 1)
+        self.manager.topology.hold(record.workload.key, record.workload, assignment.pod_sets)
         if self.manager.blocks_admission:
             self.manager.not_ready.add(record.workload.key)
         limit = record.workload.max_execution_seconds
@@ -585,6 +619,8 @@ class Scheduler:
             queue.by_priority.remove(admitted)
             self.manager.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
             self.manager.wake_on_free(queue, admitted.assignment.usage)
+        if self.manager.topology.release(record.workload.key):
+            self.manager.wake_everywhere()
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
         if self.manager.blocks_admission:

@@ -21,7 +21,7 @@ class _Simulate:
             type=Path,
             help="a YAML file (several documents) or a folder of them: "
             "ResourceFlavors, ClusterQueues, LocalQueues, Cohorts, WorkloadPriorityClasses, "
-            "Namespaces, one Configuration; default: the built-in example",
+            "Namespaces, Topologies, one Configuration; default: the built-in example",
         )
         parser.add_argument(
             "--workloads",
@@ -29,6 +29,12 @@ class _Simulate:
             help="JSON Lines, one workload a line (docs/simulate.md), or a "
             "Philly/Helios trace CSV whose users are hashed onto the CONFIG's LocalQueues; default: "
             "the built-in example's week",
+        )
+        parser.add_argument(
+            "--nodes",
+            type=Path,
+            help="the nodes for topology-aware scheduling (ResourceFlavors with a topologyName, a Topology in "
+            "CONFIG): node pools with their level labels, or a kubectl get nodes -o json dump (docs/simulate.md)",
         )
         parser.add_argument(
             "--until", type=float, metavar="SECONDS", help="stop at this time (0 to 1e12 s); report the state then"
@@ -48,6 +54,7 @@ class _Simulate:
         from kuota.simulator.config_reading import load_config, seed_directory
         from kuota.simulator.errors import SimulateError
         from kuota.simulator.limits import check_until
+        from kuota.simulator.node_inventory import read_nodes
         from kuota.simulator.replay import replay
         from kuota.simulator.summary import output_document, summary
         from kuota.simulator.workload_reading import read_workloads
@@ -60,7 +67,8 @@ class _Simulate:
             until = check_until(args.until, "--until")
             objects = load_config(config)
             workloads = read_workloads(workloads_path, objects)
-            result = replay(objects, workloads, until)
+            nodes = read_nodes(args.nodes) if args.nodes is not None else []
+            result = replay(objects, workloads, until, nodes=nodes)
         except SimulateError as error:
             return _fail(str(error))
         sys.stdout.write(summary(result))

@@ -35,6 +35,7 @@ from kuota.engine import (
     Eviction,
     EvictionReason,
     QuotaEngine,
+    TopologyNode,
 )
 from kuota.simulator.errors import WorkloadFileError
 from kuota.simulator.limits import check_until
@@ -165,9 +166,11 @@ def replay(
     until: float | None = None,
     *,
     keep_history: bool = True,
+    nodes: Iterable[TopologyNode] = (),
 ) -> ReplayResult:
     """Run ``arrivals`` (in submission order) through a fresh engine holding ``objects``; ``until`` is None or a
-    number of seconds from 0 to ``MAX_SECONDS`` (NaN would never stop the clock and infinity never end it)."""
+    number of seconds from 0 to ``MAX_SECONDS`` (NaN would never stop the clock and infinity never end it).
+    ``nodes``: what topology-aware placement places pods on (ResourceFlavors with a ``topologyName``)."""
     check_until(until)
     # A replay allocates a few objects per decision, nearly all short-lived and none in cycles, while the
     # queued and running workloads keep the heap large, and a young collection walks every object made since the
@@ -177,7 +180,7 @@ def replay(
     thresholds = gc.get_threshold()
     gc.set_threshold(_YOUNG_COLLECTION_EVERY, *thresholds[1:])
     try:
-        return _replay(list(objects), arrivals, until, keep_history)
+        return _replay(list(objects), arrivals, until, keep_history, list(nodes))
     finally:
         gc.set_threshold(*thresholds)
 
@@ -187,7 +190,11 @@ _Timers = list[tuple[float, int, str, int]]
 
 
 def _replay(
-    objects: list[ApiObject], arrivals: Iterable[SimulatedWorkload], until: float | None, keep_history: bool
+    objects: list[ApiObject],
+    arrivals: Iterable[SimulatedWorkload],
+    until: float | None,
+    keep_history: bool,
+    nodes: list[TopologyNode],
 ) -> ReplayResult:
     configuration = next((o for o in objects if isinstance(o, Configuration)), KUEUE_DEFAULTS)
     wait = configuration.wait_for_pods_ready
@@ -196,6 +203,8 @@ def _replay(
     engine = QuotaEngine(configuration)
     for obj in objects:
         engine.apply(obj)
+    for node in nodes:
+        engine.apply_node(node)
     queues = {obj.name: QueueTotals(_nominal_gpus(obj)) for obj in objects if isinstance(obj, ClusterQueue)}
     checked_queues = {obj.name: obj for obj in objects if isinstance(obj, ClusterQueue) and obj.admission_checks}
     check_names = {obj.name for obj in objects if isinstance(obj, AdmissionCheck)}

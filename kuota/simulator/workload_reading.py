@@ -30,6 +30,7 @@ from kuota.engine import (
     Workload,
     parse_quantity,
     parse_required_node_affinity,
+    parse_topology_request,
 )
 from kuota.simulator.config_reading import local_queues, priority_values
 from kuota.simulator.errors import SourceSpecError, WorkloadFileError
@@ -52,7 +53,9 @@ _WORKLOAD_KEYS = frozenset(
         "podSets",
     }
 )
-_POD_SET_KEYS = frozenset({"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount"})
+_POD_SET_KEYS = frozenset(
+    {"name", "count", "requests", "nodeSelector", "tolerations", "nodeAffinity", "minCount", "topologyRequest"}
+)
 _CHECK_KEYS = frozenset({"after", "retries", "requeueAfter", "reject"})
 _TOLERATION_KEYS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _TAINT_EFFECTS = frozenset(effect.value for effect in TaintEffect)
@@ -425,7 +428,7 @@ def _pod_set_key(raw: object) -> _PodSetKey | None:
     every time, so that errors name their line)."""
     if type(raw) is not dict or not raw.keys() <= _POD_SET_KEYS:
         return None
-    if raw.get("nodeSelector") or raw.get("tolerations") or raw.get("nodeAffinity"):
+    if raw.get("nodeSelector") or raw.get("tolerations") or raw.get("nodeAffinity") or raw.get("topologyRequest"):
         return None
     name = raw.get("name", "main")
     count = raw.get("count", 1)
@@ -492,7 +495,11 @@ def _pod_set(where: str, raw: object, amounts: dict[tuple[str, str], int]) -> Po
         affinity = parse_required_node_affinity(raw.get("nodeAffinity"), "nodeAffinity")
     except InvalidObjectError as invalid:  # not "error": compiled, one name keeps one exception type
         raise WorkloadFileError(f"{where}: {one_line('; '.join(str(e) for e in invalid.errors))}") from invalid
-    return PodSet(name, count, requests, min_count, dict(selector), tolerations, affinity)
+    try:
+        topology = parse_topology_request(raw.get("topologyRequest"), "topologyRequest")
+    except InvalidObjectError as invalid:
+        raise WorkloadFileError(f"{where}: {one_line('; '.join(str(e) for e in invalid.errors))}") from invalid
+    return PodSet(name, count, requests, min_count, dict(selector), tolerations, affinity, topology)
 
 
 def _toleration(where: str, raw: object) -> Toleration:

@@ -38,6 +38,7 @@ from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
+from kuota.webhook.jobs.topology import annotation_errors
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -237,6 +238,16 @@ def validate_job(
     problem = queue_name_problem(job)
     if problem is not None:
         return Verdict.deny(problem, code=422)
+    topology_errors = [
+        error
+        for pod_set in adapter.pod_sets(request.object or {})
+        for error in annotation_errors(
+            (pod_set.template.get("metadata") or {}).get("annotations") or {},
+            f"pod set {pod_set.name}: template.metadata",
+        )
+    ]
+    if topology_errors:
+        return Verdict.deny(f"{job.reference}: {'; '.join(topology_errors)}", code=422)
     by_kuota = policy.kuota.made(request.user)
     managed = queued_by_kuota(job, request.namespace, policy, facts)
     if request.operation == "CREATE":

@@ -40,6 +40,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.pod_parents import DEPLOYMENT, PodParent
+from kuota.webhook.jobs.topology import TOPOLOGY_GATE, topology_request
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
 VALIDATE_POD_PATH = "/validate--v1-pod"
@@ -107,9 +108,16 @@ def default_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     finalizers = list(metadata.get("finalizers") or [])
     if pods.MANAGED_FINALIZER not in finalizers:
         patch.append(json_patch.add([*finalizers, pods.MANAGED_FINALIZER], "metadata", "finalizers"))
-    if not pods.is_gated(pod):
-        gates = list(pod["spec"].get("schedulingGates") or [])
-        patch.append(json_patch.add([*gates, {"name": pods.ADMISSION_GATE}], "spec", "schedulingGates"))
+    gates = list(pod["spec"].get("schedulingGates") or [])
+    wanted = [] if pods.is_gated(pod) else [{"name": pods.ADMISSION_GATE}]
+    # A pod that asks for a topology is created gated by it too, as Kueue's pod webhook does: a gate can only be
+    # removed later, never added, and the topology ungater lifts it once the pod's domain is known.
+    if topology_request(metadata.get("annotations") or {}) is not None and not any(
+        gate.get("name") == TOPOLOGY_GATE for gate in gates
+    ):
+        wanted.append({"name": TOPOLOGY_GATE})
+    if wanted:
+        patch.append(json_patch.add([*gates, *wanted], "spec", "schedulingGates"))
     return Verdict.allow(patch)
 
 

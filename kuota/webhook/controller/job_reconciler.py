@@ -27,6 +27,7 @@ from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import adapter as jobs
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
 from kuota.webhook.jobs.registry import Registry
+from kuota.webhook.jobs.topology import POD_SET_LABEL, TOPOLOGY_GATE, WORKLOAD_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,9 @@ class JobReconciler:
     async def _start_job(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
         admission = workload["status"]["admission"]
         try:
-            placements, flavor_names = placements_of(admission, self._flavors, pod_set_updates(workload))
+            placements, flavor_names = placements_of(
+                admission, self._flavors, pod_set_updates(workload), workload=workload["metadata"]["name"]
+            )
             patch = self._adapter.run_patch(job, placements, jobs.workload_pod_sets(workload))
         except (JobConflictError, ValueError) as error:
             self._events.record(job, "Warning", "FlavorConflict", str(error))
@@ -278,11 +281,15 @@ def placements_of(
     admission: Mapping[str, Any],
     flavors: Reflector[dict[str, Any]],
     updates: Mapping[str, Mapping[str, Any]],
+    *,
+    workload: str | None = None,
 ) -> tuple[list[PodSetPlacement], list[str]]:
     """Each admitted pod set's placement (its flavors' nodeLabels and tolerations, read from the flavors' own JSON
     so tolerations reach the pods exactly as written, tolerationSeconds too; then its AdmissionChecks'
     ``podSetUpdates``), and every flavor's name in order. An update that gives a flavor's label another value
-    raises ValueError, as Kueue refuses it."""
+    raises ValueError, as Kueue refuses it. A pod set placed by topology (``workload``: its Workload's name)
+    starts with its pods gated by ``kueue.x-k8s.io/topology``, labelled with their pod set and annotated with
+    their Workload, as Kueue starts them, until the topology ungater sends each to its domain."""
     placements: list[PodSetPlacement] = []
     names: list[str] = []
     for assignment in admission.get("podSetAssignments") or []:
@@ -307,14 +314,22 @@ def placements_of(
                 )
             node_selector[key] = value
         tolerations += [t for t in update.get("tolerations") or [] if t not in tolerations]
+        labels = dict(update.get("labels") or {})
+        annotations = dict(update.get("annotations") or {})
+        gates: tuple[str, ...] = ()
+        if assignment.get("topologyAssignment") is not None and workload is not None:
+            labels[POD_SET_LABEL] = name
+            annotations[WORKLOAD_ANNOTATION] = workload
+            gates = (TOPOLOGY_GATE,)
         placements.append(
             PodSetPlacement(
                 name,
                 node_selector,
                 tolerations,
                 int(count) if count else None,
-                labels=dict(update.get("labels") or {}),
-                annotations=dict(update.get("annotations") or {}),
+                labels=labels,
+                annotations=annotations,
+                scheduling_gates=gates,
             )
         )
     return placements, names

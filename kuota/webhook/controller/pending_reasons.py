@@ -8,6 +8,7 @@ from the admissions themselves, so this module rations both.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,8 @@ from kuota.webhook.controller.state import ControllerState, gather, key_of
 log = logging.getLogger(__name__)
 
 PENDING = "Pending"
+# Kueue's words when a topology cannot place a pod set (kuota.engine.topology).
+TOPOLOGY_REFUSAL = re.compile(r'topology "[^"]*" (doesn\'t allow to fit any of|allows to fit only)')
 # Kueue's QuotaReserved reason for the Workload its scheduler holds back under blockAdmission.
 WAITING_FOR_PODS_READY = "WaitingForPodsReady"
 
@@ -137,5 +140,8 @@ class PendingReasons:
         self._state.workloads.wrote(written)
         if not first:
             return
-        # Kueue's event: a Warning on the Workload, its message the pending reason.
+        # Kueue's event: a Warning on the Workload, its message the pending reason; a TopologyPlacementFailed one
+        # when the topology refused what quota allowed.
         self._events.record(written, "Warning", "Pending", reason)
+        if TOPOLOGY_REFUSAL.search(reason):
+            self._events.record(written, "Warning", "TopologyPlacementFailed", reason)

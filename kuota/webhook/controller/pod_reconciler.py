@@ -201,7 +201,10 @@ class PodReconciler:
                 return  # quota reserved, AdmissionChecks not all Ready: the pods stay gated
             try:
                 placements, flavor_names = placements_of(
-                    workload["status"]["admission"], self._flavors, pod_set_updates(workload)
+                    workload["status"]["admission"],
+                    self._flavors,
+                    pod_set_updates(workload),
+                    workload=workload["metadata"]["name"],
                 )
             except ValueError as error:
                 self._events.record(workload, "Warning", "FlavorConflict", str(error))

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object
+from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object, topology_node
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
@@ -73,6 +73,7 @@ from kuota.webhook.controller.state import (
     owner_job,
 )
 from kuota.webhook.controller.statefulset_reconciler import StatefulSetReconciler
+from kuota.webhook.controller.topology_ungater import TopologyUngater
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
@@ -161,6 +162,7 @@ class QuotaController:
         if STATEFULSET in self.watches.jobs:
             self._job_reconcilers[STATEFULSET] = StatefulSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
+        self._ungater = TopologyUngater(self.state, self.writer, self.watches.tas_pods)
         self.cycles = 0
         self.ready = asyncio.Event()
         self._subscribe()
@@ -176,6 +178,8 @@ class QuotaController:
         for kind, jobs in watches.jobs.items():
             jobs.subscribe(self._on_pod if kind == POD else self._job_handler(kind))
         watches.crds.subscribe(self._on_crd)
+        watches.nodes.subscribe(self._on_node)
+        watches.tas_pods.subscribe(self._ungater.on_pod)
 
     @property
     def engine(self) -> QuotaEngine:
@@ -223,8 +227,26 @@ class QuotaController:
             invalid[f"{kind} {key}"] = f"kuota failed to read it ({type(error).__name__}); see the manager log"
             log.exception("%s %s could not be applied; it is set aside, every other object is served", kind, key)
 
+    def _on_node(self, event: Event[dict[str, Any]]) -> None:
+        if not self.ready.is_set():
+            return  # the initial build reads every node at once
+        self._apply_node(event.key, None if event.type is EventType.DELETED else event.value)
+        self.state.wake.set()
+
+    def _apply_node(self, key: str, node: Mapping[str, Any] | None) -> None:
+        if node is None:
+            with contextlib.suppress(EngineError):
+                self.state.engine.delete_node(key)
+            return
+        placed = topology_node(node)
+        if self._applied.get(f"Node {key}") != {"node": placed}:  # a heartbeat changes nothing placement reads
+            self._applied[f"Node {key}"] = {"node": placed}
+            self.state.engine.apply_node(placed)
+
     def _on_workload(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
+        if value is not None:
+            self._ungater.on_workload(event.key)
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
             owner = owner_job(value.load()) if value is not None else None
@@ -330,6 +352,8 @@ class QuotaController:
         for kind, reflector in self.watches.config.items():
             for obj in list(reflector.values()):
                 self._apply_config(kind, key_of(obj), obj)
+        for node in list(self.watches.nodes.values()):
+            self._apply_node(key_of(node), node)
         for key in sorted(self.workloads):
             self._sync_contained(key)
             self._track_pods_ready(key)
@@ -376,6 +400,7 @@ class QuotaController:
                 synced.append(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
+        await self._ungater.ungate()
         now = self.clock()
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).

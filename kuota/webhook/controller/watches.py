@@ -1,7 +1,8 @@
 """What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
 each managed job kind, the pods kuota's webhook marked managed, the StatefulSets (when that integration is on),
-the ProvisioningRequestConfigs and the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the
-CRDs' names (for the kinds whose CRD is not installed yet).
+the Nodes and the pods started gated by topology (topology-aware scheduling), the ProvisioningRequestConfigs and
+the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs' names (for the kinds whose CRD
+is not installed yet).
 
 Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
 there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
@@ -18,10 +19,13 @@ from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
 from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, compact_pod
 from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
+from kuota.webhook.controller.topology_nodes import node_essence
+from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import JobAdapter
 from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
+from kuota.webhook.jobs.topology import POD_SET_LABEL
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 _CONFIG_RESOURCES = {
@@ -31,6 +35,7 @@ _CONFIG_RESOURCES = {
     "Cohort": ResourceType(*KUEUE, "cohorts", namespaced=False),
     "WorkloadPriorityClass": ResourceType(*KUEUE, "workloadpriorityclasses", namespaced=False),
     "AdmissionCheck": ResourceType(*KUEUE, "admissionchecks", namespaced=False),
+    "Topology": ResourceType(*KUEUE, "topologies", namespaced=False),
     "Namespace": ResourceType("", "v1", "namespaces", namespaced=False),
 }
 _WORKLOADS = ResourceType(*KUEUE, "workloads", namespaced=True)
@@ -40,6 +45,8 @@ _PROVISIONING_REQUESTS = ResourceType(
     "autoscaling.x-k8s.io", "v1", "provisioningrequests", namespaced=True, label_selector="kueue.x-k8s.io/managed=true"
 )
 _CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+_NODES = ResourceType("", "v1", "nodes", namespaced=False)
+_TAS_PODS = ResourceType("", "v1", "pods", namespaced=True, label_selector=POD_SET_LABEL)
 
 
 class Watches:
@@ -65,8 +72,19 @@ class Watches:
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
+        # Topology-aware scheduling: the nodes' capacity, and the pods started gated by topology.
+        self.nodes: Reflector[dict[str, Any]] = Reflector(api, _NODES, node_essence)
+        self.tas_pods: Reflector[dict[str, Any]] = Reflector(api, _TAS_PODS, tas_pod_essence)
         self.all = ReflectorSet(
-            [*self.config.values(), self.workloads, *self.jobs.values(), self.provisioning_configs, self.crds]
+            [
+                *self.config.values(),
+                self.workloads,
+                *self.jobs.values(),
+                self.provisioning_configs,
+                self.crds,
+                self.nodes,
+                self.tas_pods,
+            ]
         )
 
     def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[CompactCopy]] | None:

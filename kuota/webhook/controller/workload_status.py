@@ -21,6 +21,7 @@ from kuota.engine import (
     format_quantity,
     parse_quantity,
 )
+from kuota.webhook import topology_assignment
 
 Condition = dict[str, Any]
 
@@ -100,12 +101,15 @@ def admission_patch(
 
 
 def _assignment(pod_set: PodSetAssignment) -> dict[str, Any]:
-    return {
+    written: dict[str, Any] = {
         "name": pod_set.name,
         "flavors": dict(pod_set.flavors),
         "resourceUsage": {resource: format_quantity(resource, amount) for resource, amount in pod_set.usage.items()},
         "count": pod_set.count,
     }
+    if pod_set.topology is not None:
+        written["topologyAssignment"] = topology_assignment.encode(pod_set.topology)
+    return written
 
 
 # Kueue's words for each preemption reason, as its Preempted and Evicted conditions say them.
@@ -305,9 +309,12 @@ def admitted_pod_sets(workload: Mapping[str, Any]) -> tuple[PodSetAssignment, ..
                         str(resource): parse_quantity(str(resource), amount)
                         for resource, amount in (entry.get("resourceUsage") or {}).items()
                     },
+                    topology=None
+                    if entry.get("topologyAssignment") is None
+                    else topology_assignment.decode(entry["topologyAssignment"]),
                 )
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as error:  # QuantityError is a ValueError
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:  # QuantityError: ValueError
             detail = f"Invalid value: {type(error).__name__}: {error}"
             raise InvalidObjectError(
                 "Workload", str(workload["metadata"].get("name")), [FieldError(path, detail)]

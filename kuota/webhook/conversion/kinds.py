@@ -11,10 +11,12 @@ Learned from Kueue's own conversions (``apis/kueue/v1beta1/*_conversion.go`` and
 - Workload ``spec.priorityClassSource`` + ``spec.priorityClassName`` is ``spec.priorityClassRef`` (group, kind,
   name), and ``status.accumulatedPastExexcutionTimeSeconds`` (v1beta1's spelling) is
   ``status.accumulatedPastExecutionTimeSeconds``;
+- Workload ``status.admission.podSetAssignments[].topologyAssignment`` lists every domain in v1beta1
+  (``levels``, ``domains[{values, count}]``) and compacts them into ``slices`` in v1beta2;
 - Cohort (``spec.parentName`` in both: ``parent`` was v1alpha1's), ResourceFlavor, WorkloadPriorityClass,
-  AdmissionCheck and ProvisioningRequestConfig only change ``apiVersion``; so do the Workload fields
-  ``podSets[].minCount``, ``status.admission.podSetAssignments``, ``status.requeueState`` and
-  ``status.admissionChecks``, identical in both.
+  AdmissionCheck, ProvisioningRequestConfig and Topology only change ``apiVersion``; so do the Workload fields
+  ``podSets[].minCount`` and ``topologyRequest``, the rest of ``status.admission.podSetAssignments``,
+  ``status.requeueState`` and ``status.admissionChecks``, identical in both.
 
 Every conversion is lossless but for those two aliases, which come back as the name they stand for, and v1beta1's
 ``admissionChecks``, which comes back as the ``admissionChecksStrategy`` it stands for. Where Kueue
@@ -33,9 +35,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kuota.engine import TopologyAssignment
 from kuota.webhook.conversion.errors import UnconvertibleObjectError
 from kuota.webhook.crds.definitions import DEFINITIONS, GROUP, VERSION
 from kuota.webhook.crds.versions import FLAVOR_FUNGIBILITY_ALIASES, OLDER_VERSION, PRIORITY_CLASS_SOURCES
+from kuota.webhook.topology_assignment import decode, encode
 
 V1BETA1 = f"{GROUP}/{OLDER_VERSION}"
 V1BETA2 = f"{GROUP}/{VERSION}"
@@ -192,6 +196,36 @@ def _stashed_reference(stashed: object, name: str) -> Object | None:
     return reference
 
 
+def _topology_assignments(convert_one: Callable[[Object], Object]) -> Step:
+    """Each admitted pod set's topologyAssignment converted by ``convert_one`` (v1beta1 lists every domain,
+    v1beta2 compacts them into slices)."""
+
+    def step(obj: Object) -> None:
+        status = _section(obj, "status", "Workload status")
+        admission = None if status is None else _section(status, "admission", "Workload status.admission")
+        for assigned in [] if admission is None else admission.get("podSetAssignments") or []:
+            if isinstance(assigned, dict) and isinstance(assigned.get("topologyAssignment"), dict):
+                try:
+                    assigned["topologyAssignment"] = convert_one(assigned["topologyAssignment"])
+                except (KeyError, IndexError, TypeError, ValueError) as error:
+                    raise UnconvertibleObjectError(
+                        f"Workload status.admission.podSetAssignments[].topologyAssignment is malformed: {error!r}"
+                    ) from error
+
+    return step
+
+
+def _domains_to_slices(raw: Object) -> Object:
+    domains = tuple((tuple(domain["values"]), int(domain["count"])) for domain in raw.get("domains") or ())
+    return encode(TopologyAssignment(tuple(raw.get("levels") or ()), domains))
+
+
+def _slices_to_domains(raw: Object) -> Object:
+    assignment = decode(raw)
+    domains = [{"values": list(values), "count": count} for values, count in assignment.domains]
+    return {"levels": list(assignment.levels), "domains": domains}
+
+
 _TO_V1BETA2: dict[str, tuple[Step, ...]] = {
     "ClusterQueue": (
         _rename("spec", "cohort", "cohortName"),
@@ -202,6 +236,7 @@ _TO_V1BETA2: dict[str, tuple[Step, ...]] = {
     "Workload": (
         _priority_class_to_v1beta2,
         _rename("status", "accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds"),
+        _topology_assignments(_domains_to_slices),
     ),
 }
 _TO_V1BETA1: dict[str, tuple[Step, ...]] = {
@@ -210,5 +245,6 @@ _TO_V1BETA1: dict[str, tuple[Step, ...]] = {
     "Workload": (
         _priority_class_to_v1beta1,
         _rename("status", "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"),
+        _topology_assignments(_slices_to_domains),
     ),
 }

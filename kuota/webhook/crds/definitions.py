@@ -271,6 +271,11 @@ RESOURCE_FLAVOR = Definition(
                     "!has(self.topologyName) || (has(self.nodeLabels) && size(self.nodeLabels) >= 1)",
                     "at least one nodeLabel is required when topology is set",
                 ),
+                (
+                    "!has(oldSelf.topologyName) || "
+                    "(has(self.topologyName) && self.topologyName == oldSelf.topologyName)",
+                    "topologyName is immutable when topologyName is set",
+                ),
             ],
         ),
         None,
@@ -504,6 +509,133 @@ WORKLOAD_PRIORITY_CLASS = Definition(
 )
 
 
+LEVEL_LABEL_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+HOSTNAME = "kubernetes.io/hostname"
+
+TOPOLOGY = Definition(
+    kind="Topology",
+    plural="topologies",
+    namespaced=False,
+    short_names=("topo",),
+    status=False,
+    schema={
+        **_root(
+            "Topology",
+            "the levels of node labels (block, rack, host) that topology-aware scheduling places pods in",
+            obj(
+                {
+                    "levels": array(
+                        obj(
+                            {
+                                "nodeLabel": string(
+                                    "the node label of this level",
+                                    pattern=LEVEL_LABEL_PATTERN,
+                                    max_length=316,
+                                    min_length=1,
+                                )
+                            },
+                            required=["nodeLabel"],
+                        ),
+                        "from the widest domain to the narrowest",
+                        min_items=1,
+                        max_items=16,
+                        rules=[
+                            (
+                                "self == oldSelf || (self[size(self) - 1].nodeLabel == '" + HOSTNAME + "' && "
+                                "oldSelf[size(oldSelf) - 1].nodeLabel == '" + HOSTNAME + "')",
+                                "levels are mutable only when kubernetes.io/hostname is the lowest level both before "
+                                "and after the change",
+                            ),
+                            ("size(self.filter(i, size(self.filter(j, j == i)) > 1)) == 0", "must be unique"),
+                            (
+                                "size(self.filter(i, i.nodeLabel == '" + HOSTNAME + "')) == 0 || "
+                                "self[size(self) - 1].nodeLabel == '" + HOSTNAME + "'",
+                                "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+                            ),
+                        ],
+                    )
+                },
+                "the topology's levels",
+                required=["levels"],
+            ),
+            None,
+        ),
+        "required": ["spec"],
+    },
+)
+
+
+def _topology_request() -> Schema:
+    level = string("a level of the flavor's Topology (its node label)", max_length=63)
+    return obj(
+        {
+            "required": {**level, "description": "every pod in one domain of this level"},
+            "preferred": {**level, "description": "one domain of this level if it can, else the fewest"},
+            "unconstrained": boolean("anywhere in the topology, fewest free nodes first"),
+            "podIndexLabel": string("the label holding each pod's index", max_length=317),
+            "subGroupIndexLabel": string("the label holding each pod's sub-group index", max_length=317),
+            "subGroupCount": integer("number of sub-groups", minimum=0),
+            "podSetGroupName": string("pod sets of one group are placed together", max_length=256),
+            "podSetSliceRequiredTopology": {**level, "description": "each slice of pods in one domain of this level"},
+            "podSetSliceSize": integer("pods per slice", minimum=1),
+        },
+        "where the pod set's pods go in its flavor's Topology (topology-aware scheduling)",
+        rules=[
+            (
+                "(has(self.required) ? 1 : 0) + (has(self.preferred) ? 1 : 0) + "
+                "(has(self.unconstrained) && self.unconstrained ? 1 : 0) <= 1",
+                "must specify at most one of required, preferred and unconstrained",
+            ),
+        ],
+    )
+
+
+def _topology_assignment() -> Schema:
+    values = obj(
+        {
+            "universal": string("the value of every domain of the slice", max_length=63),
+            "individual": obj(
+                {
+                    "prefix": string("common to every value", max_length=63),
+                    "suffix": string("common to every value", max_length=63),
+                    "roots": array(string(max_length=63), "per domain, its value between prefix and suffix"),
+                },
+                required=["roots"],
+            ),
+        },
+        rules=[
+            (
+                "has(self.universal) != has(self.individual)",
+                "exactly one of the fields in [universal individual] must be set",
+            )
+        ],
+    )
+    counts = obj(
+        {
+            "universal": integer("pods in every domain of the slice", minimum=1),
+            "individual": array(integer(minimum=1), "per domain, its pods"),
+        },
+    )
+    piece = obj(
+        {
+            "domainCount": integer("number of domains in this slice", minimum=1),
+            "valuesPerLevel": array(values, "per level, the domains' values", min_items=1, max_items=16),
+            "podCounts": counts,
+        },
+        required=["domainCount", "valuesPerLevel", "podCounts"],
+    )
+    return obj(
+        {
+            "levels": array(string(max_length=317), "the levels the values name", min_items=1, max_items=16),
+            "slices": array(piece, "the domains, in slices", max_items=1000),
+        },
+        "where the pods go: per domain its level values and pod count (v1beta2's compact form)",
+        required=["levels"],
+    )
+
+
 def _pod_set() -> Schema:
     return obj(
         {
@@ -511,6 +643,7 @@ def _pod_set() -> Schema:
             "count": integer("number of pods", minimum=0, maximum=INT32_MAX, default=1),
             "minCount": integer("fewest pods the workload can run with (partial admission)", minimum=1),
             "template": preserved_object("the pods' template (a PodTemplateSpec)"),
+            "topologyRequest": _topology_request(),
         },
         required=["count", "template"],
         rules=[("!has(self.minCount) || self.minCount <= self.count", "minCount must be less than or equal to count")],
@@ -528,6 +661,7 @@ def _admission() -> Schema:
                 "additionalProperties": quantity(),
             },
             "count": integer("number of pods admitted", minimum=0),
+            "topologyAssignment": _topology_assignment(),
         },
         required=["name"],
     )
@@ -801,4 +935,5 @@ DEFINITIONS = (
     WORKLOAD,
     ADMISSION_CHECK,
     PROVISIONING_REQUEST_CONFIG,
+    TOPOLOGY,
 )

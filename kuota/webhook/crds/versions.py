@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from kuota.webhook.crds.schemas import Schema, array, name_reference, string
+from kuota.webhook.crds.schemas import Schema, array, integer, name_reference, obj, string
 
 OLDER_VERSION = "v1beta1"
 CONVERSION_PATH = "/convert"
@@ -130,6 +130,20 @@ def _workload(version: dict[str, Any]) -> None:
     )
     _rename(
         _properties(version, "status"), "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"
+    )
+    # v1beta1's topologyAssignment lists every domain with its values and pod count (v1beta2 compacts them).
+    assignment = _properties(version, "status", "admission")["podSetAssignments"]["items"]["properties"]
+    domain = obj(
+        {"values": array(string(max_length=63), "the domain's value per level"), "count": integer(minimum=1)},
+        required=["values", "count"],
+    )
+    assignment["topologyAssignment"] = obj(
+        {
+            "levels": array(string(max_length=317), "the levels the values name", min_items=1, max_items=16),
+            "domains": array(domain, "the domains and their pod counts", min_items=1),
+        },
+        "where the pods go: per domain its level values and pod count",
+        required=["levels", "domains"],
     )
 
 

@@ -42,6 +42,7 @@ from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
 from kuota.webhook.controller.errors import JobConflictError
+from kuota.webhook.jobs.topology import topology_request
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -84,6 +85,9 @@ class PodSet:
         entry: dict[str, Any] = {"name": self.name, "count": self.count, "template": dict(self.template)}
         if self.min_count is not None:
             entry["minCount"] = self.min_count
+        request = topology_request((self.template.get("metadata") or {}).get("annotations") or {})
+        if request is not None:
+            entry["topologyRequest"] = request
         return entry
 
 
@@ -100,6 +104,8 @@ class PodSetPlacement:
     count: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # Topology-aware scheduling: the pods start gated until kuota sends each to its domain.
+    scheduling_gates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -276,24 +282,36 @@ def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSet]:
 
 def placed_pod_spec(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
     """``nodeSelector`` and ``tolerations`` of an admitted pod template: the original template's plus the
-    placement's (``None`` for a field left empty, which a merge patch deletes). ``where`` names the job and pod
+    placement's (``None`` for a field left empty, which a merge patch deletes), and ``schedulingGates`` when the
+    placement adds some (without a placement, the original's). ``where`` names the job and pod
     set in the :class:`JobConflictError` raised when the template's own selector contradicts a flavor label."""
     original_spec = original.get("spec") or {}
     node_selector = dict(original_spec.get("nodeSelector") or {})
     tolerations = list(original_spec.get("tolerations") or [])
-    if placement is not None:
-        for key, value in placement.node_selector.items():
-            if key in node_selector and node_selector[key] != value:
-                raise JobConflictError(
-                    f"{where} has nodeSelector {key}={node_selector[key]} but its admitted flavor needs "
-                    f"{key}={value}; remove the job's own selector for that key or list a matching flavor first "
-                    "in the ClusterQueue"
-                )
-            node_selector[key] = value
-        for toleration in placement.tolerations:
-            if toleration not in tolerations:
-                tolerations.append(dict(toleration))
-    return {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
+    gates = list(original_spec.get("schedulingGates") or [])
+    if placement is None:
+        # Restored as submitted: the gates an admission added go too.
+        return {
+            "nodeSelector": node_selector or None,
+            "tolerations": tolerations or None,
+            "schedulingGates": gates or None,
+        }
+    for key, value in placement.node_selector.items():
+        if key in node_selector and node_selector[key] != value:
+            raise JobConflictError(
+                f"{where} has nodeSelector {key}={node_selector[key]} but its admitted flavor needs "
+                f"{key}={value}; remove the job's own selector for that key or list a matching flavor first "
+                "in the ClusterQueue"
+            )
+        node_selector[key] = value
+    for toleration in placement.tolerations:
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    placed: dict[str, Any] = {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
+    if placement.scheduling_gates:
+        names = {gate.get("name") for gate in gates}
+        placed["schedulingGates"] = gates + [{"name": name} for name in placement.scheduling_gates if name not in names]
+    return placed
 
 
 def placed_template(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
@@ -326,13 +344,15 @@ def placed_template(where: str, original: Mapping[str, Any], placement: PodSetPl
 
 def restored_template(template: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, Any] | None:
     """The merge patch that puts a stopped job's pod template back as ``original`` (the Workload's pod set) has
-    it: nodeSelector and tolerations, and labels and annotations (what AdmissionChecks added is deleted); None
+    it: nodeSelector, tolerations and scheduling gates, and labels and annotations (what AdmissionChecks and a
+    topology placement added is deleted); None
     when it already is (Kueue's ``RestorePodSetsInfo``)."""
     current_spec, wanted_spec = template.get("spec") or {}, original.get("spec") or {}
     restored: dict[str, Any] = {}
-    if (current_spec.get("nodeSelector") or {}) != (wanted_spec.get("nodeSelector") or {}) or (
-        current_spec.get("tolerations") or []
-    ) != (wanted_spec.get("tolerations") or []):
+    if any(
+        (current_spec.get(name) or None) != (wanted_spec.get(name) or None)
+        for name in ("nodeSelector", "tolerations", "schedulingGates")
+    ):
         spec = placed_pod_spec("", original, None)
         if spec["nodeSelector"] is not None:  # a merge patch merges maps: the flavors' keys are deleted by name
             spec["nodeSelector"] = {**dict.fromkeys(current_spec.get("nodeSelector") or {}), **spec["nodeSelector"]}

@@ -45,6 +45,7 @@ from kuota.webhook.jobs.adapter import (
     placed_template,
     workload_name,
 )
+from kuota.webhook.jobs.topology import topology_request
 
 POD_KIND = GroupVersionKind("", "v1", "Pod")
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
@@ -217,6 +218,15 @@ def single_workload_name(pod: Mapping[str, Any]) -> str:
     return workload_name(pod["metadata"]["name"], pod["metadata"]["uid"], POD_KIND)
 
 
+def _pod_set(name: str, count: int, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod set of ``count`` pods shaped like ``pod``, with the topology its annotations ask for."""
+    entry: dict[str, Any] = {"name": name, "count": count, "template": pod_template(pod)}
+    request = topology_request((pod.get("metadata") or {}).get("annotations") or {})
+    if request is not None:
+        entry["topologyRequest"] = request
+    return entry
+
+
 def _workload_spec(pod: Mapping[str, Any], pod_sets: list[dict[str, Any]]) -> dict[str, Any]:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets}
@@ -235,7 +245,7 @@ def single_workload(pod: Mapping[str, Any]) -> dict[str, Any]:
     """A single pod's Workload: owned (controller) by the pod, one pod set ``main`` of one pod; a Deployment's pod's
     is marked serving (``kuota.dev/serving``: the report counts it so)."""
     metadata = pod["metadata"]
-    pod_sets = [{"name": SINGLE_POD_SET, "count": 1, "template": pod_template(pod)}]
+    pod_sets = [_pod_set(SINGLE_POD_SET, 1, pod)]
     serving = (metadata.get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION)
     extra = {"annotations": {SERVING_WORKLOAD_ANNOTATION: "true"}} if serving else {}
     return {
@@ -264,10 +274,7 @@ def roles(pods: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]
 def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A pod group's Workload: named after the group, owned by every pod, a pod set per role."""
     first = min(pods, key=lambda p: str(p["metadata"]["name"]))
-    pod_sets = [
-        {"name": role, "count": len(members), "template": pod_template(members[0])}
-        for role, members in roles(pods).items()
-    ]
+    pod_sets = [_pod_set(role, len(members), members[0]) for role, members in roles(pods).items()]
     return {
         "apiVersion": KUEUE_API,
         "kind": "Workload",
@@ -289,6 +296,9 @@ def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> d
     metadata = pod["metadata"]
     gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
     placed = placed_template(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    # A pod's gates can only be removed: a TAS pod was created with its topology gate (the pod webhook), which
+    # stays for the topology ungater.
+    placed["spec"].pop("schedulingGates", None)
     return {**placed, "spec": {"schedulingGates": gates or None, **placed["spec"]}}
 
 

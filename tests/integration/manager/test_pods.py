@@ -323,3 +323,71 @@ def test_a_labelled_object_of_a_kind_kuota_does_not_manage_is_admitted_with_a_wa
         assert "kuota does not manage apps/v1 Deployment" in created.stderr
     finally:
         cluster.kubectl("delete", "deployment", "web", "-n", "research", check=False)
+
+
+@pytest.fixture
+def tas_queue(cluster: Cluster) -> Iterator[dict[str, str]]:
+    """The fake nodes in racks r1 (two) and r2 (one), a Topology, a TAS flavor and a LocalQueue ``tas-queue`` on
+    it in research; each node's rack."""
+    first, second, third = cluster.node_names[:3]
+    racks = {first: "r1", second: "r1", third: "r2"}
+    for node, rack in racks.items():
+        cluster.kubectl("label", "node", node, f"example.com/rack={rack}", "--overwrite")
+    api = "kueue.x-k8s.io/v1beta2"
+    levels = [{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    quotas = [{"name": "cpu", "nominalQuota": 100}, {"name": "nvidia.com/gpu", "nominalQuota": 48}]
+    objects = [
+        {"apiVersion": api, "kind": "Topology", "metadata": {"name": "pod-racks"}, "spec": {"levels": levels}},
+        {
+            "apiVersion": api,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "pod-tas"},
+            "spec": {"nodeLabels": {"gpu-type": "h100"}, "topologyName": "pod-racks", "tolerations": [GPU_TOLERATION]},
+        },
+        {
+            "apiVersion": api,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "pod-tas"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "nvidia.com/gpu"],
+                        "flavors": [{"name": "pod-tas", "resources": quotas}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": api,
+            "kind": "LocalQueue",
+            "metadata": {"name": "tas-queue", "namespace": "research"},
+            "spec": {"clusterQueue": "pod-tas"},
+        },
+    ]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    try:
+        yield racks
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", "research", "--wait=false", check=False)
+        wait_until(lambda: not get_json(cluster, "pods", "-n", "research")["items"], "research's pods to go", 60)
+        for node in racks:
+            cluster.kubectl("label", "node", node, "example.com/rack-", check=False)
+        for kind, name in (("clusterqueue", "pod-tas"), ("resourceflavor", "pod-tas"), ("topology", "pod-racks")):
+            cluster.kubectl("delete", kind, name, "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "localqueue", "tas-queue", "-n", "research", "--ignore-not-found")
+
+
+def test_a_pod_group_requiring_one_rack_lands_in_one_rack(cluster: Cluster, tas_queue: dict[str, str]) -> None:
+    for index in range(2):
+        manifest = gpu_pod(f"gang-{index}", 8, group=("gang", 2))
+        manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "tas-queue"
+        manifest["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = "example.com/rack"
+        manifest["spec"]["tolerations"] = [GPU_TOLERATION]
+        create(cluster, manifest)
+    group = admitted(cluster, "gang")
+    (assignment,) = group["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"] == ["kubernetes.io/hostname"]
+    placed = [running(cluster, f"gang-{index}") for index in range(2)]
+    assert {tas_queue[p["spec"]["nodeName"]] for p in placed} == {"r1"}
+    assert all(not p["spec"].get("schedulingGates") for p in placed)

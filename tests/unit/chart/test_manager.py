@@ -278,8 +278,12 @@ def test_manager_cluster_role_is_exactly_the_contract() -> None:
         "workloadpriorityclasses",
         "admissionchecks",
         "provisioningrequestconfigs",
+        "topologies",
     ):
         expected |= {("kueue.x-k8s.io", kind, verb, "") for verb in ("get", "list", "watch")}
+    # Topology-aware scheduling: the nodes' capacity, and the gated pods sent to their domains.
+    expected |= {("", "nodes", verb, "") for verb in ("list", "watch")}
+    expected |= {("", "pods", verb, "") for verb in ("list", "watch", "patch")}
     # Kueue's ProvisioningRequest check controller, which kuota runs, and the CRDs it waits for.
     expected |= {("kueue.x-k8s.io", "admissionchecks/status", "patch", "")}
     expected |= {

@@ -30,6 +30,62 @@ def _object(api_version: str, kind: str, body: dict[str, Any], namespace: str | 
 
 # (v1beta1 object, the same object in v1beta2): each pair differs exactly where Kueue's versions differ.
 PAIRS = {
+    "Workload topologyAssignment lists domains in v1beta1, slices in v1beta2 (TestWorkloadConvertTo)": (
+        _object(
+            V1BETA1,
+            "Workload",
+            {
+                "status": {
+                    "admission": {
+                        "clusterQueue": "cq",
+                        "podSetAssignments": [
+                            {
+                                "name": "main",
+                                "topologyAssignment": {
+                                    "levels": ["kubernetes.io/hostname"],
+                                    "domains": [{"values": ["node-1"], "count": 1}, {"values": ["node-2"], "count": 1}],
+                                },
+                            }
+                        ],
+                    }
+                }
+            },
+            "ns",
+        ),
+        _object(
+            V1BETA2,
+            "Workload",
+            {
+                "status": {
+                    "admission": {
+                        "clusterQueue": "cq",
+                        "podSetAssignments": [
+                            {
+                                "name": "main",
+                                "topologyAssignment": {
+                                    "levels": ["kubernetes.io/hostname"],
+                                    "slices": [
+                                        {
+                                            "domainCount": 2,
+                                            "valuesPerLevel": [
+                                                {"individual": {"prefix": "node-", "roots": ["1", "2"]}}
+                                            ],
+                                            "podCounts": {"universal": 1},
+                                        }
+                                    ],
+                                },
+                            }
+                        ],
+                    }
+                }
+            },
+            "ns",
+        ),
+    ),
+    "Topology only changes apiVersion": (
+        _object(V1BETA1, "Topology", {"spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}),
+        _object(V1BETA2, "Topology", {"spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}),
+    ),
     "ClusterQueue spec.cohort is spec.cohortName (TestClusterQueueConvertTo)": (
         _object(V1BETA1, "ClusterQueue", {"spec": {"cohort": "gpu-pool", "resourceGroups": RESOURCE_GROUPS}}),
         _object(V1BETA2, "ClusterQueue", {"spec": {"cohortName": "gpu-pool", "resourceGroups": RESOURCE_GROUPS}}),
@@ -251,7 +307,7 @@ def test_other_annotations_are_kept_when_the_stash_is_removed() -> None:
             "desiredAPIVersion 'kueue.x-k8s.io/v1alpha1'",
         ),
         (_object("kueue.x-k8s.io/v1alpha1", "Cohort", {}), V1BETA2, "object apiVersion 'kueue.x-k8s.io/v1alpha1'"),
-        (_object(V1BETA1, "Topology", {}), V1BETA2, "object kind 'Topology'"),
+        (_object(V1BETA1, "MultiKueueCluster", {}), V1BETA2, "object kind 'MultiKueueCluster'"),
         (
             _object(
                 V1BETA1,

@@ -65,7 +65,11 @@ def test_a_jobs_run_patch_places_its_pod_set_and_its_restore_patch_undoes_it() -
     # a merge patch merges maps: the flavor's key is deleted by name, the job's own kept
     restore = BATCH_JOB.restore_patch(placed, originals)
     assert restore == {
-        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a", "gpu-type": None}, "tolerations": None}}}
+        "spec": {
+            "template": {
+                "spec": {"nodeSelector": {"zone": "a", "gpu-type": None}, "tolerations": None, "schedulingGates": None}
+            }
+        }
     }
     assert apply_merge_patch(placed, restore)["spec"]["template"] == template
     assert BATCH_JOB.restore_patch(job, originals) is None

@@ -1,0 +1,44 @@
+"""A v1 Node as topology-aware placement sees it: its labels, its allocatable resources in engine units, its
+taints, whether it is Ready and schedulable (Kueue's TAS node cache). Read by the manager from the API and by
+``kuota simulate`` from a ``kubectl get nodes -o json`` dump. Pure: the Node's JSON in, a ``TopologyNode`` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.engine.errors import QuantityError
+from kuota.engine.model import Taint, TaintEffect, TopologyNode
+from kuota.engine.quantities import parse_quantity
+
+
+def topology_node(node: Mapping[str, Any]) -> TopologyNode:
+    """``node`` (a v1 Node) for the engine; an allocatable quantity that does not parse counts as none of it."""
+    metadata = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    free: dict[str, int] = {}
+    for resource, amount in (status.get("allocatable") or {}).items():
+        try:
+            free[str(resource)] = parse_quantity(str(resource), amount)
+        except QuantityError:
+            continue
+    effects = {effect.value for effect in TaintEffect}
+    taints = tuple(
+        Taint(str(taint.get("key", "")), str(taint.get("value", "")), TaintEffect(taint["effect"]))
+        for taint in spec.get("taints") or []
+        if taint.get("effect") in effects
+    )
+    ready = any(
+        condition.get("type") == "Ready" and condition.get("status") == "True"
+        for condition in status.get("conditions") or []
+    )
+    return TopologyNode(
+        str(metadata.get("name", "")),
+        dict(metadata.get("labels") or {}),
+        free,
+        taints,
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable")),
+    )

@@ -1,0 +1,242 @@
+"""Topology-aware scheduling in the admission cycle: which pod sets need a placement, where they go, and the
+TAS usage each admitted workload holds on the nodes, Kueue's way (pkg/scheduler/flavorassigner/
+tas_flavorassigner.go and the TAS steps of flavorassigner.go and preemption.go).
+
+After the flavor walk, a workload whose quota fits is placed; when it does not fit the topology, it is placed
+again as if no TAS workload were admitted: if it fits so, preemption may free the right domains (its mode becomes
+PREEMPT, short of its TAS flavors' resources); if not, nothing can (NO_FIT). Victims are chosen until the
+placement fits with their usage gone (``VictimCheck``). Capacity is shared by every ClusterQueue whose flavors
+name the same nodes, across cohorts: a TAS workload leaving wakes every waiting head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kuota.engine.flavor_assignment import Assignment, Mode, PodSetAssignment, tas_only
+from kuota.engine.model import ClusterQueue, PodSet, ResourceFlavor, Topology, TopologyNode, Workload
+from kuota.engine.quota_tree import FlavorResource
+from kuota.engine.topology import TopologyAssignment, TopologySnapshot, with_one_pod
+
+# Kueue's words before a pod set's placement failure.
+_COULD_NOT = "couldn't assign flavors to pod set"
+# One admitted pod set's hold on a flavor's nodes: the flavor, where its pods went and one pod's requests.
+_Held = tuple[str, TopologyAssignment, Mapping[str, int]]
+
+
+class TopologyPlacer:
+    """The engine's TAS state: the Topologies, the nodes, a snapshot per TAS flavor, and what each admitted
+    workload holds there."""
+
+    def __init__(self) -> None:
+        self.topologies: dict[str, Topology] = {}
+        self.nodes: dict[str, TopologyNode] = {}
+        self.flavors: Mapping[str, ResourceFlavor] = {}
+        self._snapshots: dict[str, TopologySnapshot] | None = None
+        self._held: dict[str, list[_Held]] = {}
+        self._tas_queues: dict[str, bool] = {}
+
+    def configure(self, flavors: Mapping[str, ResourceFlavor]) -> None:
+        """The flavors, topologies or nodes changed: the snapshots are built again on their next use."""
+        self.flavors = flavors
+        self._snapshots = None
+        self._tas_queues = {}
+
+    def _snapshot(self, flavor: str) -> TopologySnapshot | None:
+        snapshots = self._snapshots
+        if snapshots is None:
+            snapshots = self._snapshots = {}
+            nodes = sorted(self.nodes.values(), key=lambda n: n.name)
+            for name, model in self.flavors.items():
+                topology = None if model.topology_name is None else self.topologies.get(model.topology_name)
+                if topology is not None:
+                    snapshots[name] = TopologySnapshot(topology, model, nodes)
+            for held in self._held.values():
+                for flavor_name, assignment, requests in held:
+                    found = snapshots.get(flavor_name)
+                    if found is not None:
+                        found.add_usage(assignment, requests)
+        return snapshots.get(flavor)
+
+    def uses_topology(self, cluster_queue: ClusterQueue) -> bool:
+        """Whether some flavor of ``cluster_queue`` is a TAS flavor: only then is anything placed."""
+        known = self._tas_queues.get(cluster_queue.name)
+        if known is None:
+            known = self._tas_queues[cluster_queue.name] = any(
+                (model := self.flavors.get(flavor.name)) is not None and model.topology_name is not None
+                for group in cluster_queue.resource_groups
+                for flavor in group.flavors
+            )
+        return known
+
+    def settle(self, cluster_queue: ClusterQueue, workload: Workload, assignment: Assignment) -> Assignment:
+        """``assignment`` with its TAS pod sets placed when it fits; else with the mode and reason Kueue gives a
+        workload whose quota fits but whose topology does not."""
+        if assignment.mode is Mode.NO_FIT or not self.uses_topology(cluster_queue):
+            return assignment
+        if assignment.mode is Mode.FIT:
+            placed, reason = self.place(cluster_queue, workload, assignment.pod_sets)
+            if placed is not None:
+                return with_pod_sets(assignment, placed)
+        else:
+            reason = ""
+        emptied, empty_reason = self.place(cluster_queue, workload, assignment.pod_sets, simulate_empty=True)
+        if emptied is None:
+            return _refused(assignment, Mode.NO_FIT, empty_reason, never_fits=False)
+        if assignment.mode is Mode.PREEMPT:
+            return assignment
+        return _refused(assignment, Mode.PREEMPT, reason, never_fits=False)
+
+    def place(
+        self,
+        cluster_queue: ClusterQueue,
+        workload: Workload,
+        pod_sets: tuple[PodSetAssignment, ...],
+        *,
+        simulate_empty: bool = False,
+    ) -> tuple[tuple[PodSetAssignment, ...] | None, str]:
+        """The pod set assignments with their topology, or None and the first pod set's reason."""
+        implied: bool | None = None  # asked only for a pod set without a topology request
+        assumed: dict[str, dict[tuple[str, ...], dict[str, int]]] = {}
+        placed: list[PodSetAssignment] = []
+        last = len(pod_sets) - 1
+        for index, (pod_set, assigned) in enumerate(zip(workload.pod_sets, pod_sets, strict=True)):
+            if implied is None and pod_set.topology_request is None:
+                implied = tas_only(cluster_queue, self.flavors)
+            flavor = self._tas_flavor(pod_set, assigned, bool(implied))
+            if flavor is None:
+                placed.append(assigned)
+                continue
+            snapshot = self._snapshot(flavor)
+            if snapshot is None:
+                return None, f'{_COULD_NOT} {pod_set.name}: Flavor "{flavor}" information missing in TAS cache'
+            on_flavor = assumed.setdefault(flavor, {})
+            placement = snapshot.place(
+                pod_set, assigned.count, pod_set.topology_request, simulate_empty=simulate_empty, assumed=on_flavor
+            )
+            topology = placement.assignment
+            if topology is None:
+                return None, f"{_COULD_NOT} {pod_set.name}: {placement.reason}"
+            if index < last:  # the later pod sets of the workload place around this one
+                one_pod = with_one_pod(pod_set.requests)
+                for values, count in topology.domains:
+                    leaf = on_flavor.setdefault(values, {})
+                    for resource, amount in one_pod.items():
+                        leaf[resource] = leaf.get(resource, 0) + amount * count
+            placed.append(PodSetAssignment(assigned.name, assigned.flavors, assigned.count, assigned.usage, topology))
+        return tuple(placed), ""
+
+    def _tas_flavor(self, pod_set: PodSet, assigned: PodSetAssignment, implied: bool) -> str | None:
+        if assigned.count == 0 or (pod_set.topology_request is None and not implied):
+            return None
+        for flavor in sorted(set(assigned.flavors.values())):
+            model = self.flavors.get(flavor)
+            if model is not None and model.topology_name is not None:
+                return flavor
+        return None
+
+    def hold(self, key: str, workload: Workload, pod_sets: tuple[PodSetAssignment, ...]) -> None:
+        """An admitted workload's placements take their nodes' capacity."""
+        held: list[_Held] = []
+        for pod_set, assigned in zip(workload.pod_sets, pod_sets, strict=True):
+            topology = assigned.topology
+            if topology is None:
+                continue
+            flavor = next(f for f in sorted(set(assigned.flavors.values())) if self._is_tas(f))
+            held.append((flavor, topology, pod_set.requests))
+        if not held:
+            return
+        self._held[key] = held
+        if self._snapshots is not None:
+            self._change(held, 1)
+
+    def release(self, key: str) -> bool:
+        """The workload left: its placements free their capacity. Whether it held any."""
+        held = self._held.pop(key, None)
+        if held is None:
+            return False
+        if self._snapshots is not None:
+            self._change(held, -1)
+        return True
+
+    def holds(self, key: str) -> bool:
+        return key in self._held
+
+    def _is_tas(self, flavor: str) -> bool:
+        model = self.flavors.get(flavor)
+        return model is not None and model.topology_name is not None
+
+    def _change(self, held: list[_Held], sign: int) -> None:
+        for flavor, assignment, requests in held:
+            snapshot = self._snapshot(flavor)
+            if snapshot is None:
+                continue
+            if sign > 0:
+                snapshot.add_usage(assignment, requests)
+            else:
+                snapshot.remove_usage(assignment, requests)
+
+    def take(self, key: str) -> None:
+        """Preemption's simulation: ``key``'s placements freed, for ``give_back`` to restore."""
+        held = self._held.get(key)
+        if held is not None:
+            self._change(held, -1)
+
+    def give_back(self, key: str) -> None:
+        held = self._held.get(key)
+        if held is not None:
+            self._change(held, 1)
+
+
+class VictimCheck:
+    """What ``preemption.fewest_victims`` asks of the topology while it tries victims: it fits once the
+    preemptor can be placed with the tried victims' placements gone."""
+
+    def __init__(
+        self, placer: TopologyPlacer, cluster_queue: ClusterQueue, workload: Workload, assignment: Assignment
+    ) -> None:
+        self.placer = placer
+        self.cluster_queue = cluster_queue
+        self.workload = workload
+        self.assignment = assignment
+
+    def take(self, key: str) -> None:
+        self.placer.take(key)
+
+    def give_back(self, key: str) -> None:
+        self.placer.give_back(key)
+
+    def fits(self) -> bool:
+        placed, _ = self.placer.place(self.cluster_queue, self.workload, self.assignment.pod_sets)
+        return placed is not None
+
+
+def with_pod_sets(assignment: Assignment, pod_sets: tuple[PodSetAssignment, ...]) -> Assignment:
+    """``assignment`` with its pod sets placed."""
+    return Assignment(
+        pod_sets,
+        assignment.mode,
+        assignment.borrowing,
+        assignment.usage,
+        assignment.reasons,
+        assignment.short,
+        assignment.never_fits,
+        assignment.short_needs,
+        assignment.probed,
+    )
+
+
+def _refused(assignment: Assignment, mode: Mode, reason: str, *, never_fits: bool) -> Assignment:
+    # Preemption has to free the TAS flavors' resources the workload takes, whatever the quota says.
+    short: frozenset[FlavorResource] = frozenset(assignment.usage)
+    return Assignment(
+        assignment.pod_sets,
+        mode,
+        assignment.borrowing,
+        assignment.usage,
+        (*assignment.reasons, reason),
+        short,
+        never_fits,
+        assignment.short_needs,
+        assignment.probed,
+    )

@@ -1,0 +1,92 @@
+"""Sends each pod of a TAS-admitted Workload to its domain: Kueue's topology ungater.
+
+A pod set admitted with a ``topologyAssignment`` starts its pods gated by ``kueue.x-k8s.io/topology``, labelled
+with their pod set and annotated with their Workload (``job_reconciler.placements_of``). Once the Workload is
+Admitted, each gated pod gets the level labels of its domain in its nodeSelector and loses the gate, in one
+patch, so kube-scheduler places it where the admission said (``jobs.topology.ungating_plan`` picks the domain:
+by the pod's index label where it has one, else filling each domain in order). The pods are watched by the
+pod-set label; a pod's or its Workload's change marks the Workload for another pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.kube.reflector import Event, EventType, Reflector
+from kuota.webhook import topology_assignment
+from kuota.webhook.controller import workload_status as status
+from kuota.webhook.controller.api_writes import ApiWriter, Resource
+from kuota.webhook.controller.errors import ApiWriteError
+from kuota.webhook.controller.state import ControllerState
+from kuota.webhook.jobs.topology import POD_SET_LABEL, WORKLOAD_ANNOTATION, ungate_patch, ungating_plan
+
+log = logging.getLogger(__name__)
+
+PODS = Resource("", "v1", "pods")
+
+
+def tas_pod_essence(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ungater reads of a TAS pod: its names, labels and annotations, gates and nodeSelector."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return {
+        "metadata": {
+            key: metadata.get(key) for key in ("name", "namespace", "labels", "annotations", "resourceVersion")
+        },
+        "spec": {"schedulingGates": spec.get("schedulingGates") or [], "nodeSelector": spec.get("nodeSelector") or {}},
+    }
+
+
+class TopologyUngater:
+    def __init__(self, state: ControllerState, writer: ApiWriter, pods: Reflector[dict[str, Any]]) -> None:
+        self._state = state
+        self._writer = writer
+        self._pods = pods
+        self.dirty: set[str] = set()  # Workload keys to look at again
+
+    def on_pod(self, event: Event[dict[str, Any]]) -> None:
+        if event.type is EventType.DELETED:
+            return
+        metadata = event.value.get("metadata") or {}
+        workload = (metadata.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+        if workload:
+            self.dirty.add(f"{metadata.get('namespace')}/{workload}")
+            self._state.wake.set()
+
+    def on_workload(self, key: str) -> None:
+        self.dirty.add(key)
+
+    async def ungate(self) -> None:
+        keys, self.dirty = self.dirty, set()
+        for key in sorted(keys):
+            workload = self._state.workloads.get(key)
+            if workload is None or not status.is_true(workload, "Admitted"):
+                continue
+            namespace, name = key.split("/", 1)
+            admission = (workload.get("status") or {}).get("admission") or {}
+            for assigned in admission.get("podSetAssignments") or []:
+                raw = assigned.get("topologyAssignment")
+                if raw is None:
+                    continue
+                assignment = topology_assignment.decode(raw)
+                pods = [
+                    pod
+                    for pod in self._pods.values()
+                    if pod["metadata"].get("namespace") == namespace
+                    and (pod["metadata"].get("labels") or {}).get(POD_SET_LABEL) == assigned.get("name")
+                    and (pod["metadata"].get("annotations") or {}).get(WORKLOAD_ANNOTATION) == name
+                ]
+                for pod, node_labels in ungating_plan(assignment.levels, assignment.domains, pods):
+                    await self._send(pod, node_labels, key)
+
+    async def _send(self, pod: Mapping[str, Any], node_labels: Mapping[str, str], key: str) -> None:
+        metadata = pod["metadata"]
+        try:
+            await self._writer.merge_patch(
+                PODS, metadata["namespace"], metadata["name"], ungate_patch(pod, node_labels)
+            )
+        except ApiWriteError as error:
+            log.warning("pod %s/%s not ungated: %s", metadata["namespace"], metadata["name"], error)
+            self.dirty.add(key)

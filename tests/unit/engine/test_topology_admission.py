@@ -1,0 +1,127 @@
+"""Topology-aware scheduling through the engine's admission cycle: quota that fits is not enough, the gang must
+fit one domain; preemption frees the right domain. Cases follow Kueue's ``TestScheduleForTAS`` and
+``TestScheduleForTASPreemption`` (pkg/scheduler/scheduler_tas_test.go), each citing the case."""
+
+from __future__ import annotations
+
+from kuota.engine.decoding import parse_object
+from kuota.engine.model import HOSTNAME_LABEL, PodSet, Topology, TopologyNode, TopologyRequest
+from kuota.engine.quota_engine import QuotaEngine
+from kuota.engine.topology import TopologyAssignment
+from tests.unit.engine.builders import admitted, cluster_queue, evicted, flavor, local_queue, quota, workload
+
+RACK = "cloud.com/topology-rack"
+GPU = "nvidia.com/gpu"
+
+
+def tas_engine(*, nominal: int = 48, preemption: dict[str, str] | None = None) -> QuotaEngine:
+    """Kuota's test cluster: three 8-GPU nodes, two in rack r1 and one in rack r2, one TAS flavor; quota for
+    more GPUs than the nodes have, so that only the topology refuses."""
+    engine = QuotaEngine()
+    engine.apply(Topology("default", (RACK, HOSTNAME_LABEL)))
+    tas_flavor = flavor("tas", {"pool": "gpu"})
+    tas_flavor["spec"]["topologyName"] = "default"
+    engine.apply(parse_object(tas_flavor))
+    spec = {} if preemption is None else {"preemption": preemption}
+    engine.apply(parse_object(cluster_queue("cq", {"tas": [quota(GPU, nominal)]}, **spec)))
+    engine.apply(parse_object(local_queue("ns", "cq")))
+    for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
+        labels = {"pool": "gpu", RACK: rack, HOSTNAME_LABEL: name}
+        engine.apply_node(TopologyNode(name, labels, {GPU: 8, "pods": 110}))
+    return engine
+
+
+def gang(name: str, count: int, *, at: float, priority: int = 0, level: str | None = RACK) -> object:
+    request = None if level is None else TopologyRequest(required=level)
+    pod_set = PodSet("main", count, {GPU: 8}, topology_request=request)
+    return workload("ns", name, at=at, priority=priority, pod_sets=(pod_set,))
+
+
+def placement(engine: QuotaEngine, key: str) -> TopologyAssignment | None:
+    admission = engine.admission(key)
+    assert admission is not None
+    return admission.assignment.pod_sets[0].topology
+
+
+def hosts(*domains: tuple[str, int]) -> TopologyAssignment:
+    return TopologyAssignment((HOSTNAME_LABEL,), tuple(((host,), count) for host, count in domains))
+
+
+def test_second_rack_gang_waits_with_the_topology_message_though_quota_fits() -> None:
+    # The issue's story; Kueue: "workload does not get scheduled as the node capacity is already used by another
+    # TAS workload" (TestScheduleForTAS).
+    engine = tas_engine()
+    engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
+    engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(3.0)) == ["ns/a"]
+    assert placement(engine, "ns/a") == hosts(("n1", 1), ("n2", 1))
+    reason = engine.status("ns/b").reason
+    assert reason is not None
+    assert reason == (
+        'couldn\'t assign flavors to pod set main: topology "default" allows to fit only 1 out of 2 pod(s). '
+        'Total nodes: 3; excluded: resource "nvidia.com/gpu": 2'
+    )
+    engine.submit(gang("c", 1, at=4.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(5.0)) == ["ns/c"]
+    assert placement(engine, "ns/c") == hosts(("n3", 1))
+
+
+def test_a_finished_gang_frees_its_rack_for_the_waiting_one() -> None:
+    # kuota's own: the waiting head is woken when a TAS workload leaves.
+    engine = tas_engine()
+    engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
+    engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(3.0)) == ["ns/a"]
+    engine.finish("ns/a")
+    assert admitted(engine.schedule(4.0)) == ["ns/b"]
+    assert placement(engine, "ns/b") == hosts(("n1", 1), ("n2", 1))
+
+
+def test_a_gang_larger_than_any_rack_never_fits_even_with_everything_preempted() -> None:
+    # "workload does not get scheduled as it does not fit within the node capacity" (TestScheduleForTAS): no
+    # preemption can help.
+    engine = tas_engine(preemption={"withinClusterQueue": "LowerPriority"})
+    engine.submit(gang("big", 3, at=1.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == []
+    reason = engine.status("ns/big").reason
+    assert reason is not None
+    assert "allows to fit only 2 out of 3 pod(s)" in reason
+
+
+def test_preemption_frees_the_rack_the_gang_needs() -> None:
+    # "low priority workload is preempted even though there is enough capacity, but fragmented"
+    # (TestScheduleForTASPreemption), on kuota's racks: quota has room
+    # (48 GPUs, 16 used) but no rack does; the victim is the one whose node lets the gang into a rack.
+    engine = tas_engine(preemption={"withinClusterQueue": "LowerPriority"})
+    engine.submit(gang("low-r2", 1, at=1.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == ["ns/low-r2"]
+    engine.submit(gang("low-r1", 1, at=3.0, priority=1))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(4.0)) == ["ns/low-r1"]
+    assert placement(engine, "ns/low-r2") == hosts(("n3", 1))
+    assert placement(engine, "ns/low-r1") == hosts(("n1", 1))
+    # Victim order tries low-r2 first (lowest priority), but only low-r1's node frees a rack for the gang.
+    engine.submit(gang("gang", 2, at=5.0, priority=10))  # type: ignore[arg-type]
+    decisions = engine.schedule(6.0)
+    assert evicted(decisions) == ["ns/low-r1"]
+    assert admitted(decisions) == ["ns/gang"]
+    assert placement(engine, "ns/gang") == hosts(("n1", 1), ("n2", 1))
+
+
+def test_a_node_added_to_a_rack_admits_the_waiting_gang() -> None:
+    # kuota's own: the issue's "a node added changes the next decision".
+    engine = tas_engine()
+    engine.submit(gang("a", 2, at=1.0))  # type: ignore[arg-type]
+    engine.submit(gang("b", 2, at=2.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(3.0)) == ["ns/a"]
+    labels = {"pool": "gpu", RACK: "r2", HOSTNAME_LABEL: "n4"}
+    engine.apply_node(TopologyNode("n4", labels, {GPU: 8, "pods": 110}))
+    assert admitted(engine.schedule(4.0)) == ["ns/b"]
+    assert placement(engine, "ns/b") == hosts(("n3", 1), ("n4", 1))
+
+
+def test_implied_tas_places_a_workload_without_a_request_on_a_tas_only_queue() -> None:
+    # "workload which does not specify TAS annotation uses the only TAS flavor" (TestScheduleForTAS)
+    engine = tas_engine()
+    engine.submit(gang("plain", 3, at=1.0, level=None))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == ["ns/plain"]
+    assert placement(engine, "ns/plain") == hosts(("n1", 1), ("n2", 1), ("n3", 1))
