@@ -46,9 +46,10 @@ from kuota.webhook.controller.errors import ApiWriteError
 from kuota.webhook.controller.etas import DEFAULT_INTERVAL_SECONDS, EtaBook
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
+from kuota.webhook.controller.leaderworkerset_reconciler import LeaderWorkerSetReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, PodReconciler
+from kuota.webhook.controller.pod_reconciler import LEADERWORKERSET, POD, STATEFULSET, PodReconciler
 from kuota.webhook.controller.pods_ready import PodsReadyClock
 from kuota.webhook.controller.provisioning_controller import ProvisioningController
 from kuota.webhook.controller.queue_gauges import (
@@ -131,7 +132,7 @@ class QuotaController:
         )
         wait = configuration.wait_for_pods_ready
         self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
-        self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler] = {
+        self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler | LeaderWorkerSetReconciler] = {
             job_kind(adapter): JobReconciler(
                 adapter,
                 registry,
@@ -158,6 +159,8 @@ class QuotaController:
         )
         if STATEFULSET in self.watches.jobs:
             self._job_reconcilers[STATEFULSET] = StatefulSetReconciler(self.state, self._pod_reconciler)
+        if LEADERWORKERSET in self.watches.jobs:
+            self._job_reconcilers[LEADERWORKERSET] = LeaderWorkerSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
         self.ready = asyncio.Event()

@@ -16,7 +16,7 @@ from typing import Any
 
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
-from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, compact_pod
+from kuota.webhook.controller.pod_reconciler import LEADERWORKERSET, POD, STATEFULSET, compact_pod
 from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
@@ -62,6 +62,9 @@ class Watches:
             self.jobs[POD] = Reflector(api, managed, compact_pod)
         if pod_parents.STATEFULSET in registry.pod_parents:
             self.jobs[STATEFULSET] = Reflector(api, ResourceType("apps", "v1", "statefulsets", True), compact_job)
+        if pod_parents.LEADERWORKERSET in registry.pod_parents:
+            lws = ResourceType("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", True)
+            self.jobs[LEADERWORKERSET] = Reflector(api, lws, compact_job)
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
