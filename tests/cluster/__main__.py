@@ -1,6 +1,6 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
 ``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
-and the upstream job controllers (JobSet, KubeRay, the training-operator)."""
+and the upstream job controllers (JobSet, KubeRay, the training-operator, LeaderWorkerSet)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.cluster.binaries import (
     ensure_kuberay,
     ensure_kueue,
     ensure_kueuectl,
+    ensure_lws,
     ensure_training_operator,
     ensure_vegeta,
 )
@@ -38,6 +39,7 @@ def main() -> int:
             "jobset": ensure_jobset,
             "kuberay": ensure_kuberay,
             "training-operator": ensure_training_operator,
+            "lws": ensure_lws,  # LeaderWorkerSet, run by tests/integration/manager/test_leaderworkerset.py
         }
         # Independent go builds overlap their downloads and links (the Go build cache is safe to share).
         with ThreadPoolExecutor(max_workers=3) as pool:

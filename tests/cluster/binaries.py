@@ -36,6 +36,8 @@ KUBERAY_VERSION = "v1.6.0"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.3"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+LWS_VERSION = "v0.8.0"
+LWS_MODULE = "sigs.k8s.io/lws"
 
 # The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
 # (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
@@ -301,6 +303,26 @@ def ensure_jobset() -> Path:
             _run(command, module, f"jobset {JOBSET_VERSION}")
             tmp.rename(folder)
     return folder / "jobset"
+
+
+def ensure_lws() -> Path:
+    """Return the cached LeaderWorkerSet controller manager, building it when missing (minutes when cold). Built
+    from a wrapper module as JobSet is (the proxy refuses sigs.k8s.io modules' version lists)."""
+    folder = cache_root() / "bin" / f"lws-{LWS_VERSION}"
+    with _one_builder(folder):
+        if not folder.is_dir():
+            module = cache_root() / "modules" / f"lws-{LWS_VERSION}"
+            _write_module(module, "module kuota.invalid/lws\n\ngo 1.26.0\n")
+            if not (module / "go.sum").exists():
+                _run(["go", "get", "-tool", f"{LWS_MODULE}/cmd@{LWS_VERSION}"], module, "lws deps")
+            tmp = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            package = f"{LWS_MODULE}/cmd"
+            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "lws"), package]
+            _run(command, module, f"lws {LWS_VERSION}")
+            tmp.rename(folder)
+    return folder / "lws"
 
 
 def ensure_kuberay() -> Path:

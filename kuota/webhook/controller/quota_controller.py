@@ -77,6 +77,7 @@ from kuota.webhook.controller.statefulset_reconciler import StatefulSetReconcile
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class QuotaController:
         )
         if STATEFULSET in self.watches.jobs:
             self._job_reconcilers[STATEFULSET] = StatefulSetReconciler(self.state, self._pod_reconciler)
-        if LEADERWORKERSET in self.watches.jobs:
+        if pod_parents.LEADERWORKERSET in registry.pod_parents:  # its reflector starts once its CRD is installed
             self._job_reconcilers[LEADERWORKERSET] = LeaderWorkerSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self.cycles = 0
