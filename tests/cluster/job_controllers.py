@@ -70,11 +70,17 @@ def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
     listing = {"apiVersion": "v1", "kind": "List", "items": documents}
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(listing))
     names = [str(document["metadata"]["name"]) for document in documents]
-    for name in names:
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    for name in names:  # not kubectl wait: it fails, not waits, on a CRD whose status has no conditions yet
+        wait_until(functools.partial(_established, cluster, name), f"CRD {name} Established")
     for name in names:  # discovery lags Established by a moment; a CRD's name is its plural.group
         wait_until(functools.partial(_served, cluster, name), f"{name} served")
     return names
+
+
+def _established(cluster: Cluster, name: str) -> bool:
+    crd = json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _served(cluster: Cluster, resource: str) -> bool:

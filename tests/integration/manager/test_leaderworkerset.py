@@ -159,7 +159,13 @@ def test_each_group_is_one_workload_gated_until_it_fits_placed_preempted_and_res
         assert (owner["kind"], owner["name"]) == ("LeaderWorkerSet", "llm")
     admitted_names = {w["metadata"]["name"] for w in workloads if admitted(w)}
     [waiting_name] = [w["metadata"]["name"] for w in workloads if not admitted(w)]
-    assert GPU in (quota_reserved_message(next(w for w in workloads if not admitted(w))) or "")
+    reason = wait_until(
+        lambda: next((m for w in group_workloads(cluster) if w["metadata"]["name"] == waiting_name
+                      if (m := quota_reserved_message(w))), None),
+        "the waiting group's Workload to say why",
+        60,
+    )  # fmt: skip
+    assert GPU in reason
 
     def settled() -> dict[str, list[dict[str, Any]]] | None:
         groups = by_group(lws_pods(cluster))
