@@ -4,13 +4,18 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := prometheus chromium gcc
+DEBIAN_PACKAGES := prometheus chromium gcc podman runc mmdebstrap
+# `make images` builds from the official Python image the Dockerfiles name, fully qualified (podman guesses no
+# registry; that one must be reachable). `make test` builds from CI_BASE_IMAGE, made here from Debian packages
+# by `scripts/images base`, so that it needs no registry.
+BASE_IMAGE ?= docker.io/library/python:3.11.11-slim-bookworm
+CI_BASE_IMAGE := localhost/kuota/python-base:bookworm
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PHASE := scripts/phase
 
-.PHONY: test install system-packages control-plane lint pytest unit
+.PHONY: test install system-packages control-plane lint images ci-images pytest unit
 
-test: system-packages install control-plane lint pytest
+test: system-packages install control-plane lint ci-images pytest
 
 system-packages:
 	@$(PHASE) "Debian packages ($(DEBIAN_PACKAGES))" bash -c 'missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -24,6 +29,14 @@ install:
 
 control-plane:
 	@$(PHASE) "control-plane and Kueue binaries (cached in ~/.cache/kuota)" $(BIN)/python -m tests.cluster build
+
+# kuota/manager:VERSION and kuota/exporter:VERSION in podman's store, and OCI archives of both in build/images.
+images:
+	@$(PHASE) "images from $(BASE_IMAGE) (layers cached in ~/.cache/kuota/containers)" scripts/images build $(BASE_IMAGE)
+
+ci-images:
+	@$(PHASE) "base image from Debian packages (cached)" scripts/images base $(CI_BASE_IMAGE)
+	@$(MAKE) --no-print-directory images BASE_IMAGE=$(CI_BASE_IMAGE)
 
 lint:
 	@$(PHASE) "ruff" $(BIN)/ruff check .

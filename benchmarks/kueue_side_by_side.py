@@ -7,12 +7,12 @@ Each controller runs on its own fresh control plane (tests/cluster), one after t
 the same generator seed. Kueue is built from the Go module proxy into ~/.cache/kuota/bin/kueue-v0.17.0 on
 first use (progress lines; about ten minutes on two cores).
 
-- harness: 5 cohorts x 6 ClusterQueues, per queue 350 small / 100 medium / 50 large standalone Workloads
-  (15,000 at --scale 1; every class count times --scale), an executor finishing each one its runtime after
-  admission. One table: wall time, mean and p95 time to admission per class, utilization, admissions per
-  second, manager CPU seconds and peak RSS, apiserver requests made by the manager (counted by the API
-  server per FlowSchema), with kuota/Kueue ratios and each live controller's distance to the floor (the
-  same generator through ``kuota simulate``'s replay).
+- harness: 5 cohorts x 6 ClusterQueues, per queue 350 small / 100 medium / 50 large standalone Workloads (15,000
+  at --scale 1; every class count times --scale), an executor finishing each one its runtime after admission. One
+  table: wall time, mean and p95 time to admission per class, utilization, admissions per second, manager CPU
+  seconds and peak RSS, apiserver requests and writes (create, update, patch, delete) made by the manager, each
+  also per admission (counted by the API server per FlowSchema), with kuota/Kueue ratios and each live
+  controller's distance to the floor (the same generator through ``kuota simulate``'s replay).
 - jobs: the same shape as batch/v1 Jobs through each system's webhook, pods run on the fake nodes
   (one cohort of three queues at --job-scale).
 - agree: two deterministic scenarios; the workloads holding quota after each phase, under floor, kuota and

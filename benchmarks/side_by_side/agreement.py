@@ -52,12 +52,28 @@ Workload's check by hand, writing ``status.admissionChecks`` as a check controll
 2. wait-0 (lower priority) waits behind it; after the timeout stuck-0 is evicted (PodsReadyTimeout) and backs
    off (600 s), and wait-0, whose pod runs, is admitted;
 3. chk-0 and chk-1 (lower priority) in k: chk-0 reserves the quota, its check Pending;
-4. chk-0's check answers Retry (requeueAfterSeconds 3600): evicted, quota freed, chk-1 reserves it;
-5. chk-2 arrives and chk-1's check answers Rejected: chk-1 is deactivated, chk-2 reserves;
-6. chk-2's check answers Ready: it is admitted and its pod starts.
+4. chk-0's check answers Retry (no ``requeueAfterSeconds``): evicted, its quota freed, queued again at once, and
+   it reserves again ahead of chk-1, its check Pending again;
+5. chk-2 (lowest priority) arrives and chk-0's check answers Rejected: chk-0 is deactivated, chk-1 reserves;
+6. chk-1's check answers Ready: it is admitted and its pod starts.
+
+The Retry carries no delay because Kueue (v0.17, and v0.20's code alike) does not evict a Workload whose Retry
+asks for one until the delay is over: its workload controller first copies ``requeueAfterSeconds`` into
+``status.requeueState.requeueAt``, then waits for that instant ("Waiting for backoff to finish") before it looks
+at the checks, so the quota stays reserved the whole delay; kuota evicts at once and requeues after the delay
+(docs/architecture.md, "AdmissionChecks"). That difference, not a decision, is what a 3600 s Retry showed here.
+The phases compare who holds quota, not words; Kueue v0.17 words the same decisions as v0.20 does (and kuota)
+except: a Retry's ``Evicted`` message "At least one admission check is false" (v0.20: 'Evicted due to
+AdmissionCheck in Retry state: "gate" (message)'); a Rejected check's ``DeactivationTarget``, ``Evicted``
+(``DeactivatedDueToAdmissionCheck``) and ``Requeued`` message "The workload is deactivated due to Admission
+check(s): gate, were rejected" (v0.20: '... due to AdmissionCheck in Rejected state: "gate" (message)') and its
+Warning event "Deactivating workload because AdmissionCheck for gate was Rejected: message" (v0.20: "Deactivated
+due to AdmissionCheck in Rejected state: ..."). Both count the evictions alike in ``schedulingStats``
+(``AdmissionCheck``, then ``Deactivated`` with cause ``AdmissionCheck``).
 
 The floor replays the timeout with ``podsReadyAfter`` null and each hand-written answer with the workload's
-``admissionChecks`` (the seconds from its reservation to the answer, a Retry, a rejection).
+``admissionChecks`` (the seconds from each reservation to its answer, the Retries, a rejection): the answers of
+one workload all come that many seconds after the reservation they answer.
 
 The scenarios and the comparison are pure; :func:`run_live` drives a controller through one.
 """
@@ -102,7 +118,6 @@ KINDS_COHORT = "kinds"
 LOCAL_QUEUE = "queue"
 CHECK = "gate"
 CHECK_CONTROLLER = "kuota.test/by-hand"
-RETRY_SECONDS = 3600  # a Retry answer's requeueAfterSeconds: longer than the scenario
 PODS_READY_TIMEOUT = 20.0
 CHECKS_CONFIGURATION: dict[str, Any] = {
     "waitForPodsReady": {"timeout": f"{PODS_READY_TIMEOUT:.0f}s", "requeuingStrategy": {"backoffBaseSeconds": 600}}
@@ -110,7 +125,7 @@ CHECKS_CONFIGURATION: dict[str, Any] = {
 # A check's answer by hand, as the floor declares it on the workload's line (beside "after").
 _ANSWERS: dict[str, dict[str, Any]] = {
     "Ready": {},
-    "Retry": {"retries": 1, "requeueAfter": RETRY_SECONDS},
+    "Retry": {"retries": 1},
     "Rejected": {"reject": True},
 }
 # Simulated seconds between phases: any gap works, the replay has no latency.
@@ -255,13 +270,13 @@ CHECKS_PHASES = (
         "checks: chk-0 reserves quota, its check Pending",
         create=(ScenarioWorkload("chk-0", "k", 10, 720, JOB), ScenarioWorkload("chk-1", "k", 10, 710, JOB)),
     ),
-    Phase("checks: chk-0's check Retry: evicted, chk-1 reserves", answer=(("chk-0", "Retry"),)),
+    Phase("checks: chk-0's check Retry: evicted, requeued, it reserves again", answer=(("chk-0", "Retry"),)),
     Phase(
-        "checks: chk-1's check Rejected: deactivated, chk-2 reserves",
+        "checks: chk-0's check Rejected: deactivated, chk-1 reserves",
         create=(ScenarioWorkload("chk-2", "k", 10, 700, JOB),),
-        answer=(("chk-1", "Rejected"),),
+        answer=(("chk-0", "Rejected"),),
     ),
-    Phase("checks: chk-2's check Ready: admitted", answer=(("chk-2", "Ready"),)),
+    Phase("checks: chk-1's check Ready: admitted", answer=(("chk-1", "Ready"),)),
 )
 
 
@@ -331,6 +346,22 @@ def phase_instants(scenario: Sequence[Phase]) -> list[float]:
     return instants
 
 
+def _next_answer(name: str, before: dict[str, Any] | None, after: float, state: str, phase: int) -> dict[str, Any]:
+    """A workload's line ``admissionChecks`` entry with one more answer, ``after`` seconds after the reservation it
+    answers. A line declares one delay for every reservation, Retries first, then a rejection or Ready: answers
+    that do not fit that are refused."""
+    if before is None:
+        return {"after": after, **_ANSWERS[state]}
+    if before["after"] != after or before.get("reject") or not before.get("retries"):
+        raise MeasureError(
+            f"scenario: {name}'s check answers {state} in phase {phase}, which its line cannot declare (one delay "
+            "after each reservation, Retries first, then Rejected or Ready)"
+        )
+    if state == "Retry":
+        return {**before, "retries": before["retries"] + 1}
+    return {**before, **_ANSWERS[state]}
+
+
 def floor_snapshots(scenario: Scenario = DECISIONS) -> list[frozenset[str]]:
     """The holding set after each phase under ``kuota simulate``. A workload finished by hand in phase k gets
     the duration that ends it at phase k's instant, which holds only if it was admitted on arrival; checked. A
@@ -366,11 +397,11 @@ def floor_snapshots(scenario: Scenario = DECISIONS) -> list[frozenset[str]]:
         for name, state in phase.answer:
             before = replayed(instants[index])
             history = next(h for h in before.workloads.values() if h.name == name)
-            if name in answers or history.outcome is not Outcome.ADMITTED:
-                raise MeasureError(
-                    f"scenario: {name} holds no quota for its check to answer once, in phase {index + 1}"
-                )
-            answers[name] = {"after": instants[index] - history.admissions[-1].at, **_ANSWERS[state]}
+            if history.outcome is not Outcome.ADMITTED:
+                raise MeasureError(f"scenario: {name} holds no quota for its check to answer, in phase {index + 1}")
+            answers[name] = _next_answer(
+                name, answers.get(name), instants[index] - history.admissions[-1].at, state, index + 1
+            )
         result = replayed(instants[index] + phase.spacing - PHASE_SPACING / 2)
         for name, at in finished_at.items():
             if at > instants[index]:
@@ -475,7 +506,7 @@ async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[frozenset[str]
             for name in phase.finish:
                 await live.finish(keys[name])
             for name, state in phase.answer:
-                await live.answer_check(keys[name], CHECK, state, RETRY_SECONDS if state == "Retry" else None)
+                await live.answer_check(keys[name], CHECK, state)
             while live.clock() - began < phase.lasts:
                 live.check_watch()
                 await asyncio.sleep(0.2)

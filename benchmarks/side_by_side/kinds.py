@@ -15,6 +15,7 @@ from typing import Any
 from benchmarks.side_by_side.errors import MeasureError
 from kuota.webhook.jobs.adapter import PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
+from tests.cluster import GPU_RESOURCE
 
 WORKLOAD = "Workload"
 JOB = "Job"
@@ -71,9 +72,11 @@ def _metadata(name: str, namespace: str, queue: str, priority_class: str) -> dic
 
 
 def job(name: str, namespace: str, queue: str, priority_class: str, cpu: int, *, schedulable: bool) -> dict[str, Any]:
-    """A batch/v1 Job of one pod; not ``schedulable``: its pod selects a node label no node has, so it stays
-    Pending and the Job's Workload never gets ``PodsReady``."""
+    """A batch/v1 Job of one pod, which tolerates the fake nodes' GPU taint (as the jobs mode's Jobs do) so it
+    runs and gets ready; not ``schedulable``: its pod also selects a node label no node has, so it stays Pending
+    and the Job's Workload never gets ``PodsReady``."""
     spec = _pod_spec(cpu, "Never")
+    spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
     if not schedulable:
         spec["nodeSelector"] = dict(NO_NODE_SELECTOR)
     return {

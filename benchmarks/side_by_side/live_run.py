@@ -351,12 +351,12 @@ class LiveRun:
             lambda obj: {"conditions": with_conditions(obj, [("Finished", "True", "ByTest", "By test runner")])},
         )
 
-    async def answer_check(self, key: str, check: str, state: str, requeue_after: int | None) -> None:
+    async def answer_check(self, key: str, check: str, state: str) -> None:
         """Write one AdmissionCheck's state on a holding Workload now, as that check's controller does: a
-        server-side apply of its own entry of ``status.admissionChecks`` (with ``requeueAfterSeconds`` for a
-        Retry). A merge patch of the list would race the controller's own apply of the entries it owns. A
-        Workload holding no quota (the controller decided otherwise than the scenario expects) has no check to
-        answer: nothing is written, and the phase's comparison shows the difference."""
+        server-side apply of its own entry of ``status.admissionChecks``. A merge patch of the list would race
+        the controller's own apply of the entries it owns. A Workload holding no quota (the controller decided
+        otherwise than the scenario expects) has no check to answer: nothing is written, and the phase's
+        comparison shows the difference."""
         obj = self.latest[key]
         if (obj.get("status") or {}).get("admission") is None:
             log.warning("Workload of %s holds no quota: AdmissionCheck %s not answered", key, check)
@@ -367,8 +367,6 @@ class LiveRun:
             "message": "answered by the agreement scenario",
             "lastTransitionTime": _now_rfc3339(),
         }
-        if requeue_after is not None:
-            entry["requeueAfterSeconds"] = requeue_after
         metadata = obj["metadata"]
         body = {
             "apiVersion": KUEUE_GROUP_VERSION,

@@ -77,12 +77,21 @@ def busiest(before: dict[str, int], after: dict[str, int], count: int) -> list[t
     return sorted(((k, n) for k, n in grown.items() if n > 0), key=lambda item: (-item[1], item[0]))[:count]
 
 
+# The verbs that change an object: what the manager's writes are counted by.
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+
+
 def flow_schema_name(user: str) -> str:
     return f"bench-{user}"
 
 
+def writes_flow_schema_name(user: str) -> str:
+    return f"bench-{user}-writes"
+
+
 def manager_identity_objects(user: str) -> list[dict[str, Any]]:
-    """The FlowSchema that counts ``user``'s requests, and the binding that makes the group cluster-admin."""
+    """The FlowSchemas that count ``user``'s writes (``WRITE_VERBS``) and its other requests, and the binding
+    that makes the group cluster-admin."""
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -108,4 +117,20 @@ def manager_identity_objects(user: str) -> list[dict[str, Any]]:
             ],
         },
     }
-    return [binding, schema]
+    writes = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": writes_flow_schema_name(user)},
+        "spec": {
+            # Matched before the schema above (lower precedence wins), so each request counts in one of them.
+            "matchingPrecedence": 49,
+            "priorityLevelConfiguration": {"name": "exempt"},
+            "rules": [
+                {
+                    "subjects": [{"kind": "User", "user": {"name": user}}],
+                    "resourceRules": [{**every, "verbs": list(WRITE_VERBS)}],
+                }
+            ],
+        },
+    }
+    return [binding, writes, schema]

@@ -34,6 +34,7 @@ from benchmarks.side_by_side.process_usage import (
     read_cpu_seconds,
     read_peak_rss_mib,
     requests_by_kind,
+    writes_flow_schema_name,
 )
 from benchmarks.side_by_side.rest import KubeApi
 from benchmarks.side_by_side.table import ManagerUsage
@@ -154,7 +155,7 @@ class Measured(Generic[T]):
 
 def measured(cluster: Cluster, controller: Controller, drive: Callable[[], Awaitable[T]]) -> Measured[T]:
     """Run ``drive`` on a fresh event loop; the manager's CPU and requests are counted over that span only."""
-    schema = flow_schema_name(controller.user)
+    schema, writes_schema = flow_schema_name(controller.user), writes_flow_schema_name(controller.user)
     metrics_before = cluster.kubectl("get", "--raw", "/metrics").stdout
     cpu_before = read_cpu_seconds(controller.pid)
     outcome = asyncio.run(_awaited(drive))
@@ -163,7 +164,12 @@ def measured(cluster: Cluster, controller: Controller, drive: Callable[[], Await
     usage = ManagerUsage(
         cpu_seconds=cpu_after - cpu_before,
         peak_rss_mib=read_peak_rss_mib(controller.pid),
-        apiserver_requests=dispatched_requests(metrics_after, schema) - dispatched_requests(metrics_before, schema),
+        apiserver_requests=sum(
+            dispatched_requests(metrics_after, name) - dispatched_requests(metrics_before, name)
+            for name in (schema, writes_schema)
+        ),
+        apiserver_writes=dispatched_requests(metrics_after, writes_schema)
+        - dispatched_requests(metrics_before, writes_schema),
     )
     traffic = busiest(requests_by_kind(metrics_before), requests_by_kind(metrics_after), 8)
     return Measured(outcome, usage, traffic)

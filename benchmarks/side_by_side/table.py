@@ -12,11 +12,13 @@ from benchmarks.side_by_side.measures import RunFigures
 
 @dataclass(frozen=True, slots=True)
 class ManagerUsage:
-    """What the manager process cost: CPU seconds (user+system), peak RSS, and requests it sent the API."""
+    """What the manager process cost: CPU seconds (user+system), peak RSS, requests it sent the API and how many
+    of them were writes (create, update, patch, delete)."""
 
     cpu_seconds: float
     peak_rss_mib: float
     apiserver_requests: int
+    apiserver_writes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,13 @@ def comparison_rows(
             "apiserver requests per admission",
             "/adm",
             lambda r: _per_admission(r, float(r.usage.apiserver_requests)),
+            NO_TARGET,
+        ),
+        usage("apiserver writes by the manager", "", lambda r: float(r.usage.apiserver_writes), NO_TARGET),
+        usage(
+            "apiserver writes per admission",
+            "/adm",
+            lambda r: _per_admission(r, float(r.usage.apiserver_writes)),
             NO_TARGET,
         ),
     ]

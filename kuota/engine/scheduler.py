@@ -10,13 +10,15 @@ blockAdmission: while some admitted workload's pods are not ready (as its shell 
 admitted next is held back instead, waiting for them, and nothing else is admitted (Kueue's scheduler blocks
 there). The rules are in docs/architecture.md (scheduler rules).
 
-The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload
-that can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their
-head. Best-ordered means highest priority, then oldest, then uid; with fair sharing, each cohort first
-prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted, as Kueue's tournament
-does (``fair_sharing``), a queue's candidate being its first workload in order not tried since the last
-admission. Victims of a preemption free their quota at once and are requeued at once. Each cohort tree is
-scheduled independently and only when something in it changed.
+The rule the batching keeps exact: in each cohort tree, repeatedly admit the best-ordered pending workload that
+can be admitted now (by fitting, by preempting, or partially); ``StrictFIFO`` queues offer only their head.
+Best-ordered means highest priority, then oldest, then uid, except that a workload that would borrow gives way to
+another queue's that would be admitted within its nominal quota (its victims gone), as Kueue's cycle sorts entries
+that do not borrow first (a queue's candidate there is its first workload that can be admitted now); with fair
+sharing, each cohort first prefers the child (ClusterQueue or Cohort) of lowest share with its candidate admitted,
+as Kueue's tournament does (``fair_sharing``), a queue's candidate being its first workload in order not tried
+since the last admission. Victims of a preemption free their quota at once and are requeued at once. Each cohort
+tree is scheduled independently and only when something in it changed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ from kuota.engine.queues import (
     orders_by_eviction,
 )
 from kuota.engine.quota_tree import FlavorResource
+
+# What admitting a workload now takes: its assignment (full, or cut toward minCount) and its victims.
+Plan = tuple[Assignment, list[Target]]
 
 
 class Scheduler:
@@ -150,7 +155,13 @@ class Scheduler:
             if budget[0] == 0:
                 return False
             _, queue, group, head = best
-            wake_conditions = self._attempt(queue, head, now, decisions)
+            assignment = self._assign(queue, head, now)
+            plan = self._plan(queue, head, assignment, now)
+            if not fair and plan is not None and self._borrows(queue, plan):
+                lender = self._within_nominal_head(tree, queue, now)
+                if lender is not None:
+                    queue, group, head, assignment, plan = lender
+            wake_conditions = self._attempt(queue, head, assignment, plan, now=now, decisions=decisions)
             if self.manager.pods_ready_waiter is not None:
                 return False  # held back: tried again once the admitted workloads' pods are ready
             if wake_conditions is None:
@@ -179,6 +190,65 @@ class Scheduler:
             heapq.heappop(heads)
         return None
 
+    def _within_nominal_head(
+        self, tree: Tree, borrower: Queue, now: float
+    ) -> tuple[Queue, Group, Record, Assignment, Plan] | None:
+        """The best-ordered candidate of another queue that would be admitted within its nominal quota (its
+        victims gone), with its assignment and plan: Kueue's cycle takes every entry that does not borrow before
+        any that does, so a lender's workload is not left to reclaim what a borrower took at the same instant. A
+        queue's candidate is its first workload that can be admitted now: heads that cannot are set aside on the
+        way, as an attempt would."""
+        records = self.manager.records
+        nodes = self.manager.tree.cluster_queues
+        candidates: list[tuple[SortKey, Queue, Group, Record, Assignment, Plan]] = []
+        for name in tree.queues:
+            queue = self.manager.queues[name]
+            if queue is borrower or queue.assigner is None:
+                continue
+            node = nodes[name]
+            usage = node.usage
+            if queue.model.preemption.within_cluster_queue is WithinClusterQueuePolicy.NEVER and all(
+                usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()
+            ):
+                continue  # whatever its candidate asks, it borrows
+            while queue.blocked is None and (peeked := queue.peek(records)) is not None:
+                group, head = peeked
+                assignment = self._assign(queue, head, now)
+                plan = self._plan(queue, head, assignment, now)
+                if plan is None:
+                    wake_conditions = self._wake_conditions(queue, head, assignment, now)
+                    self.manager.set_aside(tree, queue, group, head, wake_conditions)
+                    continue
+                if not self._borrows(queue, plan):
+                    candidates.append((head.sort_key, queue, group, head, assignment, plan))
+                break
+        if not candidates:
+            return None
+        _, queue, group, head, assignment, plan = min(candidates, key=_sort_key_of)
+        return queue, group, head, assignment, plan
+
+    def _borrows(self, queue: Queue, plan: Plan) -> bool:
+        """Whether admitting by ``plan`` borrows, decided with its victims gone (as Kueue's preemption oracle
+        decides it, and as ``admit`` flags it)."""
+        assignment, victims = plan
+        name = queue.model.name
+        freed: dict[FlavorResource, int] = {}
+        for target in victims:
+            if target.victim.cluster_queue == name:
+                for fr, amount in target.victim.assignment.usage.items():
+                    freed[fr] = freed.get(fr, 0) + amount
+        node = self.manager.tree.cluster_queues[name]
+        usage, subtree = node.usage, node.subtree
+        return any(
+            usage.get(fr, 0) - freed.get(fr, 0) + amount > subtree.get(fr, 0) for fr, amount in assignment.usage.items()
+        )
+
+    def _assign(self, queue: Queue, record: Record, now: float) -> Assignment:
+        """``record``'s assignment in full, as things stand."""
+        assert queue.assigner is not None
+        pod_sets = record.workload.pod_sets
+        return queue.assigner.assign(pod_sets, record.counts, self._probe(queue, record, now))
+
     def _shares(self, queue: Queue, record: Record, now: float) -> list[int]:
         """The shares along its path of ``queue`` (and its cohorts) with ``record`` admitted in full."""
         assert queue.assigner is not None
@@ -186,33 +256,33 @@ class Scheduler:
         assignment = queue.assigner.assign(pod_sets, tuple(p.count for p in pod_sets), self._probe(queue, record, now))
         return path_shares(self.manager.tree, self.manager.tree.cluster_queues[queue.model.name], assignment.usage)
 
-    def _attempt(self, queue: Queue, record: Record, now: float, decisions: list[Decision]) -> WakeConditions | None:
-        """Admit ``record`` if it can be now, or hold it back for blockAdmission (None); otherwise say what could
-        change that."""
-        assert queue.assigner is not None
+    def _attempt(
+        self,
+        queue: Queue,
+        record: Record,
+        assignment: Assignment,
+        plan: Plan | None,
+        *,
+        now: float,
+        decisions: list[Decision],
+    ) -> WakeConditions | None:
+        """Admit ``record`` by its ``plan`` (None: it cannot be admitted now; ``assignment`` is its full one), or
+        hold it back for blockAdmission (None); otherwise say what could change that."""
+        if plan is not None:
+            self._preempt_and_admit(queue, record, *plan, now=now, decisions=decisions)
+            return None
+        return self._wake_conditions(queue, record, assignment, now)
+
+    def _wake_conditions(self, queue: Queue, record: Record, assignment: Assignment, now: float) -> WakeConditions:
+        """What could make ``record``, which cannot be admitted now, admissible; sets its pending reason."""
         workload = record.workload
         fair = self.manager.configuration.fair_sharing is not None
-        assignment = queue.assigner.assign(workload.pod_sets, record.counts, self._probe(queue, record, now))
-        if assignment.mode is Mode.FIT:
-            self._preempt_and_admit(queue, record, assignment, [], now=now, decisions=decisions)
-            return None
-        victims: list[Target] = []
         just_preempted = record.preempted_at == now
-        victims_possible = False
         # Preemption leaves the tree as it found it, so this holds after a failed search too.
         conditions = self._preemption_wake_conditions(queue.model, assignment)
-        if assignment.mode is Mode.PREEMPT and not just_preempted:
-            victims_possible = self._has_candidates(queue, record, conditions)
-            if victims_possible:
-                victims = self._victims(queue, record, assignment)
-        victims_possible = victims_possible or (assignment.mode is Mode.PREEMPT and just_preempted)
-        if victims:
-            self._preempt_and_admit(queue, record, assignment, victims, now=now, decisions=decisions)
-            return None
-        partial = self._partial(queue, record, now)
-        if partial is not None:
-            self._preempt_and_admit(queue, record, *partial, now=now, decisions=decisions)
-            return None
+        victims_possible = assignment.mode is Mode.PREEMPT and (
+            just_preempted or self._has_candidates(queue, record, conditions)
+        )
         reasons = list(assignment.reasons)
         may_preempt_smaller = record.partial and may_preempt(queue.model, fair)
         if just_preempted and (assignment.mode is Mode.PREEMPT or may_preempt_smaller):
@@ -258,6 +328,22 @@ class Scheduler:
                 conditions.own_frees_only,
             )
         return conditions
+
+    def _plan(self, queue: Queue, record: Record, assignment: Assignment, now: float) -> Plan | None:
+        """What admitting ``record`` now takes: its full ``assignment`` (fitting, or with the victims the
+        policy allows: a workload preempted at ``now`` may not preempt), else a partial admission; None if
+        it cannot be admitted now."""
+        if assignment.mode is Mode.FIT:
+            return assignment, []
+        if (
+            assignment.mode is Mode.PREEMPT
+            and record.preempted_at != now
+            and self._has_candidates(queue, record, self._preemption_wake_conditions(queue.model, assignment))
+        ):
+            victims = self._victims(queue, record, assignment)
+            if victims:
+                return assignment, victims
+        return self._partial(queue, record, now)
 
     def _nested(self, queue: Queue) -> bool:
         """Whether ``queue``'s cohort tree nests cohorts."""
@@ -402,7 +488,7 @@ class Scheduler:
             preemptor_order_time=record.order_time,
         )
 
-    def _partial(self, queue: Queue, record: Record, now: float) -> tuple[Assignment, list[Target]] | None:
+    def _partial(self, queue: Queue, record: Record, now: float) -> Plan | None:
         """The admission Kueue's reducer settles on with pod sets cut toward their minCount
         (``reduce_counts``): one that fits, or one that fits once victims the policy allows are preempted (a
         workload preempted at this instant may not preempt)."""
@@ -573,3 +659,7 @@ class Scheduler:
     def _deadline_stale(self, entry: tuple[float, int, str]) -> bool:
         record = self.manager.records.get(entry[2])
         return record is None or record.state is not WorkloadState.ADMITTED or record.deadline != entry[0]
+
+
+def _sort_key_of(entry: tuple[SortKey, Queue, Group, Record, Assignment, Plan]) -> SortKey:
+    return entry[0]

@@ -111,7 +111,8 @@ class _Manager:
         parser.add_argument(
             "--eta-interval",
             default="5s",
-            help="recompute pending Workloads' admission ETAs this often, e.g. 5s; 0 turns ETAs off (default 5s)",
+            help="recompute pending Workloads' admission ETAs this often, e.g. 5s, or less often where a replay "
+            "takes more than 5%% of one core; 0 turns ETAs off (default 5s)",
         )
         parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 

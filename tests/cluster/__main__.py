@@ -1,6 +1,7 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
 ``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
-and the upstream job controllers (JobSet, KubeRay, the training-operator, LeaderWorkerSet)."""
+and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2, AppWrapper,
+LeaderWorkerSet)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cluster.binaries import (
+    ensure_appwrapper,
     ensure_binaries,
     ensure_jobset,
     ensure_kuberay,
     ensure_kueue,
     ensure_kueuectl,
     ensure_lws,
+    ensure_mpi_operator,
+    ensure_trainer,
     ensure_training_operator,
     ensure_vegeta,
 )
@@ -40,6 +44,9 @@ def main() -> int:
             "kuberay": ensure_kuberay,
             "training-operator": ensure_training_operator,
             "lws": ensure_lws,  # LeaderWorkerSet, run by tests/integration/manager/test_leaderworkerset.py
+            "mpi-operator": ensure_mpi_operator,
+            "trainer": ensure_trainer,
+            "appwrapper": ensure_appwrapper,
         }
         # Independent go builds overlap their downloads and links (the Go build cache is safe to share).
         with ThreadPoolExecutor(max_workers=3) as pool:

@@ -36,6 +36,12 @@ KUBERAY_VERSION = "v1.6.0"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.3"
 TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
+TRAINER_VERSION = "v2.2.0"
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+APPWRAPPER_VERSION = "v1.2.0"
+APPWRAPPER_MODULE = "github.com/project-codeflare/appwrapper"
 LWS_VERSION = "v0.8.0"
 LWS_MODULE = "sigs.k8s.io/lws"
 
@@ -284,45 +290,34 @@ def _ensure_go_binary(name: str, version: str, package: str, built_name: str) ->
     return binary
 
 
-def ensure_jobset() -> Path:
-    """Return the cached JobSet controller manager, building it when missing (minutes when cold).
-
-    Built from a wrapper module as etcd is: ``go install jobset@version`` asks the proxy for the module's
-    version list (to report deprecations), which the proxy refuses for sigs.k8s.io/jobset."""
-    folder = cache_root() / "bin" / f"jobset-{JOBSET_VERSION}"
+def _ensure_wrapped_binary(name: str, version: str, package: str) -> Path:
+    """Build ``package@version`` from a wrapper module, as etcd is: ``go install pkg@version``
+    asks the proxy for the module's version list (to report deprecations), which the proxy refuses for some
+    modules (sigs.k8s.io/jobset, github.com/kubeflow/mpi-operator)."""
+    folder = cache_root() / "bin" / f"{name}-{version}"
     with _one_builder(folder):
         if not folder.is_dir():
-            module = cache_root() / "modules" / f"jobset-{JOBSET_VERSION}"
-            _write_module(module, "module kuota.invalid/jobset\n\ngo 1.26.0\n")
+            module = cache_root() / "modules" / f"{name}-{version}"
+            _write_module(module, f"module kuota.invalid/{name}\n\ngo 1.26.0\n")
             if not (module / "go.sum").exists():
-                _run(["go", "get", "-tool", f"{JOBSET_MODULE}@{JOBSET_VERSION}"], module, "jobset deps")
+                _run(["go", "get", "-tool", f"{package}@{version}"], module, f"{name} deps")
             tmp = folder.with_name(folder.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "jobset"), JOBSET_MODULE]
-            _run(command, module, f"jobset {JOBSET_VERSION}")
+            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / name), package]
+            _run(command, module, f"{name} {version}")
             tmp.rename(folder)
-    return folder / "jobset"
+    return folder / name
+
+
+def ensure_jobset() -> Path:
+    """Return the cached JobSet controller manager, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("jobset", JOBSET_VERSION, JOBSET_MODULE)
 
 
 def ensure_lws() -> Path:
-    """Return the cached LeaderWorkerSet controller manager, building it when missing (minutes when cold). Built
-    from a wrapper module as JobSet is (the proxy refuses sigs.k8s.io modules' version lists)."""
-    folder = cache_root() / "bin" / f"lws-{LWS_VERSION}"
-    with _one_builder(folder):
-        if not folder.is_dir():
-            module = cache_root() / "modules" / f"lws-{LWS_VERSION}"
-            _write_module(module, "module kuota.invalid/lws\n\ngo 1.26.0\n")
-            if not (module / "go.sum").exists():
-                _run(["go", "get", "-tool", f"{LWS_MODULE}/cmd@{LWS_VERSION}"], module, "lws deps")
-            tmp = folder.with_name(folder.name + ".partial")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            package = f"{LWS_MODULE}/cmd"
-            command = ["go", "build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp / "lws"), package]
-            _run(command, module, f"lws {LWS_VERSION}")
-            tmp.rename(folder)
-    return folder / "lws"
+    """Return the cached LeaderWorkerSet controller manager, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("lws", LWS_VERSION, f"{LWS_MODULE}/cmd")
 
 
 def ensure_kuberay() -> Path:
@@ -334,6 +329,24 @@ def ensure_training_operator() -> Path:
     """Return the cached Kubeflow training-operator (PyTorchJob), building it when missing (minutes when cold)."""
     package = f"{TRAINING_OPERATOR_MODULE}/cmd/training-operator.v1"
     return _ensure_go_binary("training-operator", TRAINING_OPERATOR_VERSION, package, "training-operator.v1")
+
+
+def ensure_mpi_operator() -> Path:
+    """Return the cached Kubeflow mpi-operator (MPIJob v2beta1), building it when missing (minutes when cold)."""
+    package = f"{MPI_OPERATOR_MODULE}/cmd/mpi-operator"
+    return _ensure_wrapped_binary("mpi-operator", MPI_OPERATOR_VERSION, package)
+
+
+def ensure_trainer() -> Path:
+    """Return the cached Kubeflow Trainer v2 controller manager (TrainJob), building it when missing (minutes
+    when cold)."""
+    package = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
+    return _ensure_wrapped_binary("trainer", TRAINER_VERSION, package)
+
+
+def ensure_appwrapper() -> Path:
+    """Return the cached AppWrapper controller, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("appwrapper", APPWRAPPER_VERSION, f"{APPWRAPPER_MODULE}/cmd")
 
 
 def ensure_binaries() -> Binaries:

@@ -1,5 +1,6 @@
-"""The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator,
-LeaderWorkerSet), run as processes against a test control plane, with their CRDs from the Go module cache.
+"""The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator and
+mpi-operator, Trainer v2, AppWrapper, LeaderWorkerSet), run as processes against a test control plane, with their
+CRDs from the Go module cache.
 
 Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
 its health probe on a free loopback port (ready once ``/readyz`` answers). Their admission webhooks are not
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import os
 import shutil
 import urllib.error
 import urllib.request
@@ -21,17 +23,26 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.binaries import (
+    APPWRAPPER_MODULE,
+    APPWRAPPER_VERSION,
     JOBSET_MODULE,
     JOBSET_VERSION,
     KUBERAY_MODULE,
     KUBERAY_VERSION,
     LWS_MODULE,
     LWS_VERSION,
+    MPI_OPERATOR_MODULE,
+    MPI_OPERATOR_VERSION,
+    TRAINER_MODULE,
+    TRAINER_VERSION,
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
+    ensure_appwrapper,
     ensure_jobset,
     ensure_kuberay,
     ensure_lws,
+    ensure_mpi_operator,
+    ensure_trainer,
     ensure_training_operator,
     module_dir,
 )
@@ -58,9 +69,27 @@ def kuberay_crds() -> list[Path]:
     return sorted(bases.glob("ray.io_*.yaml"))  # the operator watches all four kinds
 
 
+# The training-operator's kinds Kueue integrates with (its own MPIJob v1 is not: Kueue's is mpi-operator's v2beta1).
+TRAINING_OPERATOR_KINDS = ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+
+
 def training_operator_crds() -> list[Path]:
     bases = module_dir(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_VERSION) / "manifests/base/crds"
-    return [bases / "kubeflow.org_pytorchjobs.yaml"]
+    return [bases / f"kubeflow.org_{kind}s.yaml" for kind in TRAINING_OPERATOR_KINDS]
+
+
+def mpi_operator_crds() -> list[Path]:
+    return [module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION) / "manifests/base/kubeflow.org_mpijobs.yaml"]
+
+
+def trainer_crds() -> list[Path]:
+    bases = module_dir(TRAINER_MODULE, TRAINER_VERSION) / "manifests/base/crds"
+    return sorted(bases.glob("trainer.kubeflow.org_*.yaml"))
+
+
+def appwrapper_crds() -> list[Path]:
+    bases = module_dir(APPWRAPPER_MODULE, APPWRAPPER_VERSION) / "config/crd/bases"
+    return [bases / "workload.codeflare.dev_appwrappers.yaml"]
 
 
 def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
@@ -166,9 +195,10 @@ def start_kuberay(cluster: Cluster) -> UpstreamController:
 
 
 def start_training_operator(cluster: Cluster) -> UpstreamController:
-    """Kubeflow's training-operator with the PyTorchJob scheme only. Its certificate rotator always runs: it fills
-    the Secret its manifests create empty in the ``kubeflow`` namespace, then waits for the kubelet to mount that
-    Secret at a path it does not let one change; here the Secret's pair is written there, as the mount would."""
+    """Kubeflow's training-operator with the schemes of :data:`TRAINING_OPERATOR_KINDS`. Its certificate rotator
+    always runs: it fills the Secret its manifests create empty in the ``kubeflow`` namespace, then waits for the
+    kubelet to mount that Secret at a path it does not let one change; here the Secret's pair is written there, as
+    the mount would."""
     binary = ensure_training_operator()
     cluster.kubectl("create", "namespace", "kubeflow", check=False)
     cluster.kubectl("create", "secret", "generic", TRAINING_OPERATOR_SECRET, "-n", "kubeflow", check=False)
@@ -177,7 +207,7 @@ def start_training_operator(cluster: Cluster) -> UpstreamController:
     command = [
         str(binary),
         f"--kubeconfig={kubeconfig}",
-        "--enable-scheme=pytorchjob",
+        *(f"--enable-scheme={kind}" for kind in TRAINING_OPERATOR_KINDS),
         "--metrics-bind-address=0",
         f"--health-probe-bind-address=127.0.0.1:{health_port}",
         f"--webhook-server-port={free_port()}",
@@ -199,6 +229,96 @@ def _filled_secret(cluster: Cluster) -> dict[str, str] | None:
     )
     data: dict[str, str] = secret.get("data") or {}
     return data if data.get("tls.crt") and data.get("tls.key") else None
+
+
+# The mpi-operator's health port is fixed in its code; nothing in the test session uses it otherwise.
+_MPI_OPERATOR_HEALTH_PORT = 8080
+_MPI_OPERATOR_LOCK_NAMESPACE = "mpi-operator"
+
+
+def start_mpi_operator(cluster: Cluster) -> UpstreamController:
+    """Kubeflow's mpi-operator (MPIJob v2beta1), as its manifests run it. Its leader election cannot be turned off:
+    its Lease lives in a namespace of its own, and it starts its controller once it holds it."""
+    binary = ensure_mpi_operator()
+    cluster.kubectl("create", "namespace", _MPI_OPERATOR_LOCK_NAMESPACE, check=False)
+    kubeconfig = cluster.kubeconfig_for("mpi-operator")
+    name = "mpi-operator"
+    # It takes KUBECONFIG over its --kubeConfig flag, so the variable is what names its identity.
+    command = [str(binary), f"--lock-namespace={_MPI_OPERATOR_LOCK_NAMESPACE}"]
+    cluster.spawn(name, command, env=dict(os.environ, KUBECONFIG=str(kubeconfig)))
+    log = cluster.workdir / f"{name}.log"
+    wait_until(
+        lambda: _lease_held(cluster, name) or not cluster.process_alive(name),
+        f"{name} {MPI_OPERATOR_VERSION} to hold its Lease (log: {log})",
+        timeout=_READY_SECONDS,
+    )
+    return _await_ready(
+        cluster, UpstreamController(name, MPI_OPERATOR_VERSION, f"http://127.0.0.1:{_MPI_OPERATOR_HEALTH_PORT}/healthz")
+    )
+
+
+def _lease_held(cluster: Cluster, name: str) -> bool:
+    answer = cluster.kubectl("get", "lease", name, "-n", _MPI_OPERATOR_LOCK_NAMESPACE, "-o", "json", check=False)
+    return answer.returncode == 0 and bool(json.loads(answer.stdout)["spec"].get("holderIdentity"))
+
+
+def start_trainer(cluster: Cluster) -> UpstreamController:
+    """Kubeflow Trainer v2's controller manager (TrainJob, its runtimes; it runs a JobSet per TrainJob), its
+    configuration file as its manifests write one but without cert management: its webhook server serves the control
+    plane's serving certificate from controller-runtime's default folder, which it does not let one change (nothing
+    calls it)."""
+    binary = ensure_trainer()
+    folder = cluster.workdir / "trainer"
+    folder.mkdir(parents=True, exist_ok=True)
+    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for source, target in ((cluster.pki.serving_cert, "tls.crt"), (cluster.pki.serving_key, "tls.key")):
+        if not (TRAINING_OPERATOR_CERT_DIR / target).exists():  # the training-operator's pair serves as well
+            shutil.copyfile(source, TRAINING_OPERATOR_CERT_DIR / target)
+    health_port = free_port()
+    configuration = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": free_port()},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(configuration))
+    kubeconfig = cluster.kubeconfig_for("trainer-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}", f"--config={folder / 'config.yaml'}"]
+    return _start(cluster, "trainer", TRAINER_VERSION, command, health_port)
+
+
+_APPWRAPPER_NAMESPACE = "appwrapper-system"
+
+
+def start_appwrapper(cluster: Cluster) -> UpstreamController:
+    """The AppWrapper controller, its configuration in the ConfigMap it reads from its namespace: webhooks off
+    (nothing calls them; it needs no certificates then), metrics off, its health probe on a free loopback port."""
+    binary = ensure_appwrapper()
+    cluster.kubectl("create", "namespace", _APPWRAPPER_NAMESPACE, check=False)
+    health_port = free_port()
+    configuration = {
+        "webhooksEnabled": False,
+        "controllerManager": {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": f"127.0.0.1:{health_port}"},
+            "leaderElection": False,
+        },
+    }
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "appwrapper-operator-config", "namespace": _APPWRAPPER_NAMESPACE},
+        "data": {"config.yaml": yaml.safe_dump(configuration)},
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(config_map))
+    kubeconfig = cluster.kubeconfig_for("appwrapper-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}"]
+    cluster.spawn("appwrapper", command, env=dict(os.environ, NAMESPACE=_APPWRAPPER_NAMESPACE))
+    controller = UpstreamController("appwrapper", APPWRAPPER_VERSION, _readyz(health_port))
+    return _await_ready(cluster, controller)
 
 
 LWS_WEBHOOKS = "lws-webhooks"  # the name of both of its webhook configurations, as the test registers them

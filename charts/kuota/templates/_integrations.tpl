@@ -10,9 +10,16 @@ deployment: {kind: deployment, group: apps, version: v1, plural: deployments, mu
 statefulset: {kind: statefulset, group: apps, version: v1, plural: statefulsets, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
 leaderworkerset.x-k8s.io/leaderworkerset: {kind: leaderworkerset, group: leaderworkerset.x-k8s.io, version: v1, plural: leaderworkersets, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
 jobset.x-k8s.io/jobset: {kind: jobset, group: jobset.x-k8s.io, version: v1alpha2, plural: jobsets}
+kubeflow.org/jaxjob: {kind: jaxjob, group: kubeflow.org, version: v1, plural: jaxjobs}
+kubeflow.org/mpijob: {kind: mpijob, group: kubeflow.org, version: v2beta1, plural: mpijobs}
+kubeflow.org/paddlejob: {kind: paddlejob, group: kubeflow.org, version: v1, plural: paddlejobs}
 kubeflow.org/pytorchjob: {kind: pytorchjob, group: kubeflow.org, version: v1, plural: pytorchjobs}
+kubeflow.org/tfjob: {kind: tfjob, group: kubeflow.org, version: v1, plural: tfjobs}
+kubeflow.org/xgboostjob: {kind: xgboostjob, group: kubeflow.org, version: v1, plural: xgboostjobs}
 ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
 ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
+trainer.kubeflow.org/trainjob: {kind: trainjob, group: trainer.kubeflow.org, version: v1alpha1, plural: trainjobs, reads: [trainingruntimes, clustertrainingruntimes]}
+workload.codeflare.dev/appwrapper: {kind: appwrapper, group: workload.codeflare.dev, version: v1beta2, plural: appwrappers}
 {{- end }}
 
 {{- /* The enabled suspendable kinds, sorted by framework name (as the registry orders them), as a YAML list. */ -}}

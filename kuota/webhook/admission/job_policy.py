@@ -33,6 +33,7 @@ from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.reviews import AdmissionRequest, UserInfo, Verdict
+from kuota.webhook.controller.errors import InvalidJobError
 from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.pod_parents import PodParent
@@ -193,7 +194,7 @@ def _templates(obj: Mapping[str, Any], adapter: JobAdapter) -> list[Mapping[str,
     server's own validation answers that)."""
     try:
         return [pod_set.template for pod_set in adapter.pod_sets(obj)]
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, InvalidJobError):
         return []
 
 

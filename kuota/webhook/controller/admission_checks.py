@@ -27,6 +27,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
+from kuota.webhook.controller.pods_ready import PodsReadyClock
 from kuota.webhook.controller.state import ControllerState, owner_job
 
 log = logging.getLogger(__name__)
@@ -147,10 +148,18 @@ class AdmissionCheckGate:
     """Looks at each Workload that holds quota whenever it changes: a Retry or Rejected check is an eviction the
     engine makes now; all checks Ready is the ``Admitted`` condition, written here."""
 
-    def __init__(self, state: ControllerState, writer: ApiWriter, events: EventRecorder) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        writer: ApiWriter,
+        events: EventRecorder,
+        *,
+        pods_ready: PodsReadyClock | None = None,
+    ) -> None:
         self._state = state
         self._writer = writer
         self._events = events
+        self._pods_ready = pods_ready  # None: waitForPodsReady is off
 
     def evictions(self, keys: Iterable[str], now: float) -> list[Eviction]:
         """The evictions that the checks of these (changed) Workloads ask for; starts the ``Admitted`` writes of
@@ -202,6 +211,8 @@ class AdmissionCheckGate:
             state.dirty_workloads.add(key)
             return
         state.workloads.wrote(written)
+        if self._pods_ready is not None:  # the start clock runs from now, whoever owns the Workload
+            self._pods_ready.track(key, written)
         reserved = status.quota_reserved_at(written) or at
         cluster_queue = status.admitted_cluster_queue(written)
         self._events.record(

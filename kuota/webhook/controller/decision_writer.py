@@ -22,7 +22,7 @@ from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pods_ready import backing_off_until, backoff_finished_patch
+from kuota.webhook.controller.pods_ready import PodsReadyClock, backing_off_until, backoff_finished_patch
 from kuota.webhook.controller.state import ControllerState, key_of, owner_job
 from kuota.webhook.jobs.adapter import RESOURCE_IN_USE_FINALIZER
 
@@ -39,8 +39,11 @@ class DecisionWriter:
         metrics: ControllerMetrics,
         reasons: PendingReasons,
         events: EventRecorder,
+        *,
+        pods_ready: PodsReadyClock | None = None,
     ) -> None:
         self._state = state
+        self._pods_ready = pods_ready  # None: waitForPodsReady is off
         self._writer = writer
         self._metrics = metrics
         self._reasons = reasons
@@ -51,6 +54,12 @@ class DecisionWriter:
         self._held_back: set[str] = set()
         self._decision_writes: set[asyncio.Task[bool]] = set()
         self._eviction_barrier: asyncio.Task[bool] | None = None
+
+    def _track_pods_ready(self, written: Mapping[str, Any]) -> None:
+        """The PodsReady clocks follow each admission and eviction written: a Workload of no job has nothing else
+        that looks at it again (its own watch event is older news than this write)."""
+        if self._pods_ready is not None:
+            self._pods_ready.track(key_of(written), written)
 
     def room(self) -> int:
         """How many more decisions may be written now: decisions wait while the API server is behind."""
@@ -191,6 +200,7 @@ class DecisionWriter:
         if written is None:
             metrics.record_attempt("inadmissible", time.perf_counter() - attempt_started)
             return False
+        self._track_pods_ready(written)
         log.info(
             "admitted %s to %s%s",
             admission.workload,
@@ -266,6 +276,7 @@ class DecisionWriter:
             await self.refresh_workload(eviction.workload)
             return False
         state.workloads.wrote(written)
+        self._track_pods_ready(written)
         log.info(
             "evicted %s from %s: %s by %s",
             eviction.workload,

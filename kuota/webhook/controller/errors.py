@@ -5,7 +5,8 @@ ControllerError
 │   │                      typed :mod:`kuota.kube.errors` error that says why
 │   └── StaleObjectError   404 or 409: the object changed since the decision was made, or is gone (re-read and
 │                          decide again, never retry blindly)
-└── JobConflictError       a Job's own spec contradicts its admission (permanent; told to the user)
+├── JobConflictError       a Job's own spec contradicts its admission (permanent; told to the user)
+└── InvalidJobError        a job's spec makes no Workload (until it, or what it names, changes; told to the user)
 """
 
 from __future__ import annotations
@@ -28,3 +29,7 @@ class StaleObjectError(ApiWriteError):
 
 class JobConflictError(ControllerError):
     """The Job cannot run as admitted, e.g. its nodeSelector contradicts its flavor's node labels."""
+
+
+class InvalidJobError(ControllerError):
+    """No Workload can be made of the job, e.g. an MPIJob without a launcher; the message says what to fix."""

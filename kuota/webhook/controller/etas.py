@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,10 @@ DEFAULT_INTERVAL_SECONDS = 5.0
 _ANNOTATE_AFTER_SECONDS = 60.0
 _WRITES_PER_ROUND = 20
 _SWITCH_INTERVAL_WHILE_REPLAYING = 0.0005
+# What the ETAs may take of one core on average: a replay that took c seconds of CPU is followed by the next
+# no sooner than c / _CPU_SHARE seconds later, so under a large backlog they coarsen instead of taking the
+# decisions' time (on two cores, a second of the manager's CPU is also one the API server it waits on loses).
+_CPU_SHARE = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,7 @@ class EtaBook:
         self.interval = interval
         self.history = RuntimeHistory()
         self.recomputations = 0
+        self.cpu_seconds = 0.0  # what the last replay took
         self._etas: dict[str, Eta] = {}
         self._beyond: dict[str, Eta] = {}  # not expected within the replay's horizon
         self._heads: dict[str, Eta] = {}
@@ -127,11 +133,12 @@ class EtaBook:
                 log.warning("%s; it starts afresh", error)
 
     async def run(self) -> None:
-        """Recompute every ``interval`` seconds until cancelled (``interval`` 0: never)."""
+        """Recompute every ``interval`` seconds, or less often as ``wait_after`` says, until cancelled
+        (``interval`` 0: never)."""
         if self.interval <= 0:
             return
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(wait_after(self.interval, self.cpu_seconds))
             try:
                 await self.recompute()
                 await self.publish()
@@ -154,9 +161,7 @@ class EtaBook:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(_SWITCH_INTERVAL_WHILE_REPLAYING)
         try:
-            etas = await asyncio.to_thread(
-                forecast, snapshot.objects, snapshot.running, snapshot.pending, now, recent=snapshot.recent
-            )
+            etas, self.cpu_seconds = await asyncio.to_thread(_timed_forecast, snapshot, now)
         finally:
             sys.setswitchinterval(interval)
         self.recomputations += 1
@@ -320,6 +325,18 @@ class EtaBook:
             self._shown.pop(key, None)
         else:
             self._shown[key] = at
+
+
+def wait_after(interval: float, cpu_seconds: float) -> float:
+    """How long to wait before the next recomputation, after one that took ``cpu_seconds`` of CPU."""
+    return max(interval, cpu_seconds / _CPU_SHARE)
+
+
+def _timed_forecast(snapshot: Snapshot, now: float) -> tuple[dict[str, Eta], float]:
+    """The forecast from ``snapshot``, and the CPU seconds this thread spent on it."""
+    started = time.thread_time()
+    etas = forecast(snapshot.objects, snapshot.running, snapshot.pending, now, recent=snapshot.recent)
+    return etas, time.thread_time() - started
 
 
 def phrase(eta: Eta, now: float) -> str:

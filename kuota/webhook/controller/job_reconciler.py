@@ -18,7 +18,7 @@ from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.admission_checks import pod_set_updates
 from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter, Resource
 from kuota.webhook.controller.decision_writer import DecisionWriter
-from kuota.webhook.controller.errors import ApiWriteError, JobConflictError, StaleObjectError
+from kuota.webhook.controller.errors import ApiWriteError, InvalidJobError, JobConflictError, StaleObjectError
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.metrics import ControllerMetrics
 from kuota.webhook.controller.pods_ready import PodsReadyClock, follow_pods_ready
@@ -170,7 +170,17 @@ class JobReconciler:
 
     async def _create_workload(self, job: Mapping[str, Any]) -> None:
         state = self._state
-        manifest = jobs.workload_manifest(job, self._adapter)
+        adapter = self._adapter
+        if isinstance(adapter, jobs.ReferencingAdapter):
+            reference = adapter.reference(job)
+            resource = Resource(reference.group, reference.version, reference.plural)
+            job = adapter.with_referenced(job, await self._writer.get(resource, reference.namespace, reference.name))
+        try:
+            manifest = jobs.workload_manifest(job, adapter)
+        except InvalidJobError as error:
+            # As Kueue when a job's pod sets cannot be made: no Workload, the reason on the job, nothing else stops.
+            self._events.record(job, "Warning", "ErrWorkloadCompose", str(error))
+            return
         priority_class = manifest["spec"].get("priorityClassRef", {}).get("name")
         if priority_class is not None:
             if priority_class not in state.engine.priority_classes:

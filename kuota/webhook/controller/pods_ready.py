@@ -9,8 +9,10 @@ readiness, and the two clocks on it (docs/architecture.md, "waitForPodsReady").
   backs off ``base * 2^(n-1)`` seconds, capped, or is deactivated past ``backoffLimitCount``; the decision
   writer writes that as any eviction. When a backoff ends, ``Requeued`` turns True (``BackoffFinished``).
 
-:class:`PodsReadyClock` keeps both kinds of deadline (fed by the job reconciler, which sees every admitted
-Workload of a job and every Workload it evicts) and tells the controller's loop when to wake; under
+:class:`PodsReadyClock` keeps both kinds of deadline (fed by every Workload change the controller sees, by the
+decision writer's admissions and evictions and by the job and pod reconcilers' ``PodsReady`` writes) and tells the
+controller's loop when to wake. As in Kueue, every admitted Workload is timed: one with no job never gets
+``PodsReady``, so it times out; under
 ``blockAdmission`` it tells the engine whether each admitted Workload's pods are ready (the engine holds the next
 admission, ``WaitingForPodsReady``, while one's are not).
 """

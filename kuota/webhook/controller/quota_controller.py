@@ -120,9 +120,13 @@ class QuotaController:
         self._events = EventRecorder(self.reporter, metrics, clock, self.state.spawn)
         self.etas = EtaBook(self.state, self.reporter, interval=eta_interval)
         self._reasons = PendingReasons(self.state, self.reporter, self._events, self.etas.phrase)
-        self._decisions = DecisionWriter(self.state, self.writer, metrics, self._reasons, self._events)
+        wait = configuration.wait_for_pods_ready
+        self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
+        self._decisions = DecisionWriter(
+            self.state, self.writer, metrics, self._reasons, self._events, pods_ready=self._pods_ready
+        )
         self._sync = WorkloadSync(self.state, self._decisions, self._reasons, self._events)
-        self._checks = AdmissionCheckGate(self.state, self.writer, self._events)
+        self._checks = AdmissionCheckGate(self.state, self.writer, self._events, pods_ready=self._pods_ready)
         self._provisioning = ProvisioningController(
             self.state,
             self.writer,
@@ -131,8 +135,6 @@ class QuotaController:
             configs=self.watches.provisioning_configs,
             flavors=self.watches.config["ResourceFlavor"],
         )
-        wait = configuration.wait_for_pods_ready
-        self._pods_ready = PodsReadyClock(self.state, wait) if wait is not None else None
         self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler | LeaderWorkerSetReconciler] = {
             job_kind(adapter): JobReconciler(
                 adapter,
@@ -355,26 +357,11 @@ class QuotaController:
             log.exception("syncing Workload %s failed; it waits for its next change, every other object is served", key)
 
     def _track_pods_ready(self, key: str) -> None:
-        """A Workload's PodsReady clocks and readiness, for the Workloads of the jobs whose pods' readiness kuota
-        writes. Kueue's blockAdmission waits on every admitted Workload without PodsReady True; kuota writes
-        PodsReady (and times it out) only for jobs and pods, so any other admitted Workload counts as ready rather
-        than hold admissions for good."""
-        if self._pods_ready is None:
-            return
-        obj = self.workloads.get(key)
-        if obj is None or self._owned_by_a_job(obj):
-            self._pods_ready.track(key, obj)
-        else:
-            self._pods_ready.report(key, True)
-
-    def _owned_by_a_job(self, workload: Mapping[str, Any] | str) -> bool:
-        """Whether a Workload (or the one of that key) belongs to a job, pod or pod group whose pods' readiness
-        kuota writes."""
-        obj = self.workloads.get(workload) if isinstance(workload, str) else workload
-        owner = owner_job(obj) if obj is not None else None
-        if owner is not None and owner[0] in (POD, POD_GROUP):
-            return POD in self.watches.jobs
-        return owner is not None and owner[0] in self._job_reconcilers
+        """A Workload's PodsReady clocks and readiness. As Kueue's workload controller, every admitted Workload is
+        timed, whoever owns it: one created directly (or of a kind kuota does not manage) never gets ``PodsReady``,
+        so it times out ``timeout`` after its admission and, under blockAdmission, holds admissions until then."""
+        if self._pods_ready is not None:
+            self._pods_ready.track(key, self.workloads.get(key))
 
     async def _cycle(self) -> None:
         state = self.state

@@ -11,10 +11,11 @@ the job (:func:`owner_reference`), with the job's pod sets (:meth:`JobAdapter.po
 2. controller: a Workload is created from :meth:`JobAdapter.pod_sets`; a job found running without an admission
    gets :meth:`JobAdapter.suspend_patch`;
 3. admission: :meth:`JobAdapter.run_patch` unsuspends it with the admitted flavors' nodeSelector and
-   tolerations injected into each pod set's template (:class:`PodSetPlacement`, one per pod set, by name);
+   tolerations, and its AdmissionChecks' ``podSetUpdates``, injected into each pod set's template
+   (:class:`PodSetPlacement`, one per pod set, by name), each template through :func:`placed_template`;
 4. eviction: :meth:`JobAdapter.suspend_patch`, then, once :meth:`JobAdapter.has_active_pods` is False,
-   :meth:`JobAdapter.restore_patch` puts each template's nodeSelector and tolerations back as the Workload's pod
-   sets hold them (as submitted);
+   :meth:`JobAdapter.restore_patch` puts each template's nodeSelector, tolerations, labels and annotations back
+   as the Workload's pod sets hold them (as submitted), each through :func:`restored_template`;
 5. finish: :meth:`JobAdapter.finished` (success or failure, with a message) finishes the Workload.
 
 Every patch is a JSON *merge* patch (RFC 7386) on the job; the controller adds the resourceVersion it decided
@@ -35,7 +36,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
@@ -154,6 +155,33 @@ class JobAdapter(Protocol):
         """Whether all the pods the admission counts are ready (Kueue's PodsReady)."""
 
 
+@dataclass(frozen=True)
+class ObjectReference:
+    """An object a job's pod sets are made from (a TrainJob's runtime); ``namespace`` None for a cluster-scoped one."""
+
+    group: str
+    version: str
+    plural: str
+    namespace: str | None
+    name: str
+
+
+@runtime_checkable
+class ReferencingAdapter(JobAdapter, Protocol):
+    """A kind whose pod sets come from another object as well as the job: the controller reads
+    :meth:`reference` and calls :meth:`~JobAdapter.pod_sets` on :meth:`with_referenced`'s copy of the job."""
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The plurals, in the kind's own group, that :meth:`reference` may name (the manager may ``get`` them)."""
+
+    def reference(self, job: Mapping[str, Any]) -> ObjectReference:
+        """The object the job's pod sets are made from."""
+
+    def with_referenced(self, job: Mapping[str, Any], referenced: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The job with that object as read (None: it does not exist), for :meth:`~JobAdapter.pod_sets`."""
+
+
 def workload_name(owner_name: str, owner_uid: str, kind: GroupVersionKind) -> str:
     """Kueue's Workload name for an owner: ``<kind lower-case>-<name>`` cut to 247 characters, ``-``, and the first
     5 hex digits of sha1 of ``kind``, ``group``, ``name`` and ``uid`` joined by newlines."""
@@ -268,12 +296,16 @@ def placed_pod_spec(where: str, original: Mapping[str, Any], placement: PodSetPl
     return {"nodeSelector": node_selector or None, "tolerations": tolerations or None}
 
 
-def placed_pod_metadata(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
-    """What an admission adds to a pod template's ``labels`` and ``annotations`` (a merge patch, empty when it adds
-    nothing). A key the original has with another value raises JobConflictError, as Kueue refuses such an
-    update."""
+def placed_template(where: str, original: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
+    """The merge patch of an admitted pod template, as Kueue's ``RunWithPodSetsInfo`` places one: in ``spec`` the
+    original's nodeSelector and tolerations plus the placement's (:func:`placed_pod_spec`), in ``metadata`` its
+    labels and annotations plus what the AdmissionChecks' ``podSetUpdates`` add (left out when they add nothing).
+    Every adapter places each of its templates through this, so each kind gets every field. A pod is shaped as a
+    template (``metadata`` and ``spec``): its own patch is the same. A key the original has with another value
+    raises JobConflictError, as Kueue refuses such an update."""
+    template: dict[str, Any] = {"spec": placed_pod_spec(where, original, placement)}
     original_metadata = original.get("metadata") or {}
-    placed: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
     for field_name, added in (
         ("labels", placement.labels if placement else {}),
         ("annotations", placement.annotations if placement else {}),
@@ -286,34 +318,34 @@ def placed_pod_metadata(where: str, original: Mapping[str, Any], placement: PodS
                 )
             values[key] = value
         if added:
-            placed[field_name] = values
-    return placed
+            metadata[field_name] = values
+    if metadata:
+        template["metadata"] = metadata
+    return template
 
 
-def restored_pod_metadata(template: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The merge patch that puts a template's ``labels`` and ``annotations`` back as ``original`` has them (what
-    AdmissionChecks added is deleted); None when they already are."""
+def restored_template(template: Mapping[str, Any], original: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that puts a stopped job's pod template back as ``original`` (the Workload's pod set) has
+    it: nodeSelector and tolerations, and labels and annotations (what AdmissionChecks added is deleted); None
+    when it already is (Kueue's ``RestorePodSetsInfo``)."""
+    current_spec, wanted_spec = template.get("spec") or {}, original.get("spec") or {}
+    restored: dict[str, Any] = {}
+    if (current_spec.get("nodeSelector") or {}) != (wanted_spec.get("nodeSelector") or {}) or (
+        current_spec.get("tolerations") or []
+    ) != (wanted_spec.get("tolerations") or []):
+        spec = placed_pod_spec("", original, None)
+        if spec["nodeSelector"] is not None:  # a merge patch merges maps: the flavors' keys are deleted by name
+            spec["nodeSelector"] = {**dict.fromkeys(current_spec.get("nodeSelector") or {}), **spec["nodeSelector"]}
+        restored["spec"] = spec
     current, wanted = template.get("metadata") or {}, original.get("metadata") or {}
-    patch: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
     for field_name in ("labels", "annotations"):
         have, want = dict(current.get(field_name) or {}), dict(wanted.get(field_name) or {})
         if have != want:
-            patch[field_name] = {**dict.fromkeys(have), **want}
-    return patch or None
-
-
-def original_pod_spec(original: Mapping[str, Any]) -> dict[str, Any]:
-    """``nodeSelector`` and ``tolerations`` of a template as submitted (what a restore patch writes back)."""
-    return placed_pod_spec("", original, None)
-
-
-def scheduling_matches(template: Mapping[str, Any], original: Mapping[str, Any]) -> bool:
-    """Whether a pod template's nodeSelector and tolerations are the original template's."""
-    current = template.get("spec") or {}
-    wanted = original.get("spec") or {}
-    return (current.get("nodeSelector") or {}) == (wanted.get("nodeSelector") or {}) and (
-        current.get("tolerations") or []
-    ) == (wanted.get("tolerations") or [])
+            metadata[field_name] = {**dict.fromkeys(have), **want} if want else None
+    if metadata:
+        restored["metadata"] = metadata
+    return restored or None
 
 
 def by_name(placements: Sequence[PodSetPlacement]) -> dict[str, PodSetPlacement]:

@@ -18,11 +18,8 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_metadata,
-    placed_pod_spec,
-    restored_pod_metadata,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
 
 
@@ -40,23 +37,11 @@ class BatchJobAdapter(SuspendFieldAdapter):
         metadata = job["metadata"]
         placement = by_name(placements).get(job_workloads.POD_SET_NAME)
         where = f"Job {metadata['namespace']}/{metadata['name']}"
-        spec = placed_pod_spec(where, originals[0].template, placement)
-        template: dict[str, Any] = {"spec": spec}
-        pod_metadata = placed_pod_metadata(where, originals[0].template, placement)
-        if pod_metadata:
-            template["metadata"] = pod_metadata
-        return {"spec": {"suspend": False, "template": template}}
+        return {"spec": {"suspend": False, "template": placed_template(where, originals[0].template, placement)}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
-        original = originals[0].template
-        template = job.get("spec", {}).get("template", {})
-        pod_metadata = restored_pod_metadata(template, original)
-        if scheduling_matches(template, original) and pod_metadata is None:
-            return None
-        restored: dict[str, Any] = {"spec": original_pod_spec(original)}
-        if pod_metadata is not None:
-            restored["metadata"] = pod_metadata
-        return {"spec": {"template": restored}}
+        restored = restored_template(job.get("spec", {}).get("template", {}), originals[0].template)
+        return None if restored is None else {"spec": {"template": restored}}
 
     def has_active_pods(self, job: Mapping[str, Any]) -> bool:
         return job_workloads.has_active_pods(job)

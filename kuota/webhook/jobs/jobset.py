@@ -19,11 +19,10 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_spec,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
-from kuota.webhook.jobs.pod_templates import with_scheduling
+from kuota.webhook.jobs.pod_templates import patched_template
 
 
 def _replicated_jobs(jobset: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -48,12 +47,12 @@ def _replicas(replicated_job: Mapping[str, Any]) -> int:
     return 1 if replicas is None else int(replicas)
 
 
-def _with_template(replicated_job: Mapping[str, Any], scheduling: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of the replicated job whose pod template has ``scheduling``'s nodeSelector and tolerations."""
+def _with_template(replicated_job: Mapping[str, Any], template_patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the replicated job whose pod template has ``template_patch`` applied."""
     copied = dict(replicated_job)
     job_template = dict(copied.get("template") or {})
     job_spec = dict(job_template.get("spec") or {})
-    job_spec["template"] = with_scheduling(_pod_template(replicated_job), scheduling)
+    job_spec["template"] = patched_template(_pod_template(replicated_job), template_patch)
     job_template["spec"] = job_spec
     copied["template"] = job_template
     return copied
@@ -84,21 +83,23 @@ class JobSetAdapter(SuspendFieldAdapter):
         for replicated in _replicated_jobs(job):
             name = str(replicated["name"]).lower()
             where = f"JobSet {metadata['namespace']}/{metadata['name']} (replicated job {name})"
-            scheduling = placed_pod_spec(where, original.get(name, _pod_template(replicated)), placed.get(name))
-            replicated_jobs.append(_with_template(replicated, scheduling))
+            template = placed_template(where, original.get(name, _pod_template(replicated)), placed.get(name))
+            replicated_jobs.append(_with_template(replicated, template))
         return {"spec": {"suspend": False, "replicatedJobs": replicated_jobs}}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
         original = {pod_set.name: pod_set.template for pod_set in originals}
         replicated_jobs = _replicated_jobs(job)
         wanted = [original.get(str(replicated["name"]).lower()) for replicated in replicated_jobs]
-        if all(
-            w is None or scheduling_matches(_pod_template(r), w) for r, w in zip(replicated_jobs, wanted, strict=True)
-        ):
+        patches = [
+            None if w is None else restored_template(_pod_template(r), w)
+            for r, w in zip(replicated_jobs, wanted, strict=True)
+        ]
+        if all(patch is None for patch in patches):
             return None
         restored = [
-            dict(replicated) if w is None else _with_template(replicated, original_pod_spec(w))
-            for replicated, w in zip(replicated_jobs, wanted, strict=True)
+            dict(replicated) if patch is None else _with_template(replicated, patch)
+            for replicated, patch in zip(replicated_jobs, patches, strict=True)
         ]
         return {"spec": {"replicatedJobs": restored}}
 

@@ -42,7 +42,7 @@ from kuota.webhook.jobs.adapter import (
     GroupVersionKind,
     PodSetPlacement,
     owner_reference,
-    placed_pod_spec,
+    placed_template,
     workload_name,
 )
 
@@ -283,12 +283,13 @@ def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
     """The merge patch that lets an admitted pod be scheduled: the admission gate removed, the flavors'
-    nodeSelector and tolerations added (a pod's scheduling fields may only be added to while it is gated, so
-    both go in one write). Raises JobConflictError when the pod's own selector contradicts a flavor label."""
+    nodeSelector and tolerations added, with the AdmissionChecks' ``podSetUpdates`` (labels and annotations too;
+    a pod's scheduling fields may only be added to while it is gated, so all go in one write). Raises
+    JobConflictError when the pod's own selector or labels contradict a flavor's or a check's."""
     metadata = pod["metadata"]
     gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
-    placed = placed_pod_spec(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
-    return {"spec": {"schedulingGates": gates or None, **placed}}
+    placed = placed_template(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
+    return {**placed, "spec": {"schedulingGates": gates or None, **placed["spec"]}}
 
 
 def without_finalizer_patch(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,11 +19,10 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_spec,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
-from kuota.webhook.jobs.pod_templates import with_scheduling
+from kuota.webhook.jobs.pod_templates import patched_template
 
 HEAD_POD_SET = "head"
 READY_STATE = "ready"
@@ -66,16 +65,16 @@ def cluster_run_patch(
     groups as their whole list, built from the current spec)."""
     placed = by_name(placements)
     original = {pod_set.name: pod_set.template for pod_set in originals}
-    head = placed_pod_spec(
+    head = placed_template(
         f"{where} (head group)", original.get(HEAD_POD_SET, _head_template(cluster_spec)), placed.get(HEAD_POD_SET)
     )
     workers = []
     for group in _worker_groups(cluster_spec):
         name = _group_pod_set_name(group)
         template = group.get("template") or {}
-        scheduling = placed_pod_spec(f"{where} (worker group {name})", original.get(name, template), placed.get(name))
-        workers.append({**group, "template": with_scheduling(template, scheduling)})
-    patch: dict[str, Any] = {"headGroupSpec": {"template": {"spec": head}}}
+        placed_group = placed_template(f"{where} (worker group {name})", original.get(name, template), placed.get(name))
+        workers.append({**group, "template": patched_template(template, placed_group)})
+    patch: dict[str, Any] = {"headGroupSpec": {"template": head}}
     if workers:
         patch["workerGroupSpecs"] = workers
     return patch
@@ -85,25 +84,22 @@ def cluster_restore_patch(cluster_spec: Mapping[str, Any], originals: Sequence[P
     """The merge patch of a cluster spec that puts every group's template back; None when all already are."""
     original = {pod_set.name: pod_set.template for pod_set in originals}
     head_original = original.get(HEAD_POD_SET)
+    head = None if head_original is None else restored_template(_head_template(cluster_spec), head_original)
     groups = _worker_groups(cluster_spec)
     wanted = [original.get(_group_pod_set_name(group)) for group in groups]
-    head_matches = head_original is None or scheduling_matches(_head_template(cluster_spec), head_original)
-    workers_match = all(
-        w is None or scheduling_matches(group.get("template") or {}, w) for group, w in zip(groups, wanted, strict=True)
-    )
-    if head_matches and workers_match:
-        return None
+    workers = [
+        None if w is None else restored_template(group.get("template") or {}, w)
+        for group, w in zip(groups, wanted, strict=True)
+    ]
     patch: dict[str, Any] = {}
-    if not head_matches and head_original is not None:
-        patch["headGroupSpec"] = {"template": {"spec": original_pod_spec(head_original)}}
-    if not workers_match:
+    if head is not None:
+        patch["headGroupSpec"] = {"template": head}
+    if any(worker is not None for worker in workers):
         patch["workerGroupSpecs"] = [
-            dict(group)
-            if w is None
-            else {**group, "template": with_scheduling(group.get("template") or {}, original_pod_spec(w))}
-            for group, w in zip(groups, wanted, strict=True)
+            dict(group) if w is None else {**group, "template": patched_template(group.get("template") or {}, w)}
+            for group, w in zip(groups, workers, strict=True)
         ]
-    return patch
+    return patch or None
 
 
 class RayClusterAdapter(SuspendFieldAdapter):

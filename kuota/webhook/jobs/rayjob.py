@@ -20,9 +20,8 @@ from kuota.webhook.jobs.adapter import (
     PodSetPlacement,
     SuspendFieldAdapter,
     by_name,
-    original_pod_spec,
-    placed_pod_spec,
-    scheduling_matches,
+    placed_template,
+    restored_template,
 )
 from kuota.webhook.jobs.raycluster import READY_STATE, cluster_pod_sets, cluster_restore_patch, cluster_run_patch
 
@@ -85,8 +84,9 @@ class RayJobAdapter(SuspendFieldAdapter):
         submitter = spec.get("submitterPodTemplate")
         if _has_submitter(job) and submitter is not None:
             original = {pod_set.name: pod_set.template for pod_set in originals}.get(SUBMITTER_POD_SET, submitter)
-            placed = placed_pod_spec(f"{where} (submitter)", original, by_name(placements).get(SUBMITTER_POD_SET))
-            patch["submitterPodTemplate"] = {"spec": placed}
+            patch["submitterPodTemplate"] = placed_template(
+                f"{where} (submitter)", original, by_name(placements).get(SUBMITTER_POD_SET)
+            )
         return {"spec": patch}
 
     def restore_patch(self, job: Mapping[str, Any], originals: Sequence[PodSet]) -> dict[str, Any] | None:
@@ -97,8 +97,9 @@ class RayJobAdapter(SuspendFieldAdapter):
             patch["rayClusterSpec"] = cluster
         submitter = spec.get("submitterPodTemplate")
         original = {pod_set.name: pod_set.template for pod_set in originals}.get(SUBMITTER_POD_SET)
-        if submitter is not None and original is not None and not scheduling_matches(submitter, original):
-            patch["submitterPodTemplate"] = {"spec": original_pod_spec(original)}
+        restored = None if submitter is None or original is None else restored_template(submitter, original)
+        if restored is not None:
+            patch["submitterPodTemplate"] = restored
         return {"spec": patch} if patch else None
 
     def has_active_pods(self, job: Mapping[str, Any]) -> bool:

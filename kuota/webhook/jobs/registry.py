@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.webhook.jobs import batch_job, jobset, pytorchjob, raycluster, rayjob
-from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, controller_owner
+from kuota.webhook.jobs import appwrapper, batch_job, jobset, kubeflow, raycluster, rayjob, trainjob
+from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, ReferencingAdapter, controller_owner
 from kuota.webhook.jobs.pod_parents import PARENTS, PodParent
 
 POD_FRAMEWORK = "pod"
@@ -29,7 +29,9 @@ ADAPTERS: tuple[JobAdapter, ...] = (
     jobset.ADAPTER,
     rayjob.ADAPTER,
     raycluster.ADAPTER,
-    pytorchjob.ADAPTER,
+    *kubeflow.ADAPTERS,
+    trainjob.ADAPTER,
+    appwrapper.ADAPTER,
 )
 
 # Kueue's integration names (its Configuration API's integrations.frameworks), whether kuota implements them or not.
@@ -94,6 +96,12 @@ class Registry:
         rules = [
             {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
             for a in self.adapters
+        ]
+        # What a kind's pod sets are made from (a TrainJob's runtime) is read when its Workload is made.
+        rules += [
+            {"apiGroups": [a.kind.group], "resources": list(a.reads), "verbs": ["get"]}
+            for a in self.adapters
+            if isinstance(a, ReferencingAdapter)
         ]
         rules += [
             {"apiGroups": [p.kind.group], "resources": [p.plural], "verbs": ["get", "list", "watch"]}

@@ -1,5 +1,6 @@
-"""The upstream job controllers (JobSet, KubeRay, the training-operator), started once per test session and only
-for the tests that use them, and a ``kuota manager`` with their integrations enabled."""
+"""The upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2), started
+once per test session and only for the tests that use them, and a ``kuota manager`` with their integrations
+enabled."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ import yaml
 from tests.cluster import Cluster
 from tests.cluster.job_controllers import (
     UpstreamController,
+    appwrapper_crds,
     install_crds,
     jobset_crds,
     kuberay_crds,
+    mpi_operator_crds,
+    start_appwrapper,
     start_jobset,
     start_kuberay,
+    start_mpi_operator,
+    start_trainer,
     start_training_operator,
+    trainer_crds,
     training_operator_crds,
 )
 from tests.integration.job_kinds.queueing import FRAMEWORKS, clean_slate, ensure_managed_namespace
@@ -28,8 +35,11 @@ KUOTA_NAMESPACE = "kuota-system"
 
 @pytest.fixture(scope="session")
 def upstream_crds(cluster: Cluster) -> list[str]:
-    """The CRDs of JobSet, KubeRay and the training-operator, from their Go modules, on the session's cluster."""
-    return install_crds(cluster, [*jobset_crds(), *kuberay_crds(), *training_operator_crds()])
+    """The CRDs of JobSet, KubeRay, the training-operator, the mpi-operator and Trainer v2, from their Go modules,
+    on the session's cluster."""
+    crds = [*jobset_crds(), *kuberay_crds(), *training_operator_crds(), *mpi_operator_crds(), *trainer_crds()]
+    crds += appwrapper_crds()
+    return install_crds(cluster, crds)
 
 
 def _controller(cluster: Cluster, start: Callable[[Cluster], UpstreamController]) -> Iterator[UpstreamController]:
@@ -56,6 +66,25 @@ def kuberay_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[Ups
 def training_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
     del upstream_crds
     yield from _controller(cluster, start_training_operator)
+
+
+@pytest.fixture(scope="session")
+def mpi_operator(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_mpi_operator)
+
+
+@pytest.fixture(scope="session")
+def trainer(cluster: Cluster, jobset_controller: UpstreamController) -> Iterator[UpstreamController]:
+    """Trainer v2's controller, with the JobSet controller its TrainJobs run under."""
+    del jobset_controller
+    yield from _controller(cluster, start_trainer)
+
+
+@pytest.fixture(scope="session")
+def appwrapper_controller(cluster: Cluster, upstream_crds: list[str]) -> Iterator[UpstreamController]:
+    del upstream_crds
+    yield from _controller(cluster, start_appwrapper)
 
 
 @pytest.fixture(scope="module")

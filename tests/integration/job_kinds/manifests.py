@@ -3,6 +3,7 @@ kind's own webhook (not registered here) would default it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
@@ -111,6 +112,109 @@ def pytorchjob(namespace: str, name: str, workers: int, gpus: int, run_seconds: 
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
         "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(workers)}},
+    }
+
+
+@dataclass(frozen=True)
+class KubeflowKind:
+    """A training-operator kind as its CRD spells it: the field of its replica specs and the name of the container
+    the operator configures."""
+
+    kind: str
+    replica_specs_field: str
+    container: str
+
+
+def kubeflow_job(namespace: str, kind: KubeflowKind, name: str, replicas: dict[str, int], gpus: int) -> dict[str, Any]:
+    """A training-operator job with the given replica types and counts, ``gpus`` per pod."""
+    spec = gpu_pod_spec(gpus)
+    spec["containers"][0]["name"] = kind.container
+    replica_specs = {
+        replica_type: {"replicas": count, "restartPolicy": "Never", "template": {"spec": spec}}
+        for replica_type, count in replicas.items()
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {kind.replica_specs_field: replica_specs},
+    }
+
+
+def mpijob(namespace: str, name: str, workers: int, gpus: int, launcher: bool = True) -> dict[str, Any]:
+    """An MPIJob (v2beta1): a launcher without GPUs (left out with ``launcher=False``) and ``workers`` of ``gpus``."""
+
+    def replica(replicas: int, gpus_per_pod: int) -> dict[str, Any]:
+        return {"replicas": replicas, "template": {"spec": gpu_pod_spec(gpus_per_pod)}}
+
+    specs = (
+        {"Launcher": replica(1, 0), "Worker": replica(workers, gpus)}
+        if launcher
+        else {"Worker": replica(workers, gpus)}
+    )
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": specs},
+    }
+
+
+def cluster_training_runtime(name: str, gpus: int) -> dict[str, Any]:
+    """A ClusterTrainingRuntime of one trainer step, ``node``, whose pods ask for ``gpus`` each; its JobSet's fields
+    written out where JobSet's own (unregistered) webhook would default them."""
+    spec = gpu_pod_spec(gpus)
+    spec["containers"][0]["name"] = "node"  # the trainer step's container, as the trainer names it
+    node = {
+        "name": "node",
+        "replicas": 1,
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"completionMode": "Indexed", "backoffLimit": 0, "template": {"spec": spec}},
+        },
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "mlPolicy": {"numNodes": 1},
+            "template": {
+                "spec": {
+                    "successPolicy": {"operator": "All"},
+                    "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+                    "network": {"enableDNSHostnames": False},
+                    "replicatedJobs": [node],
+                }
+            },
+        },
+    }
+
+
+def trainjob(namespace: str, name: str, runtime: str, nodes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": nodes}},
+    }
+
+
+def appwrapper(namespace: str, name: str, pods: int, gpus: int) -> dict[str, Any]:
+    """An AppWrapper of one component, a Job of ``pods`` pods of ``gpus`` each, its pod set declared (the
+    AppWrapper webhook that would infer it is not registered)."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{name}-job"},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": gpu_pod_spec(gpus)}},
+    }
+    component = {"podSets": [{"path": "template.spec.template", "replicas": pods}], "template": job}
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"components": [component]},
     }
 
 

@@ -19,13 +19,23 @@ FRAMEWORKS = (
     "ray.io/rayjob",
     "ray.io/raycluster",
     "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "trainer.kubeflow.org/trainjob",
+    "workload.codeflare.dev/appwrapper",
     "deployment",
     "statefulset",
     "pod",
 )
 # Pods last: a pod group is its pods (the manager releases their finalizers).
-JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org", "jobs",
-             "deployments.apps", "statefulsets.apps", "pods")  # fmt: skip
+JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org",
+             "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org", "jaxjobs.kubeflow.org",
+             "mpijobs.kubeflow.org", "trainjobs.trainer.kubeflow.org",
+             "appwrappers.workload.codeflare.dev", "jobs", "deployments.apps", "statefulsets.apps",
+             "pods")  # fmt: skip
 QUEUE = "team-queue"
 GPUS = 16
 FLAVOR_LABELS = {"gpu-type": "h100"}

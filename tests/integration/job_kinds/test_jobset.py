@@ -4,6 +4,8 @@ is deleted."""
 
 from __future__ import annotations
 
+import datetime
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from tests.cluster.job_controllers import UpstreamController
 from tests.integration.job_kinds.manifests import jobset
 from tests.integration.job_kinds.queueing import (
     admitted_workload,
+    apply,
     assert_placed,
     create,
     get_json,
@@ -90,3 +93,68 @@ def test_a_jobset_waits_whole_until_the_gang_fits_and_a_finished_jobset_gives_it
     assert condition["reason"] == "Succeeded"
     admitted_workload(cluster, team, second["metadata"]["uid"])
     running_pods(cluster, team, _selector("second"), 5)
+
+
+def test_a_jobset_gated_by_a_check_starts_with_the_checks_pod_set_updates_in_every_pod(
+    cluster: Cluster, jobset_controller: UpstreamController, team: str
+) -> None:
+    """A Ready check's podSetUpdates (labels, annotations, a toleration) reach each replicated job's template, so
+    the JobSet controller's Jobs start pods that carry them; the JobSet stays suspended while the check is
+    Pending."""
+    del jobset_controller
+    check = f"{team}-budget"
+    apply(
+        cluster,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {"controllerName": "example.com/budget"},
+        },
+    )
+    try:
+        active = {"type": "Active", "status": "True", "reason": "Active", "message": "ok", "lastTransitionTime": _now()}
+        cluster.kubectl(
+            "patch", "admissioncheck", check, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"conditions": [active]}}),
+        )  # fmt: skip
+        strategy = {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}}
+        cluster.kubectl("patch", "clusterqueue", f"{team}-cq", "--type=merge", "-p", json.dumps(strategy))
+        created = create(cluster, jobset(team, "gated", workers=1, gpus=2))
+
+        def reserved() -> dict[str, Any] | None:
+            workload = workload_of(cluster, team, created["metadata"]["uid"])
+            return workload if workload is not None and (workload.get("status") or {}).get("admission") else None
+
+        workload = wait_until(reserved, "the JobSet's quota reserved behind its check", timeout=90)
+        assert get_json(cluster, "jobset", "gated", "-n", team)["spec"]["suspend"] is True
+        toleration = {"key": "example.com/reserved", "operator": "Exists", "effect": "NoSchedule"}
+        updates = [
+            {
+                "name": pod_set,
+                "labels": {"example.com/slot": f"{pod_set}-slot"},
+                "annotations": {"example.com/ticket": "42"},
+                "tolerations": [toleration],
+            }
+            for pod_set in ("driver", "workers")
+        ]
+        entry = {"name": check, "state": "Ready", "message": "granted", "lastTransitionTime": _now()}
+        cluster.kubectl(
+            "patch", "workload", workload["metadata"]["name"], "-n", team, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"admissionChecks": [{**entry, "podSetUpdates": updates}]}}),
+        )  # fmt: skip
+
+        placed = running_pods(cluster, team, _selector("gated"), 3)
+        for pod in placed:
+            assert_placed(pod)
+            pod_set = pod["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
+            assert pod["metadata"]["labels"]["example.com/slot"] == f"{pod_set}-slot", pod["metadata"]["name"]
+            assert pod["metadata"]["annotations"]["example.com/ticket"] == "42", pod["metadata"]["name"]
+            assert toleration in pod["spec"]["tolerations"], pod["metadata"]["name"]
+    finally:
+        cluster.kubectl("delete", "jobset", "--all", "-n", team, "--wait=false")
+        cluster.kubectl("delete", "admissioncheck", check, "--wait=false")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import ssl
 import subprocess
 import urllib.error
@@ -22,6 +21,7 @@ from kuota.webhook.visibility.leader_pod import SERVING_LABEL
 from kuota.webhook.visibility.routes import visibility_service_name
 from tests.cluster import Cluster
 from tests.cluster.binaries import ensure_kueuectl
+from tests.cluster.pod_container import host_address
 from tests.integration.manager.conftest import KUOTA_NAMESPACE, apply, ensure_namespace, get_json
 from tests.integration.manager.guide_objects import VERBATIM, gpu_job
 from tests.integration.manager.test_guide import admitted_workload, create_job, workload_of
@@ -40,15 +40,6 @@ VIEWER = "carol"
 LEADER, FOLLOWER = "visibility-0", "visibility-1"
 
 
-def _host_address() -> str:
-    """This machine's address on its default route (no packet is sent): the API server can reach the manager
-    there, and an EndpointSlice may not name a loopback address."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("203.0.113.1", 9))
-        address: str = probe.getsockname()[0]
-        return address
-
-
 def _registration(port: int, ca_bundle: str) -> list[dict[str, Any]]:
     service = {
         "apiVersion": "v1",
@@ -65,7 +56,7 @@ def _registration(port: int, ca_bundle: str) -> list[dict[str, Any]]:
             "labels": {"kubernetes.io/service-name": SERVICE},
         },
         "addressType": "IPv4",
-        "endpoints": [{"addresses": [_host_address()], "conditions": {"ready": True}}],
+        "endpoints": [{"addresses": [host_address()], "conditions": {"ready": True}}],
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     }
     api_services = [

@@ -61,11 +61,19 @@ def checks_manager(cluster: Cluster, kuota_crds: list[dict[str, Any]]) -> Iterat
     del kuota_crds
     ensure_namespace(cluster, "kuota-checks", managed=False)
     ensure_namespace(cluster, NAMESPACE)
-    manager = ManagerProcess(cluster, "kuota-checks", identity="checks")
+    config = cluster.workdir / "checks-config.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "integrations:\n  frameworks: [batch/job, pod]\n"
+    )
+    manager = ManagerProcess(cluster, "kuota-checks", identity="checks", extra_args=(f"--config={config}",))
     manager.start()
     try:
         yield manager
     finally:
+        # Pods go while the manager runs: it releases their finalizers.
+        cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=false", check=False)
+        wait_until(lambda: not get_json(cluster, "pods", "-n", NAMESPACE)["items"], "the pods to be deleted", 60)
         remove_queue_objects(cluster, [NAMESPACE])
         cluster.kubectl("delete", "admissionchecks", "--all")
         manager.stop()
@@ -238,3 +246,73 @@ def test_checks_gate_admission_then_retry_requeues_and_rejection_deactivates(
         lambda w: (_condition(w, "QuotaReserved") or ("",))[0] == "True",
     )
     assert [(c["state"], c.get("retryCount")) for c in again["status"]["admissionChecks"]] == [("Pending", 1)]
+
+
+def test_a_plain_pod_is_ungated_with_its_checks_pod_set_updates(
+    cluster: Cluster, checks_manager: ManagerProcess
+) -> None:
+    """Every kind gets what a Ready check's podSetUpdates say (labels, annotations, nodeSelector, tolerations), as a
+    Job does: a pod stays gated while the check is Pending and is ungated carrying them."""
+    del checks_manager
+    apply(
+        cluster,
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "any-gpu"}},
+        {
+            "apiVersion": API,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": CHECK},
+            "spec": {"controllerName": "example.com/budget"},
+        },
+        _queue("checked", [CHECK]),
+        {
+            "apiVersion": API,
+            "kind": "LocalQueue",
+            "metadata": {"name": f"{NAMESPACE}-queue", "namespace": NAMESPACE},
+            "spec": {"clusterQueue": "checked"},
+        },
+    )
+    active = {"type": "Active", "status": "True", "reason": "Active", "message": "ok", "lastTransitionTime": _now()}
+    cluster.kubectl(
+        "patch", "admissioncheck", CHECK, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"conditions": [active]}}),
+    )  # fmt: skip
+    wait_until(
+        lambda: (_cluster_queue_active(cluster, "checked") or ("",))[0] == "True", "the ClusterQueue to be active"
+    )
+    gpu = {"nvidia.com/gpu": 1}
+    container = {"name": "main", "image": "trainer", "resources": {"requests": gpu, "limits": gpu}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "notebook",
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": f"{NAMESPACE}-queue"},
+        },
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+
+    def workload_where(what: str, check: Any) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            items = get_json(cluster, "workloads", "-n", NAMESPACE)["items"]
+            return next((w for w in items if check(w)), None)
+
+        return wait_until(found, f"the pod's Workload: {what}", timeout=60)
+
+    reserved = workload_where("quota reserved", lambda w: (_condition(w, "QuotaReserved") or ("",))[0] == "True")
+    gates = get_json(cluster, "pod", "notebook", "-n", NAMESPACE)["spec"].get("schedulingGates") or []
+    assert {"name": "kueue.x-k8s.io/admission"} in gates, "ungated while its check is Pending"
+
+    updates = [{**UPDATES[0], "name": "main", "nodeSelector": {"example.com/pool": "reserved"}}]
+    _set_check(cluster, reserved, "Ready", podSetUpdates=updates)
+
+    def ungated() -> dict[str, Any] | None:
+        found = get_json(cluster, "pod", "notebook", "-n", NAMESPACE)
+        return None if found["spec"].get("schedulingGates") else found
+
+    placed = wait_until(ungated, "the pod to be ungated")
+    assert placed["metadata"]["labels"]["example.com/budget"] == "granted"
+    assert placed["metadata"]["annotations"]["example.com/budget-ticket"] == "42"
+    assert placed["spec"]["nodeSelector"]["example.com/pool"] == "reserved"
+    assert UPDATES[0]["tolerations"][0] in placed["spec"]["tolerations"]

@@ -9,6 +9,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -70,6 +71,14 @@ class WorkloadVersions:
 def _condition(obj: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
     found = next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
     return None if found is None else (found["status"], found["reason"], found.get("message", ""))
+
+
+def _since(obj: dict[str, Any], kind: str) -> float | None:
+    """When the condition ``kind`` last turned True (epoch seconds); None when it is not True."""
+    found = next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+    if found is None or found["status"] != "True":
+        return None
+    return datetime.fromisoformat(found["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
 
 
 def _first(versions: list[dict[str, Any]], what: str, check: Any, after: int = -1) -> int:
@@ -265,6 +274,105 @@ def test_the_requeue_count_survives_a_manager_restart(cluster: Cluster, pods_rea
         assert counts <= {None, 1}, f"requeued again after the restart: counts {counts}"
     finally:
         versions.stop()
+
+
+def _bare_workload(name: str) -> dict[str, Any]:
+    """A Workload created directly, owned by no job: nothing ever writes its PodsReady."""
+    container = {"name": "main", "image": "trainer", "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "queueName": f"{NAMESPACE}-queue",
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [container]}}}],
+        },
+    }
+
+
+def test_a_workload_with_no_job_times_out_backs_off_and_is_deactivated_as_kueue_does(
+    cluster: Cluster, pods_ready_manager: ManagerProcess
+) -> None:
+    """Kueue's workload controller times out every admitted Workload whose PodsReady is not True, whoever owns it;
+    one created directly never gets PodsReady, so it is evicted ``timeout`` after its admission, backs off, is
+    admitted again and is deactivated past backoffLimitCount 1."""
+    for name in VERBATIM:
+        cluster.kubectl("apply", "-f", str(GUIDE / name))
+    versions = WorkloadVersions(cluster, NAMESPACE)
+    try:
+        name = "no-job"
+        create(cluster, _bare_workload(name))
+
+        def deactivated() -> dict[str, Any] | None:
+            workload = get_json(cluster, "workload", name, "-n", NAMESPACE)
+            return workload if workload["spec"].get("active") is False else None
+
+        workload = wait_until(deactivated, "the Workload with no job to be deactivated", timeout=90)
+        assert _condition(workload, "Evicted")[:2] == ("True", "DeactivatedDueToRequeuingLimitExceeded")  # type: ignore[index]
+        assert workload["status"]["schedulingStats"]["evictions"] == [
+            {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 1},
+            {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1},
+        ]
+        message = f"Exceeded the PodsReady timeout {NAMESPACE}/{name}"
+        assert wait_for_event(cluster, NAMESPACE, "Workload", name, ("Normal", "EvictedDueToPodsReadyTimeout")) == (
+            message
+        )
+        seen = versions.of(name)
+        # Kueue writes PodsReady only from a job's pods: a Workload of no job never has it.
+        assert all(_condition(obj, "PodsReady") is None for obj in seen)
+        admitted = _first(seen, "it is admitted", lambda obj: _since(obj, "Admitted") is not None)
+        evicted = _first(
+            seen,
+            "it is evicted on the PodsReady timeout and backs off",
+            lambda obj: (
+                _condition(obj, "Evicted") == ("True", "PodsReadyTimeout", message)
+                and _condition(obj, "Requeued") == ("False", "PodsReadyTimeout", message)
+                and (obj["status"].get("requeueState") or {}).get("count") == 1
+            ),
+            after=admitted,
+        )
+        admitted_at, evicted_at = _since(seen[admitted], "Admitted"), _since(seen[evicted], "Evicted")
+        assert admitted_at is not None and evicted_at is not None
+        assert evicted_at - admitted_at >= 5, "evicted before the 5s timeout ran out"
+        requeued = _first(
+            seen,
+            "its backoff finished",
+            lambda obj: _condition(obj, "Requeued") == ("True", "BackoffFinished", "The workload backoff was finished"),
+            after=evicted,
+        )
+        _first(seen, "it is admitted again", lambda obj: bool(obj.get("status", {}).get("admission")), after=requeued)
+    finally:
+        versions.stop()
+
+
+def test_under_block_admission_a_workload_with_no_job_holds_admissions_until_it_times_out(
+    cluster: Cluster, kuota_crds: list[dict[str, Any]]
+) -> None:
+    """Kueue's scheduler waits on every admitted Workload without PodsReady True: one with no job, whose PodsReady
+    nothing writes, holds the next admission until its timeout deactivates it (backoffLimitCount 0)."""
+    del kuota_crds
+    wait = {"timeout": "10s", "blockAdmission": True, "requeuingStrategy": {"backoffLimitCount": 0}}
+    with _manager(cluster, wait):
+        for name in VERBATIM:
+            cluster.kubectl("apply", "-f", str(GUIDE / name))
+        create(cluster, _bare_workload("holds-admission"))
+        wait_until(
+            lambda: _since(get_json(cluster, "workload", "holds-admission", "-n", NAMESPACE), "Admitted"),
+            "the Workload with no job to be admitted",
+        )
+        uid = create_job(cluster, gpu_job("waits-for-it", NAMESPACE, pods=1, gpus_per_pod=1))["metadata"]["uid"]
+
+        def held() -> dict[str, Any] | None:
+            workload = workload_of(cluster, NAMESPACE, uid)
+            shown = None if workload is None else _condition(workload, "QuotaReserved")
+            return workload if shown is not None and shown[:2] == ("False", "WaitingForPodsReady") else None
+
+        wait_until(held, "the Job's Workload to wait for the Workload with no job", timeout=8)
+        admitted = admitted_workload(cluster, NAMESPACE, uid)
+        bare = get_json(cluster, "workload", "holds-admission", "-n", NAMESPACE)
+        assert bare["spec"].get("active") is False, "admitted while the Workload with no job still waited"
+        deactivated_at, admitted_at = _since(bare, "Evicted"), _since(admitted, "Admitted")
+        assert deactivated_at is not None and admitted_at is not None and admitted_at >= deactivated_at
 
 
 def _never_ready_job(name: str) -> dict[str, Any]:

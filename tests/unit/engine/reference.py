@@ -117,8 +117,29 @@ class ReferenceScheduler:
             return nominee(heads, 0)  # the queues of one step share their root
 
         failed: set[str] = set()
+
+        def candidate(queue: str) -> tuple[str, Workload] | None:
+            """``queue``'s first workload that can be admitted now, if it would be within its nominal quota
+            (victims gone); those before it that cannot be admitted give way."""
+            while head := next((h for h in self._heads(queues, failed) if h[0] == queue), None):
+                plan = self._plan(*head, tree, queues, now)
+                if plan is not None:
+                    return None if self._borrows(queue, plan) else head
+                failed.add(head[1].key)
+            return None
+
         while heads := self._heads(queues, failed):
-            name, workload = tournament(heads) if fair else min(heads, key=order)
+            if fair:
+                name, workload = tournament(heads)
+            else:
+                name, workload = min(heads, key=order)
+                plan = self._plan(name, workload, tree, queues, now)
+                if plan is not None and self._borrows(name, plan):
+                    # Kueue's cycle order: a workload within its queue's nominal quota before one that borrows.
+                    offered = (candidate(queue) for queue in queues if queue != name)
+                    lenders = [item for item in offered if item is not None]
+                    if lenders:
+                        name, workload = min(lenders, key=order)
             if self._attempt(name, workload, tree, queues, now=now, decisions=decisions):
                 return True
             failed.add(workload.key)
@@ -139,21 +160,10 @@ class ReferenceScheduler:
         now: float,
         decisions: list[Decision],
     ) -> bool:
-        assigner = self._assigner(name, tree)
-        may_preempt = self.preempted_at.get(workload.key) != now
-        probe = self._probe(name, workload, tree, queues, now)
-        assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets), probe)
-        victims = self._victims(name, workload, assignment, tree, queues) if may_preempt else []
-        if assignment.mode is not Mode.FIT and not victims:
-            partial = self._partial(
-                assigner,
-                workload,
-                lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else [],
-                probe,
-            )
-            if partial is None:
-                return False
-            assignment, victims = partial
+        plan = self._plan(name, workload, tree, queues, now)
+        if plan is None:
+            return False
+        assignment, victims = plan
         for target in victims:
             victim = target.victim
             del self.admitted[victim.workload.key]
@@ -188,6 +198,33 @@ class ReferenceScheduler:
             )
         )
         return True
+
+    def _plan(
+        self, name: str, workload: Workload, tree: QuotaTree, queues: list[str], now: float
+    ) -> tuple[Assignment, list[Target]] | None:
+        """The assignment and victims admitting ``workload`` now takes, or None if it cannot be admitted now."""
+        assigner = self._assigner(name, tree)
+        may_preempt = self.preempted_at.get(workload.key) != now
+        probe = self._probe(name, workload, tree, queues, now)
+        assignment = assigner.assign(workload.pod_sets, tuple(p.count for p in workload.pod_sets), probe)
+        victims = self._victims(name, workload, assignment, tree, queues) if may_preempt else []
+        if assignment.mode is Mode.FIT or victims:
+            return assignment, victims
+        return self._partial(
+            assigner,
+            workload,
+            lambda a: self._victims(name, workload, a, tree, queues) if may_preempt else [],
+            probe,
+        )
+
+    def _borrows(self, name: str, plan: tuple[Assignment, list[Target]]) -> bool:
+        """Whether admitting by ``plan`` borrows, with its victims gone."""
+        assignment, victims = plan
+        tree = self._tree()
+        for target in victims:
+            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+        node = tree.cluster_queues[name]
+        return any(node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0) for fr, amount in assignment.usage.items())
 
     def _probe(
         self, name: str, workload: Workload, tree: QuotaTree, queues: list[str], now: float

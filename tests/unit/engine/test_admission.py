@@ -186,6 +186,53 @@ def test_higher_priority_goes_first_then_older() -> None:
     assert admitted(engine.schedule(10)) == ["a/old-high"]
 
 
+def test_a_workload_within_its_nominal_quota_goes_before_an_older_borrower() -> None:
+    # Kueue's cycle takes entries that do not borrow first: the older borrower, admitted first, would only be
+    # reclaimed by the owner at the same instant.
+    reclaim = {"reclaimWithinCohort": "Any"}
+    engine = engine_with(gpu_queue("a", 4, preemption=reclaim), gpu_queue("b", 4, preemption=reclaim))
+    engine.submit(workload("a", "own", 4, at=0))
+    engine.schedule(0)
+    engine.submit(workload("a", "borrower", 4, at=1, priority=5))
+    engine.submit(workload("b", "owner", 4, at=2))
+    decisions = engine.schedule(2)
+    assert admitted(decisions) == ["b/owner"]
+    assert evicted(decisions) == []
+
+
+def test_a_queue_whose_head_cannot_be_admitted_offers_the_next_within_its_nominal_quota() -> None:
+    reclaim = {"reclaimWithinCohort": "Any"}
+    engine = engine_with(gpu_queue("a", 4, preemption=reclaim), gpu_queue("b", 4, preemption=reclaim))
+    engine.submit(workload("a", "own", 4, at=0))
+    engine.schedule(0)
+    engine.submit(workload("a", "borrower", 4, at=1))
+    engine.submit(workload("b", "huge", 8, at=2))  # borrows and cannot fit: set aside on the way
+    engine.submit(workload("b", "owner", 4, at=3))
+    decisions = engine.schedule(3)
+    assert admitted(decisions) == ["b/owner"]
+    assert evicted(decisions) == []
+
+
+def test_a_workload_within_its_nominal_quota_once_its_own_victims_are_gone_keeps_its_priority_order() -> None:
+    # Kueue's preemption oracle decides borrowing with the victims gone: the preemptor does not borrow, so it
+    # goes first by priority, before the lender that reclaims from the borrowing queue.
+    policy = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    engine = engine_with(*(gpu_queue(name, 4, preemption=policy) for name in ("a", "c", "d")))
+    engine.submit(workload("a", "low", 4, at=0))
+    engine.submit(workload("d", "first", 4, at=0))
+    engine.submit(workload("d", "second", 4, at=0.5))  # borrows c's quota
+    engine.schedule(0.5)
+    engine.submit(workload("a", "high", 4, at=1, priority=10))
+    engine.submit(workload("c", "lender", 4, at=1))
+    decisions = engine.schedule(1)
+    assert [(type(d).__name__, d.workload) for d in decisions] == [
+        ("Eviction", "a/low"),
+        ("Admission", "a/high"),
+        ("Eviction", "d/second"),
+        ("Admission", "c/lender"),
+    ]
+
+
 def test_best_effort_fifo_lets_smaller_workloads_pass_a_head_that_does_not_fit() -> None:
     engine = engine_with(gpu_queue("a", 4, cohort=None))
     engine.submit(workload("a", "running", 3, at=0))

@@ -7,6 +7,7 @@ import pytest
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.process_usage import (
     MANAGER_GROUP,
+    WRITE_VERBS,
     busiest,
     cpu_seconds_from_stat,
     dispatched_requests,
@@ -14,6 +15,7 @@ from benchmarks.side_by_side.process_usage import (
     manager_identity_objects,
     peak_rss_mib_from_status,
     requests_by_kind,
+    writes_flow_schema_name,
 )
 
 
@@ -58,7 +60,7 @@ def test_a_schema_that_dispatched_nothing_counts_zero_requests() -> None:
 
 
 def test_the_flow_schema_matches_the_manager_user_and_its_group_is_cluster_admin() -> None:
-    binding, schema = manager_identity_objects("kueue-manager")
+    binding, _, schema = manager_identity_objects("kueue-manager")
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": MANAGER_GROUP}]
     assert binding["roleRef"]["name"] == "cluster-admin"
     assert schema["metadata"]["name"] == flow_schema_name("kueue-manager")
@@ -81,3 +83,14 @@ def test_traffic_is_grouped_by_verb_and_resource_and_ranked_by_growth() -> None:
     assert before == {"PATCH workloads/status": 11, "POST workloads": 5}
     assert busiest(before, after, 1) == [("PATCH workloads/status", 30)]
     assert busiest(before, after, 5) == [("PATCH workloads/status", 30), ("POST workloads", 1)]
+
+
+def test_the_managers_writes_are_counted_apart_and_matched_before_its_other_requests() -> None:
+    _, writes, everything = manager_identity_objects("kuota-manager")
+    assert writes["metadata"]["name"] == writes_flow_schema_name("kuota-manager") != flow_schema_name("kuota-manager")
+    assert writes["spec"]["matchingPrecedence"] < everything["spec"]["matchingPrecedence"]
+    (rule,) = writes["spec"]["rules"]
+    assert rule["subjects"] == [{"kind": "User", "user": {"name": "kuota-manager"}}]
+    assert [r["verbs"] for r in rule["resourceRules"]] == [list(WRITE_VERBS)]
+    assert "get" not in WRITE_VERBS and "list" not in WRITE_VERBS and "watch" not in WRITE_VERBS
+    assert "nonResourceRules" not in rule

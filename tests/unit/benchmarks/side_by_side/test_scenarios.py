@@ -108,9 +108,9 @@ def test_the_checks_scenario_floor_times_out_retries_rejects_and_admits_by_hand(
         ["stuck-0"],  # admitted; its pod is never ready
         ["wait-0"],  # stuck-0 timed out and backs off 600 s; wait-0 took r's quota
         ["chk-0", "wait-0"],  # chk-0 reserved k's quota, its check Pending; chk-1 waits
-        ["chk-1", "wait-0"],  # chk-0's Retry evicted it (requeued an hour later); chk-1 reserved
-        ["chk-2", "wait-0"],  # chk-1's Rejected deactivated it; chk-2 reserved
-        ["chk-2", "wait-0"],  # chk-2's Ready admitted it
+        ["chk-0", "wait-0"],  # chk-0's Retry evicted it, requeued at once: it reserved again, ahead of chk-1
+        ["chk-1", "wait-0"],  # chk-0's Rejected deactivated it; chk-1 reserved, ahead of chk-2
+        ["chk-1", "wait-0"],  # chk-1's Ready admitted it
     ]
 
 
@@ -124,16 +124,32 @@ def test_the_timeout_phase_lasts_past_the_timeout_in_simulated_time() -> None:
 
 def test_a_check_answered_on_a_workload_holding_nothing_is_refused() -> None:
     phases = (
-        *agreement.CHECKS_PHASES[2:4],
-        agreement.Phase("chk-0 again, while it waits out its Retry", answer=(("chk-0", "Ready"),)),
+        *agreement.CHECKS_PHASES[2:3],
+        agreement.Phase("chk-1, while chk-0 holds the quota", answer=(("chk-1", "Ready"),)),
     )
     scenario = agreement.Scenario(phases, tuple(agreement.checks_objects(phases)), agreement.CHECKS_CONFIGURATION)
-    with pytest.raises(MeasureError, match="chk-0 holds no quota for its check to answer once, in phase 3"):
+    with pytest.raises(MeasureError, match="chk-1 holds no quota for its check to answer, in phase 2"):
         agreement.floor_snapshots(scenario)
+
+
+def test_answers_a_workload_line_cannot_declare_are_refused() -> None:
+    """One delay after each reservation, Retries first, then Rejected or Ready: a second answer after a Ready, or
+    after a longer wait than the first, has no line."""
+    reserved, retried = agreement.CHECKS_PHASES[2:4]
+    late = agreement.Phase("chk-0 again, later", answer=(("chk-0", "Rejected"),), lasts=15.0)
+    for phases, answer in (
+        ((reserved, agreement.Phase("ready", answer=(("chk-0", "Ready"),)), retried), "Retry in phase 3"),
+        ((reserved, retried, agreement.Phase("wait", lasts=15.0), late), "Rejected in phase 4"),
+    ):
+        scenario = agreement.Scenario(phases, tuple(agreement.checks_objects(phases)), agreement.CHECKS_CONFIGURATION)
+        with pytest.raises(MeasureError, match=f"chk-0's check answers {answer}, which its line cannot declare"):
+            agreement.floor_snapshots(scenario)
 
 
 def test_a_job_whose_pod_is_never_ready_selects_a_node_label_no_node_has() -> None:
     stuck = kinds.job("s", "ns", "q", "p1", 5, schedulable=False)["spec"]["template"]["spec"]
     running = kinds.job("r", "ns", "q", "p1", 5, schedulable=True)["spec"]["template"]["spec"]
     assert stuck["nodeSelector"] == kinds.NO_NODE_SELECTOR and "nodeSelector" not in running
+    # the fake nodes are tainted for their GPUs: a pod that runs tolerates that
+    assert running["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert stuck["containers"][0]["resources"]["requests"] == {"cpu": "5"}

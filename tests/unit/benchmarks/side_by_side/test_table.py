@@ -32,7 +32,7 @@ def _figures(wall: float, small_mean: float, utilization: float) -> RunFigures:
 
 
 def _result(wall: float, small_mean: float, utilization: float, rss: float) -> SystemResult:
-    return SystemResult(_figures(wall, small_mean, utilization), ManagerUsage(3.0, rss, 500))
+    return SystemResult(_figures(wall, small_mean, utilization), ManagerUsage(3.0, rss, 500, 200))
 
 
 def test_ratio_is_kuota_over_kueue() -> None:
@@ -63,6 +63,8 @@ def test_rows_carry_the_issue_targets_and_verdicts() -> None:
     assert by_name["re-admissions after preemption"].verdict == "MISSED", "2 of 10 workloads is over 1%"
     assert by_name["manager CPU per admission"].kuota == 3000.0 / 12
     assert by_name["apiserver requests per admission"].kuota == 500 / 12
+    assert by_name["apiserver writes per admission"].kuota == 200 / 12
+    assert by_name["apiserver writes per admission"].ratio == 1.0
     assert by_name["mean time to admission, small"].verdict == "met"
     assert by_name["utilization (cpu held / quota)"].kuota == 80.0
     assert by_name["utilization (cpu held / quota)"].verdict == "met"

@@ -252,6 +252,16 @@ def test_a_recomputation_never_starts_while_one_runs() -> None:
     asyncio.run(asyncio.wait_for(book.run(), 1.0))  # off: returns at once
 
 
+def test_recomputations_keep_to_a_share_of_one_core_however_large_the_backlog() -> None:
+    book, _ = _book(*(_workload(f"waiting-{i}", 4) for i in range(40)))
+    assert book.cpu_seconds == 0.0
+    asyncio.run(book.recompute())
+    assert book.cpu_seconds > 0.0  # the replay's own CPU time, measured in its thread
+    assert etas.wait_after(5.0, 0.01) == 5.0  # a cheap replay: every interval
+    assert etas.wait_after(5.0, 2.0) == 2.0 / etas._CPU_SHARE  # an expensive one: coarsened to the share
+    assert etas.wait_after(5.0, 2.0) > etas.wait_after(5.0, 1.0) > 5.0
+
+
 def test_the_last_day_of_submissions_is_expected_again_and_a_job_it_keeps_overtaking_is_told_so() -> None:
     small = _workload("small", 1, annotations={"kuota.dev/expected-runtime": "30h"}, reserved_at=START)
     done = _workload("done", 1, reserved_at=START, finished_at=START + 600.0)

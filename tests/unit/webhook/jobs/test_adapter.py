@@ -14,6 +14,7 @@ from kuota.webhook.jobs.adapter import (
 )
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from tests.unit.webhook.admission.static_facts import apply_patch
+from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -61,9 +62,12 @@ def test_a_jobs_run_patch_places_its_pod_set_and_its_restore_patch_undoes_it() -
         **job,
         "spec": {**job["spec"], "template": {"spec": {**template["spec"], **run["spec"]["template"]["spec"]}}},
     }
-    assert BATCH_JOB.restore_patch(placed, originals) == {
-        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}, "tolerations": None}}}
+    # a merge patch merges maps: the flavor's key is deleted by name, the job's own kept
+    restore = BATCH_JOB.restore_patch(placed, originals)
+    assert restore == {
+        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a", "gpu-type": None}, "tolerations": None}}}
     }
+    assert apply_merge_patch(placed, restore)["spec"]["template"] == template
     assert BATCH_JOB.restore_patch(job, originals) is None
     manifest = workload_manifest(job, BATCH_JOB)
     assert [(ps["name"], ps["count"]) for ps in manifest["spec"]["podSets"]] == [("main", 2)]

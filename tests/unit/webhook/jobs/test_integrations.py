@@ -31,12 +31,12 @@ def test_without_integrations_only_batch_jobs_are_managed_as_in_kueue(tmp_path: 
 def test_the_named_frameworks_are_enabled_and_kueues_others_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = _config(tmp_path, "integrations:\n  frameworks: [pod, batch/job, kubeflow.org/mpijob]\n")
+    path = _config(tmp_path, "integrations:\n  frameworks: [pod, batch/job, sparkoperator.k8s.io/sparkapplication]\n")
     with caplog.at_level(logging.WARNING):
         registry = load_configuration(path, "kuota-system")[1]
     assert registry.frameworks == ("batch/job", "pod")
     assert registry.pods
-    assert "kubeflow.org/mpijob is a Kueue integration kuota does not implement" in caplog.text
+    assert "sparkoperator.k8s.io/sparkapplication is a Kueue integration kuota does not implement" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,30 @@ def test_ungating_removes_only_kueues_gate_and_adds_the_flavors_placement() -> N
     assert pods.ungate_patch(pod("x"), None)["spec"]["schedulingGates"] is None
 
 
+def test_an_admission_checks_pod_set_updates_go_on_the_pod_with_its_ungating() -> None:
+    gated = pod("notebook")
+    placement = PodSetPlacement(
+        "main",
+        {"gpu-type": "h100"},
+        [GPU_TOLERATION],
+        labels={"provisioned.example/slot": "slot-0"},
+        annotations={"autoscaling.x-k8s.io/consume-provisioning-request": "pod-notebook-prov-1"},
+    )
+    patch = pods.ungate_patch(gated, placement)
+    assert patch["metadata"] == {
+        "labels": {**gated["metadata"]["labels"], "provisioned.example/slot": "slot-0"},
+        "annotations": {
+            **(gated["metadata"].get("annotations") or {}),
+            "autoscaling.x-k8s.io/consume-provisioning-request": "pod-notebook-prov-1",
+        },
+    }
+    assert patch["spec"]["nodeSelector"] == {"gpu-type": "h100"}
+    assert "metadata" not in pods.ungate_patch(gated, PodSetPlacement("main", {"gpu-type": "h100"}))
+    with pytest.raises(JobConflictError, match=r"Pod research/notebook has label .* but an AdmissionCheck sets"):
+        key = next(iter(gated["metadata"]["labels"]))
+        pods.ungate_patch(gated, PodSetPlacement("main", {}, labels={key: "other"}))
+
+
 def test_a_pod_selector_contradicting_its_flavor_is_a_conflict_not_an_override() -> None:
     gated = pod("notebook")
     gated["spec"]["nodeSelector"] = {"gpu-type": "a100"}

@@ -3,7 +3,13 @@ it from the status its controller writes."""
 
 from __future__ import annotations
 
-from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kuota.webhook.controller.errors import InvalidJobError
+from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob
 from kuota.webhook.jobs.adapter import Finished, workload_manifest
 from tests.unit.webhook.jobs import objects
 
@@ -91,25 +97,64 @@ def test_a_raycluster_never_finishes_and_holds_pods_until_kuberay_reports_it_sus
 
 
 def test_a_pytorchjob_has_master_then_worker_whatever_the_spec_s_order() -> None:
-    pod_sets = pytorchjob.ADAPTER.pod_sets(objects.pytorchjob())
+    pod_sets = kubeflow.PYTORCHJOB.pod_sets(objects.pytorchjob())
     assert [(p.name, p.count) for p in pod_sets] == [("master", 1), ("worker", 3)]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "make", "expected"),
+    [
+        (kubeflow.TFJOB, objects.tfjob, [("chief", 1), ("ps", 2), ("worker", 4), ("evaluator", 1)]),
+        (kubeflow.XGBOOSTJOB, objects.xgboostjob, [("master", 1), ("worker", 2)]),
+        (kubeflow.PADDLEJOB, objects.paddlejob, [("master", 1), ("worker", 2)]),
+        (kubeflow.JAXJOB, objects.jaxjob, [("worker", 4)]),
+        (kubeflow.MPIJOB, objects.mpijob, [("launcher", 1), ("worker", 4)]),
+    ],
+    ids=["TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob"],
+)
+def test_a_kubeflow_job_has_one_pod_set_per_replica_type_in_kueue_s_order(
+    adapter: kubeflow.KubeflowJobAdapter, make: Callable[[], dict[str, Any]], expected: list[tuple[str, int]]
+) -> None:
+    assert [(p.name, p.count) for p in adapter.pod_sets(make())] == expected
+
+
+def test_each_kubeflow_kind_is_enabled_by_kueue_s_framework_name_and_served_at_its_plural() -> None:
+    assert [(a.framework, a.plural, a.kind.api_version) for a in kubeflow.ADAPTERS] == [
+        ("kubeflow.org/pytorchjob", "pytorchjobs", "kubeflow.org/v1"),
+        ("kubeflow.org/tfjob", "tfjobs", "kubeflow.org/v1"),
+        ("kubeflow.org/xgboostjob", "xgboostjobs", "kubeflow.org/v1"),
+        ("kubeflow.org/paddlejob", "paddlejobs", "kubeflow.org/v1"),
+        ("kubeflow.org/jaxjob", "jaxjobs", "kubeflow.org/v1"),
+        ("kubeflow.org/mpijob", "mpijobs", "kubeflow.org/v2beta1"),
+    ]
+
+
+def test_an_mpijob_without_a_launcher_makes_no_workload_and_the_error_says_what_to_add() -> None:
+    job = objects.mpijob("headless")
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]
+    with pytest.raises(InvalidJobError) as raised:
+        workload_manifest(job, kubeflow.MPIJOB)
+    assert str(raised.value) == (
+        "MPIJob research/headless has no Launcher in spec.mpiReplicaSpecs: the operator never runs it without one; "
+        "add spec.mpiReplicaSpecs.Launcher"
+    )
 
 
 def test_a_pytorchjob_is_held_by_its_run_policy_and_finishes_with_its_succeeded_condition() -> None:
     job = objects.pytorchjob()
-    assert pytorchjob.ADAPTER.is_suspended(job)
+    assert kubeflow.PYTORCHJOB.is_suspended(job)
     job["spec"].pop("runPolicy")
-    assert not pytorchjob.ADAPTER.is_suspended(job)
-    assert pytorchjob.ADAPTER.suspend_on_create(job) == [
+    assert not kubeflow.PYTORCHJOB.is_suspended(job)
+    assert kubeflow.PYTORCHJOB.suspend_on_create(job) == [
         {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}
     ]
     job["status"] = {
         "replicaStatuses": {"Worker": {"active": 3}},
         "conditions": [{"type": "Running", "status": "True"}],
     }
-    assert pytorchjob.ADAPTER.has_active_pods(job)
-    assert pytorchjob.ADAPTER.pods_ready(job)
+    assert kubeflow.PYTORCHJOB.has_active_pods(job)
+    assert kubeflow.PYTORCHJOB.pods_ready(job)
     job["status"]["conditions"].append(
         {"type": "Succeeded", "status": "True", "message": "PyTorchJob ddp is successfully completed."}
     )
-    assert pytorchjob.ADAPTER.finished(job) == Finished(True, "PyTorchJob ddp is successfully completed.")
+    assert kubeflow.PYTORCHJOB.finished(job) == Finished(True, "PyTorchJob ddp is successfully completed.")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kuota.webhook.controller.errors import JobConflictError
-from kuota.webhook.jobs import jobset, pytorchjob, raycluster, rayjob
+from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
 from tests.unit.webhook.jobs import objects
 from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
@@ -20,9 +20,18 @@ KINDS: list[tuple[JobAdapter, Callable[[], dict[str, Any]]]] = [
     (jobset.ADAPTER, objects.jobset),
     (raycluster.ADAPTER, objects.raycluster),
     (rayjob.ADAPTER, lambda: objects.rayjob(submitter=objects.pod_template(0))),
-    (pytorchjob.ADAPTER, objects.pytorchjob),
+    (kubeflow.PYTORCHJOB, objects.pytorchjob),
+    (kubeflow.TFJOB, objects.tfjob),
+    (kubeflow.XGBOOSTJOB, objects.xgboostjob),
+    (kubeflow.PADDLEJOB, objects.paddlejob),
+    (kubeflow.JAXJOB, objects.jaxjob),
+    (kubeflow.MPIJOB, objects.mpijob),
 ]
 IDS = [adapter.kind.kind for adapter, _ in KINDS]
+EVERY_KIND = [(batch_job.ADAPTER, objects.batch_job), *KINDS]
+EVERY_ID = ["Job", *IDS]
+CHECK_TOLERATION = {"key": "provisioned", "operator": "Exists", "effect": "NoSchedule"}
+CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 
 
 def _placements(adapter: JobAdapter, job: dict[str, Any]) -> list[PodSetPlacement]:
@@ -90,3 +99,57 @@ def test_a_job_created_running_is_suspended_by_the_webhook_patch(
     operations = adapter.suspend_on_create(running)
     assert [operation["op"] for operation in operations] == ["add"]
     assert adapter.is_suspended(apply_merge_patch(running, adapter.suspend_patch(running)))
+
+
+def _check_placements(adapter: JobAdapter, job: dict[str, Any]) -> list[PodSetPlacement]:
+    """A flavor's placement with an AdmissionCheck's podSetUpdates merged in, different for each pod set."""
+    return [
+        PodSetPlacement(
+            pod_set.name,
+            {"gpu-type": "h100", "provisioned.example/block": f"block-{index}"},
+            [FLAVOR_TOLERATION, CHECK_TOLERATION],
+            labels={"provisioned.example/slot": f"slot-{index}"},
+            annotations={CONSUME: f"wl-prov-1-{index}"},
+        )
+        for index, pod_set in enumerate(adapter.pod_sets(job))
+    ]
+
+
+@pytest.mark.parametrize(("adapter", "make"), EVERY_KIND, ids=EVERY_ID)
+def test_an_admission_checks_pod_set_updates_reach_every_template_and_an_eviction_takes_them_back(
+    adapter: JobAdapter, make: Callable[[], dict[str, Any]]
+) -> None:
+    job = make()
+    originals = adapter.pod_sets(job)
+    running = apply_merge_patch(job, adapter.run_patch(job, _check_placements(adapter, job), originals))
+
+    for index, (pod_set, original) in enumerate(zip(adapter.pod_sets(running), originals, strict=True)):
+        metadata, spec = pod_set.template["metadata"], pod_set.template["spec"]
+        assert metadata["labels"] == {
+            **original.template["metadata"]["labels"],
+            "provisioned.example/slot": f"slot-{index}",
+        }
+        assert metadata["annotations"] == {CONSUME: f"wl-prov-1-{index}"}
+        assert spec["nodeSelector"] == {
+            **(original.template["spec"].get("nodeSelector") or {}),
+            "gpu-type": "h100",
+            "provisioned.example/block": f"block-{index}",
+        }
+        assert spec["tolerations"] == [FLAVOR_TOLERATION, CHECK_TOLERATION]
+
+    stopped = apply_merge_patch(running, adapter.suspend_patch(running))
+    patch = adapter.restore_patch(stopped, originals)
+    assert patch is not None
+    restored = apply_merge_patch(stopped, patch)
+    assert [p.template for p in adapter.pod_sets(restored)] == [p.template for p in originals]
+    assert adapter.restore_patch(restored, originals) is None
+
+
+@pytest.mark.parametrize(("adapter", "make"), EVERY_KIND, ids=EVERY_ID)
+def test_a_pod_set_update_that_contradicts_a_template_label_is_a_conflict(
+    adapter: JobAdapter, make: Callable[[], dict[str, Any]]
+) -> None:
+    job = make()
+    placements = [PodSetPlacement(p.name, {}, labels={"app": "serve"}) for p in adapter.pod_sets(job)]
+    with pytest.raises(JobConflictError, match=rf"{adapter.kind.kind} research/.*label app=train .*app=serve"):
+        adapter.run_patch(job, placements, adapter.pod_sets(job))

@@ -1,0 +1,72 @@
+"""A pod missing one of its mounts (no ServiceAccount token, no kubelet PodResources socket, no NVML library)
+says which in one line of its container's log, and its readiness probe fails: never a crash loop without a
+reason, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import Cluster
+from tests.fakes.podresources_server import FakeKubelet
+from tests.integration.images.conftest import service_account
+from tests.integration.images.test_exporter_image import start_exporter
+from tests.integration.images.test_manager_image import start_manager
+from tests.unit.chart.rendering import Rendered
+from tests.waiting import async_wait_until, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_without_a_service_account_token_the_manager_says_so_in_one_line_and_is_never_ready(
+    cluster: Cluster, chart: Rendered, tmp_path: Path
+) -> None:
+    container = start_manager(cluster, chart, tmp_path, account=None)
+    try:
+        wait_until(container.exited, "the manager without a token to exit", timeout=60)
+        log = container.logs().strip()
+        assert not container.ready(), log
+        assert container.state()["ExitCode"] != 0, log
+        assert "Traceback" not in log, log
+        assert "service account" in log.splitlines()[-1] and "automountServiceAccountToken" in log, log
+    finally:
+        container.stop()
+
+
+# What each missing mount's one line names, and whether the exporter can still be ready without it: without the
+# PodResources socket it keeps serving the GPUs' own series (its sampler's design, tests/unit/exporter), and
+# only the per-pod attribution is missing.
+MISSING = {
+    "PodResources socket": ("kubelet.sock", True),
+    "NVML library": ("libnvidia-ml.so.1", False),
+    "service account token": ("automountServiceAccountToken", False),
+}
+
+
+@pytest.mark.parametrize("missing", sorted(MISSING))
+async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_ready_without_nvml_or_token(
+    cluster: Cluster, chart: Rendered, fake_nvml: Path, tmp_path: Path, missing: str
+) -> None:
+    named, may_be_ready = MISSING[missing]
+    (tmp_path / "pod-resources").mkdir()
+    account = None
+    if missing != "service account token":
+        account = service_account(cluster, "kuota-exporter", tmp_path / "account")
+    nvml = None if missing == "NVML library" else fake_nvml
+    socket = tmp_path / ("no-kubelet" if missing == "PodResources socket" else "pod-resources") / "kubelet.sock"
+    socket.parent.mkdir(exist_ok=True)
+    async with FakeKubelet(socket):
+        exporter = await asyncio.to_thread(start_exporter, cluster, chart, tmp_path, nvml, account)
+        try:
+            said = await async_wait_until(
+                lambda: [line for line in exporter.logs().splitlines() if named in line], f"a line naming {named}", 60
+            )
+            log = exporter.logs()
+            assert len(said) == 1, log
+            assert "Traceback" not in log, log
+            if not may_be_ready:
+                assert not exporter.ready(), log
+        finally:
+            await asyncio.to_thread(exporter.stop)
