@@ -1,6 +1,7 @@
 """``python -m tests.cluster up|down --workdir DIR [--nodes SPEC]``: a control plane left running for a person;
 ``python -m tests.cluster build``: build (or find cached) the control-plane binaries, Kueue's manager and kueuectl,
-and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2, AppWrapper)."""
+and the upstream job controllers (JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2, AppWrapper,
+LeaderWorkerSet)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.cluster.binaries import (
     ensure_kuberay,
     ensure_kueue,
     ensure_kueuectl,
+    ensure_lws,
     ensure_mpi_operator,
     ensure_trainer,
     ensure_training_operator,
@@ -41,6 +43,7 @@ def main() -> int:
             "jobset": ensure_jobset,
             "kuberay": ensure_kuberay,
             "training-operator": ensure_training_operator,
+            "lws": ensure_lws,  # LeaderWorkerSet, run by tests/integration/manager/test_leaderworkerset.py
             "mpi-operator": ensure_mpi_operator,
             "trainer": ensure_trainer,
             "appwrapper": ensure_appwrapper,

@@ -42,6 +42,8 @@ TRAINER_VERSION = "v2.2.0"
 TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
 APPWRAPPER_VERSION = "v1.2.0"
 APPWRAPPER_MODULE = "github.com/project-codeflare/appwrapper"
+LWS_VERSION = "v0.8.0"
+LWS_MODULE = "sigs.k8s.io/lws"
 
 # The ProvisioningRequest API at the version Kueue v0.20's go.mod requires: its CRD
 # (config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml) is installed by the ProvisioningRequest tests.
@@ -311,6 +313,11 @@ def _ensure_wrapped_binary(name: str, version: str, package: str) -> Path:
 def ensure_jobset() -> Path:
     """Return the cached JobSet controller manager, building it when missing (minutes when cold)."""
     return _ensure_wrapped_binary("jobset", JOBSET_VERSION, JOBSET_MODULE)
+
+
+def ensure_lws() -> Path:
+    """Return the cached LeaderWorkerSet controller manager, building it when missing (minutes when cold)."""
+    return _ensure_wrapped_binary("lws", LWS_VERSION, f"{LWS_MODULE}/cmd")
 
 
 def ensure_kuberay() -> Path:

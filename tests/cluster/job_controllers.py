@@ -1,10 +1,11 @@
 """The upstream controllers of the job kinds kuota admits (JobSet, KubeRay, Kubeflow's training-operator and
-mpi-operator, Trainer v2, AppWrapper), run as
-processes against a test control plane, with their CRDs from the Go module cache.
+mpi-operator, Trainer v2, AppWrapper, LeaderWorkerSet), run as processes against a test control plane, with their
+CRDs from the Go module cache.
 
 Each runs as its Deployment would, but out of cluster: a kubeconfig of its own, leader election off, metrics off,
 its health probe on a free loopback port (ready once ``/readyz`` answers). Their admission webhooks are not
-registered (the API server never calls them), so a test writes complete specs where a webhook would default.
+registered (the API server never calls them), so a test writes complete specs where a webhook would default; but
+LeaderWorkerSet's are: its pod webhook writes the group and worker indices its controller relies on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from tests.cluster.binaries import (
     JOBSET_VERSION,
     KUBERAY_MODULE,
     KUBERAY_VERSION,
+    LWS_MODULE,
+    LWS_VERSION,
     MPI_OPERATOR_MODULE,
     MPI_OPERATOR_VERSION,
     TRAINER_MODULE,
@@ -37,6 +40,7 @@ from tests.cluster.binaries import (
     ensure_appwrapper,
     ensure_jobset,
     ensure_kuberay,
+    ensure_lws,
     ensure_mpi_operator,
     ensure_trainer,
     ensure_training_operator,
@@ -54,6 +58,10 @@ TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 def jobset_crds() -> list[Path]:
     return [module_dir(JOBSET_MODULE, JOBSET_VERSION) / "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"]
+
+
+def lws_crds() -> list[Path]:
+    return [module_dir(LWS_MODULE, LWS_VERSION) / "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"]
 
 
 def kuberay_crds() -> list[Path]:
@@ -91,11 +99,17 @@ def install_crds(cluster: Cluster, paths: list[Path]) -> list[str]:
     listing = {"apiVersion": "v1", "kind": "List", "items": documents}
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(listing))
     names = [str(document["metadata"]["name"]) for document in documents]
-    for name in names:
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    for name in names:  # not kubectl wait: it fails, not waits, on a CRD whose status has no conditions yet
+        wait_until(functools.partial(_established, cluster, name), f"CRD {name} Established")
     for name in names:  # discovery lags Established by a moment; a CRD's name is its plural.group
         wait_until(functools.partial(_served, cluster, name), f"{name} served")
     return names
+
+
+def _established(cluster: Cluster, name: str) -> bool:
+    crd = json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _served(cluster: Cluster, resource: str) -> bool:
@@ -305,3 +319,79 @@ def start_appwrapper(cluster: Cluster) -> UpstreamController:
     cluster.spawn("appwrapper", command, env=dict(os.environ, NAMESPACE=_APPWRAPPER_NAMESPACE))
     controller = UpstreamController("appwrapper", APPWRAPPER_VERSION, _readyz(health_port))
     return _await_ready(cluster, controller)
+
+
+LWS_WEBHOOKS = "lws-webhooks"  # the name of both of its webhook configurations, as the test registers them
+
+
+def start_lws(cluster: Cluster) -> UpstreamController:
+    """The LeaderWorkerSet controller manager with its webhook server on loopback, serving the control plane's own
+    serving certificate (no cert rotation), and its webhooks registered against the API server by URL, as its
+    manifests register them by Service: LeaderWorkerSets mutated and validated, and the pods of LeaderWorkerSets
+    (labelled with their set's name) mutated: that webhook writes their group and worker indices."""
+    binary = ensure_lws()
+    folder = cluster.workdir / "lws"
+    certs = folder / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cluster.pki.serving_cert, certs / "tls.crt")
+    shutil.copyfile(cluster.pki.serving_key, certs / "tls.key")
+    health_port, webhook_port = free_port(), free_port()
+    configuration = {
+        "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(certs)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(configuration))
+    kubeconfig = cluster.kubeconfig_for("lws-controller")
+    command = [str(binary), f"--kubeconfig={kubeconfig}", f"--config={folder / 'config.yaml'}"]
+    controller = _start(cluster, "lws", LWS_VERSION, command, health_port)
+    ca_bundle = base64.b64encode(cluster.pki.ca_cert.read_bytes()).decode()
+
+    def webhook(name: str, path: str, group: str, resource: str, operations: list[str]) -> dict[str, object]:
+        rule = {"apiGroups": [group], "apiVersions": ["v1"], "operations": operations, "resources": [resource]}
+        hook: dict[str, object] = {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"https://127.0.0.1:{webhook_port}{path}", "caBundle": ca_bundle},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "rules": [rule],
+        }
+        if resource == "pods":  # only the pods of LeaderWorkerSets: the rest of the suite never waits on it
+            selector = {"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}
+            hook["objectSelector"] = {"matchExpressions": [selector]}
+        return hook
+
+    lws_rule = ("leaderworkerset.x-k8s.io", "leaderworkersets", ["CREATE", "UPDATE"])
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": LWS_WEBHOOKS},
+        "webhooks": [
+            webhook("mleaderworkerset.kb.io", "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset", *lws_rule),
+            webhook("mpod.kb.io", "/mutate--v1-pod", "", "pods", ["CREATE"]),
+        ],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": LWS_WEBHOOKS},
+        "webhooks": [
+            webhook("vleaderworkerset.kb.io", "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset", *lws_rule)
+        ],
+    }
+    listing = {"apiVersion": "v1", "kind": "List", "items": [mutating, validating]}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(listing))
+    return controller
+
+
+def stop_lws(cluster: Cluster) -> None:
+    """Unregister the LeaderWorkerSet webhooks (failurePolicy Fail: nothing may call them once it is gone), then
+    end its process."""
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        cluster.kubectl("delete", kind, LWS_WEBHOOKS, "--ignore-not-found")
+    cluster.end("lws")

@@ -8,6 +8,7 @@ the admission plane's for every name. A pod parent's mutating webhook also revie
 batch/job: {kind: job, group: batch, version: v1, plural: jobs}
 deployment: {kind: deployment, group: apps, version: v1, plural: deployments, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
 statefulset: {kind: statefulset, group: apps, version: v1, plural: statefulsets, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
+leaderworkerset.x-k8s.io/leaderworkerset: {kind: leaderworkerset, group: leaderworkerset.x-k8s.io, version: v1, plural: leaderworkersets, mutate: [CREATE, UPDATE], verbs: [get, list, watch]}
 jobset.x-k8s.io/jobset: {kind: jobset, group: jobset.x-k8s.io, version: v1alpha2, plural: jobsets}
 kubeflow.org/jaxjob: {kind: jaxjob, group: kubeflow.org, version: v1, plural: jaxjobs}
 kubeflow.org/mpijob: {kind: mpijob, group: kubeflow.org, version: v2beta1, plural: mpijobs}
@@ -36,7 +37,7 @@ workload.codeflare.dev/appwrapper: {kind: appwrapper, group: workload.codeflare.
 {{- /* Pods are gated for "pod" and for the pod parents (Kueue enables "pod" implicitly for them). */ -}}
 {{- define "kuota.podsEnabled" -}}
 {{- $names := (include "kuota.frameworks" . | fromYaml).names }}
-{{- or (has "pod" $names) (has "deployment" $names) (has "statefulset" $names) }}
+{{- or (has "pod" $names) (has "deployment" $names) (has "statefulset" $names) (has "leaderworkerset.x-k8s.io/leaderworkerset" $names) }}
 {{- end }}
 
 {{- /* managerConfig.integrations.frameworks; absent: batch/job only, as in Kueue (an empty list: none). */ -}}

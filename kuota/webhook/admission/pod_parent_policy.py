@@ -7,8 +7,9 @@ marked, so the Pod webhook gates its pods; a Deployment's template also gets its
 managed labels.
 
 Validation (CREATE and UPDATE): the queue-name label must be a valid name; it may change only while no replica is
-ready, and may not be removed; a managed StatefulSet's ``replicas`` changes only to or from zero, and its pods'
-shape (requests, ports, scheduling fields) not at all (Kueue v0.20).
+ready, and may not be removed; a managed StatefulSet's ``replicas`` changes only to or from zero, and the pods'
+shape (requests, ports, scheduling fields) of a managed StatefulSet or LeaderWorkerSet not at all (Kueue v0.20: each
+group's Workload was sized from it; a LeaderWorkerSet's ``replicas`` may change, each group having its own).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from kuota.webhook.admission.job_policy import (
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import pod_parents
-from kuota.webhook.jobs.pod_parents import STATEFULSET, PodParent
+from kuota.webhook.jobs.pod_parents import DEPLOYMENT, STATEFULSET, PodParent
 
 
 def _read(obj: Mapping[str, Any] | None, request: AdmissionRequest, parent: PodParent, where: str) -> JobFacts:
@@ -44,15 +45,22 @@ def _read(obj: Mapping[str, Any] | None, request: AdmissionRequest, parent: PodP
         raise MalformedObjectError(f"{where}.metadata.labels must be an object of strings")
     reference = f"{parent.kind.kind} {request.namespace}/{metadata.get('name') or metadata.get('generateName') or ''}"
     spec = obj.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
-        raise MalformedObjectError(f"{where}.spec.template must be an object ({reference})")
-    template_metadata = spec["template"].get("metadata")
-    if template_metadata is not None and not isinstance(template_metadata, dict):
-        raise MalformedObjectError(f"{where}.spec.template.metadata must be an object ({reference})")
-    for field in ("labels", "annotations"):
-        value = (template_metadata or {}).get(field)
-        if value is not None and not isinstance(value, dict):
-            raise MalformedObjectError(f"{where}.spec.template.metadata.{field} must be an object ({reference})")
+    if not isinstance(spec, dict):
+        raise MalformedObjectError(f"{where}.spec must be an object ({reference})")
+    for index, path in enumerate(parent.templates):
+        field = ".".join(path)
+        template = pod_parents.template_at(obj, path)
+        if template is None and index > 0:
+            continue  # only the first template is required (a LeaderWorkerSet's leaderTemplate is optional)
+        if not isinstance(template, dict):
+            raise MalformedObjectError(f"{where}.{field} must be an object ({reference})")
+        template_metadata = template.get("metadata")
+        if template_metadata is not None and not isinstance(template_metadata, dict):
+            raise MalformedObjectError(f"{where}.{field}.metadata must be an object ({reference})")
+        for part in ("labels", "annotations"):
+            value = (template_metadata or {}).get(part)
+            if value is not None and not isinstance(value, dict):
+                raise MalformedObjectError(f"{where}.{field}.metadata.{part} must be an object ({reference})")
     status = obj.get("status")
     for field, value in (
         ("spec.replicas", spec.get("replicas")),
@@ -109,11 +117,11 @@ def validate_parent(request: AdmissionRequest, policy: JobPolicy, facts: Cluster
             f"{job.queue_name!r} while a replica is ready, nor be removed; scale it to 0 first",
             code=422,
         )
-    if parent == STATEFULSET and queued_by_kuota(job, request.namespace, policy, facts):
-        for problem in (
-            pod_parents.replicas_change_problem(request.old_object, request.object),
-            pod_parents.template_shape_problem(request.old_object, request.object),
-        ):
+    if parent != DEPLOYMENT and queued_by_kuota(job, request.namespace, policy, facts):
+        problems = [pod_parents.template_shape_problem(parent, request.old_object, request.object)]
+        if parent == STATEFULSET:
+            problems.append(pod_parents.replicas_change_problem(request.old_object, request.object))
+        for problem in problems:
             if problem is not None:
                 return Verdict.deny(f"{job.reference}: {problem}", code=422)
     return Verdict.allow()

@@ -37,9 +37,9 @@ from kuota.webhook.admission.job_policy import (
     queue_name_problem,
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
+from kuota.webhook.jobs import leaderworkerset, pod_parents
 from kuota.webhook.jobs import pod as pods
-from kuota.webhook.jobs import pod_parents
-from kuota.webhook.jobs.pod_parents import DEPLOYMENT, PodParent
+from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, STATEFULSET, PodParent
 from kuota.webhook.jobs.topology import TOPOLOGY_GATE, topology_request
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
@@ -122,13 +122,15 @@ def default_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
 
 
 def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_patch.PatchOperation]:
-    """The gate, and for a StatefulSet's pod the labels and annotations that put it in its group."""
+    """The gate, and for a StatefulSet's pod the labels and annotations that put it in its group; a
+    LeaderWorkerSet's pod is only marked managed here: the controller puts it in its group from the
+    LeaderWorkerSet (its group index is written by the LeaderWorkerSet's own webhook, in no set order with this)."""
     patch: list[json_patch.PatchOperation] = []
-    if parent != DEPLOYMENT:
+    added: dict[str, dict[str, str]] = {}
+    if parent == STATEFULSET:
         group = pod_parents.statefulset_group(pod)
         if group is None:
             return []  # marked by hand, no StatefulSet behind it: not kuota's to queue
-        metadata = pod["metadata"]
         added = {
             "labels": {pods.MANAGED_LABEL: "true", pods.GROUP_NAME_LABEL: group},
             "annotations": {
@@ -136,6 +138,12 @@ def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_pa
                 pods.SERVING_ANNOTATION: "true",
             },
         }
+    elif parent == LEADERWORKERSET:
+        if leaderworkerset.set_name(pod) is None:
+            return []  # marked by hand, no LeaderWorkerSet behind it: not kuota's to queue
+        added = {"labels": {pods.MANAGED_LABEL: "true"}}
+    if added:
+        metadata = pod["metadata"]
         for field, values in added.items():
             if metadata.get(field) is None:
                 patch.append(json_patch.add(values, "metadata", field))

@@ -36,8 +36,8 @@ from kuota.webhook.controller.state import (
     owner_job,
 )
 from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import leaderworkerset, pod_parents
 from kuota.webhook.jobs import pod as pods
-from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import Finished
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 POD = "Pod"
 PODS = Resource("", "v1", "pods")
 STATEFULSET = group_kind(pod_parents.STATEFULSET.kind.api_version, pod_parents.STATEFULSET.kind.kind)
+LEADERWORKERSET = group_kind(pod_parents.LEADERWORKERSET.kind.api_version, pod_parents.LEADERWORKERSET.kind.kind)
 
 
 def compact_pod(pod: Mapping[str, Any]) -> CompactCopy:
@@ -54,15 +55,19 @@ def compact_pod(pod: Mapping[str, Any]) -> CompactCopy:
 
 def _serving(workload: Mapping[str, Any]) -> bool:
     owner = owner_job(workload)
-    return owner is not None and owner[0] == STATEFULSET
+    return owner is not None and owner[0] in (STATEFULSET, LEADERWORKERSET)
 
 
 def pod_job_key(pod: Mapping[str, Any]) -> JobKey:
-    """The key a pod is reconciled under: its group's, or its own."""
+    """The key a pod is reconciled under: its group's, its LeaderWorkerSet's while it is not in a group yet (the
+    LeaderWorkerSet reconciler puts it in one), or its own."""
     metadata = pod["metadata"]
     group = pods.group_name(pod)
     if group is not None:
         return POD_GROUP, f"{metadata['namespace']}/{group}"
+    lws = leaderworkerset.set_name(pod)
+    if lws is not None and pod_parents.suspending_parent(pod) == pod_parents.LEADERWORKERSET.framework:
+        return LEADERWORKERSET, f"{metadata['namespace']}/{lws}"
     return POD, f"{metadata['namespace']}/{metadata['name']}"
 
 
@@ -89,13 +94,14 @@ class PodReconciler:
         self._flavors = flavors
         self._metrics = metrics
         self._groups: dict[str, set[str]] = {}  # namespace/group -> the keys of its pods
+        self._ungrouped: dict[str, set[str]] = {}  # namespace/LeaderWorkerSet -> its pods not in a group yet
         self._deleted: dict[str, dict[str, Any]] = {}  # single pods' last copies, until their Workloads go
 
     def observed(self, key: str, pod: dict[str, Any] | None, last_copy: dict[str, Any]) -> JobKey:
         """Index a pod's news (``pod`` None: deleted); the key to reconcile."""
         job_key = pod_job_key(last_copy)
-        if job_key[0] == POD_GROUP:
-            members = self._groups.setdefault(job_key[1], set())
+        if job_key[0] in (POD_GROUP, LEADERWORKERSET):
+            members = (self._groups if job_key[0] == POD_GROUP else self._ungrouped).setdefault(job_key[1], set())
             if pod is None:
                 members.discard(key)
             else:
@@ -103,6 +109,22 @@ class PodReconciler:
         elif pod is None:
             self._deleted[key] = last_copy
         return job_key
+
+    def ungrouped(self, lws_key: str) -> list[dict[str, Any]]:
+        """The live pods of a LeaderWorkerSet (``namespace/name``) not put in a group yet."""
+        found = [(key, self._view.get(key)) for key in sorted(self._ungrouped.get(lws_key, ()))]
+        live = [pod for key, pod in found if pod is not None and pods.group_name(pod) is None]
+        self._ungrouped[lws_key] = {key for key, pod in found if pod is not None and pods.group_name(pod) is None}
+        return live
+
+    async def join_group(self, pod: Mapping[str, Any], patch: dict[str, Any]) -> JobKey:
+        """Put a pod in its group (a merge patch of its labels and annotations), indexed there at once (the watch's
+        echo of our own write is no news); the group's key."""
+        metadata = pod["metadata"]
+        body = {**patch, "metadata": {**patch["metadata"], "resourceVersion": metadata["resourceVersion"]}}
+        written = await self._writer.merge_patch(PODS, metadata["namespace"], metadata["name"], body)
+        self._view.wrote(written)
+        return self.observed(key_of(written), written, written)
 
     async def reconcile(self, job_key: JobKey) -> None:
         kind, key = job_key

@@ -46,9 +46,10 @@ from kuota.webhook.controller.errors import ApiWriteError
 from kuota.webhook.controller.etas import DEFAULT_INTERVAL_SECONDS, EtaBook
 from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
+from kuota.webhook.controller.leaderworkerset_reconciler import LeaderWorkerSetReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
 from kuota.webhook.controller.pending_reasons import PendingReasons
-from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, PodReconciler
+from kuota.webhook.controller.pod_reconciler import LEADERWORKERSET, POD, STATEFULSET, PodReconciler
 from kuota.webhook.controller.pods_ready import PodsReadyClock
 from kuota.webhook.controller.provisioning_controller import ProvisioningController
 from kuota.webhook.controller.queue_gauges import (
@@ -77,6 +78,7 @@ from kuota.webhook.controller.topology_ungater import TopologyUngater
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
+from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,7 @@ class QuotaController:
             configs=self.watches.provisioning_configs,
             flavors=self.watches.config["ResourceFlavor"],
         )
-        self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler] = {
+        self._job_reconcilers: dict[str, JobReconciler | StatefulSetReconciler | LeaderWorkerSetReconciler] = {
             job_kind(adapter): JobReconciler(
                 adapter,
                 registry,
@@ -161,6 +163,8 @@ class QuotaController:
         )
         if STATEFULSET in self.watches.jobs:
             self._job_reconcilers[STATEFULSET] = StatefulSetReconciler(self.state, self._pod_reconciler)
+        if pod_parents.LEADERWORKERSET in registry.pod_parents:  # its reflector starts once its CRD is installed
+            self._job_reconcilers[LEADERWORKERSET] = LeaderWorkerSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self._ungater = TopologyUngater(self.state, self.writer, self.watches.tas_pods)
         self.cycles = 0

@@ -24,6 +24,7 @@ from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
 from kuota.webhook.jobs.adapter import JobAdapter
+from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
 from kuota.webhook.jobs.topology import POD_SET_LABEL
 
@@ -58,7 +59,7 @@ class Watches:
         self.workloads: Reflector[CompactCopy] = Reflector(api, _WORKLOADS, compact_workload)
         self.jobs: dict[str, Reflector[CompactCopy]] = {}  # per job kind (the first part of a JobKey)
         # The kinds whose CRD is not installed yet, by CRD name (``plural.group``).
-        self.waiting_for_crds: dict[str, JobAdapter] = {}
+        self.waiting_for_crds: dict[str, JobAdapter | PodParent] = {}
         for adapter in registry.adapters:
             if adapter.kind.group in BUILT_IN_GROUPS:
                 self.jobs[job_kind(adapter)] = self._job_reflector(adapter)
@@ -69,6 +70,9 @@ class Watches:
             self.jobs[POD] = Reflector(api, managed, compact_pod)
         if pod_parents.STATEFULSET in registry.pod_parents:
             self.jobs[STATEFULSET] = Reflector(api, ResourceType("apps", "v1", "statefulsets", True), compact_job)
+        if pod_parents.LEADERWORKERSET in registry.pod_parents:  # served through a CRD, maybe installed later
+            lws = pod_parents.LEADERWORKERSET
+            self.waiting_for_crds[f"{lws.plural}.{lws.kind.group}"] = lws
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
@@ -87,7 +91,7 @@ class Watches:
             ]
         )
 
-    def crd_installed(self, crd: str) -> tuple[JobAdapter, Reflector[CompactCopy]] | None:
+    def crd_installed(self, crd: str) -> tuple[JobAdapter | PodParent, Reflector[CompactCopy]] | None:
         """The kind whose CRD ``crd`` is, now installed, and its new reflector (not started: not in :attr:`all`);
         None if no kind waits for that CRD."""
         adapter = self.waiting_for_crds.pop(crd, None)
@@ -105,14 +109,14 @@ class Watches:
         self.provisioning_requests = Reflector(self._api, _PROVISIONING_REQUESTS, compact_config)
         return self.provisioning_requests
 
-    def _job_reflector(self, adapter: JobAdapter) -> Reflector[CompactCopy]:
+    def _job_reflector(self, adapter: JobAdapter | PodParent) -> Reflector[CompactCopy]:
         kind = adapter.kind
         return Reflector(
             self._api, ResourceType(kind.group, kind.version, adapter.plural, namespaced=True), compact_job
         )
 
 
-def job_kind(adapter: JobAdapter) -> str:
+def job_kind(adapter: JobAdapter | PodParent) -> str:
     """The kind part of the :data:`~kuota.webhook.controller.state.JobKey` of ``adapter``'s jobs."""
     return group_kind(adapter.kind.api_version, adapter.kind.kind)
 

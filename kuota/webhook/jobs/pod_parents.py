@@ -22,7 +22,7 @@ finalizer: its parent, not kuota, decides when it goes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,59 +39,94 @@ from kuota.webhook.jobs.adapter import (
     owner_reference,
     workload_name,
 )
-from kuota.webhook.jobs.pod import MANAGED_LABEL, SINGLE_POD_SET, SUSPENDING_PARENT_ANNOTATION, role_hash
+from kuota.webhook.jobs.pod import (
+    MANAGED_LABEL,
+    SERVING_ANNOTATION,
+    SINGLE_POD_SET,
+    SUSPENDING_PARENT_ANNOTATION,
+    role_hash,
+)
 
 
 @dataclass(frozen=True)
 class PodParent:
-    """A kind whose pods kuota gates on its behalf. ``labels_in_template``: the parent's queue, priority class and
-    managed labels go into its pod template (Deployment), so each pod is queued on its own."""
+    """A kind whose pods kuota gates on its behalf. ``labels_in_template``: the parent's queue and priority class
+    labels go into its pod templates (and, for a Deployment, whose pods are queued one by one, the managed label).
+    ``templates``: where its pod templates are, the first one required. ``serving_group``: its templates are
+    marked ``kueue.x-k8s.io/pod-group-serving`` (a LeaderWorkerSet's: its pods are put in their groups later)."""
 
     framework: str
     kind: GroupVersionKind
     plural: str
     labels_in_template: bool
+    templates: tuple[tuple[str, ...], ...] = (("spec", "template"),)
+    serving_group: bool = False
 
 
 DEPLOYMENT = PodParent("deployment", GroupVersionKind("apps", "v1", "Deployment"), "deployments", True)
 STATEFULSET = PodParent("statefulset", GroupVersionKind("apps", "v1", "StatefulSet"), "statefulsets", False)
-PARENTS: tuple[PodParent, ...] = (DEPLOYMENT, STATEFULSET)
+LEADERWORKERSET = PodParent(
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    GroupVersionKind("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
+    "leaderworkersets",
+    True,
+    (("spec", "leaderWorkerTemplate", "workerTemplate"), ("spec", "leaderWorkerTemplate", "leaderTemplate")),
+    serving_group=True,
+)
+PARENTS: tuple[PodParent, ...] = (DEPLOYMENT, STATEFULSET, LEADERWORKERSET)
 
 
-def template_metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+def template_at(obj: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` in ``obj`` (None where a step is missing or not an object)."""
+    value: Any = obj
+    for step in path:
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value
+
+
+def template_metadata(obj: Mapping[str, Any], path: Sequence[str] = ("spec", "template")) -> Mapping[str, Any]:
+    template = template_at(obj, path)
+    return (template.get("metadata") if isinstance(template, Mapping) else None) or {}
 
 
 def template_patch(parent: PodParent, obj: Mapping[str, Any]) -> list[PatchOperation]:
-    """The JSON patch that marks a managed parent's pod template (and, for a Deployment, gives it the parent's
-    queue and priority-class labels); empty when the template already says all of it."""
-    metadata = template_metadata(obj)
+    """The JSON patch that marks a managed parent's pod templates (and, for a Deployment and a LeaderWorkerSet,
+    gives them the parent's queue and priority-class labels); empty when the templates already say all of it."""
     wanted: dict[str, dict[str, str]] = {"annotations": {SUSPENDING_PARENT_ANNOTATION: parent.framework}}
+    if parent.serving_group:
+        wanted["annotations"][SERVING_ANNOTATION] = "true"
     if parent.labels_in_template:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        wanted["labels"] = {MANAGED_LABEL: "true"}
+        wanted["labels"] = {} if parent.serving_group else {MANAGED_LABEL: "true"}
         for key in (QUEUE_LABEL, PRIORITY_CLASS_LABEL):
             if labels.get(key):
                 wanted["labels"][key] = labels[key]
     patch: list[PatchOperation] = []
-    if "metadata" not in obj["spec"]["template"]:
-        patch.append(json_patch.add({}, "spec", "template", "metadata"))
-    for field, values in wanted.items():
-        have = metadata.get(field)
-        if have is None:
-            patch.append(json_patch.add(values, "spec", "template", "metadata", field))
-            continue
-        patch += [
-            json_patch.add(value, "spec", "template", "metadata", field, key)
-            for key, value in values.items()
-            if have.get(key) != value
-        ]
+    for path in parent.templates:
+        template = template_at(obj, path)
+        if not isinstance(template, Mapping):
+            continue  # an optional template left out (a LeaderWorkerSet's leaderTemplate)
+        if "metadata" not in template:
+            patch.append(json_patch.add({}, *path, "metadata"))
+        metadata = template.get("metadata") or {}
+        for field, values in wanted.items():
+            have = metadata.get(field)
+            if have is None:
+                if values:
+                    patch.append(json_patch.add(values, *path, "metadata", field))
+                continue
+            patch += [
+                json_patch.add(value, *path, "metadata", field, key)
+                for key, value in values.items()
+                if have.get(key) != value
+            ]
     return patch
 
 
 def is_marked(parent: PodParent, obj: Mapping[str, Any]) -> bool:
-    """Whether the parent's pod template carries kuota's mark (its pods are gated)."""
-    return (template_metadata(obj).get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION) == parent.framework
+    """Whether the parent's (first) pod template carries kuota's mark (its pods are gated)."""
+    annotations = template_metadata(obj, parent.templates[0]).get("annotations") or {}
+    return annotations.get(SUSPENDING_PARENT_ANNOTATION) == parent.framework
 
 
 def suspending_parent(pod: Mapping[str, Any]) -> str | None:
@@ -161,16 +196,22 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def template_shape_problem(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
-    """Why a managed StatefulSet's pod template change is refused (Kueue v0.20: the pods' shape, what a pod
-    group's role is hashed from, is immutable while queued: its Workload was sized from it), or None."""
-    shapes = [role_hash({"spec": (obj["spec"].get("template") or {}).get("spec") or {}}) for obj in (old, new)]
-    if shapes[0] == shapes[1]:
-        return None
-    return (
-        "spec.template.spec's requests, ports and scheduling fields are fixed while the StatefulSet is queued in "
-        "kuota: scale it to 0, change them, and scale it up again"
-    )
+def template_shape_problem(parent: PodParent, old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """Why a managed StatefulSet's or LeaderWorkerSet's pod template change is refused (Kueue v0.20: the pods'
+    shape, what a pod group's role is hashed from, is immutable while queued: its Workload was sized from it), or
+    None. A template added or removed (a LeaderWorkerSet's leaderTemplate) changes the shape too."""
+    for path in parent.templates:
+        shapes = [
+            None if template_at(obj, path) is None else role_hash({"spec": template_at(obj, (*path, "spec")) or {}})
+            for obj in (old, new)
+        ]
+        if shapes[0] != shapes[1]:
+            field = ".".join(path)
+            return (
+                f"{field}.spec's requests, ports and scheduling fields are fixed while the {parent.kind.kind} is "
+                "queued in kuota: scale it to 0, change them, and scale it up again"
+            )
+    return None
 
 
 def replicas_change_problem(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:

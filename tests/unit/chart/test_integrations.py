@@ -20,7 +20,11 @@ def _values(frameworks: list[str]) -> dict[str, Any]:
     return {"managerConfig": {"integrations": {"frameworks": frameworks}}}
 
 
-@pytest.mark.parametrize("frameworks", [ALL, ["deployment"]], ids=["all", "deployment-only"])
+@pytest.mark.parametrize(
+    "frameworks",
+    [ALL, ["deployment"], ["leaderworkerset.x-k8s.io/leaderworkerset"]],
+    ids=["all", "deployment-only", "leaderworkerset-only"],
+)
 def test_every_enabled_kinds_webhooks_render_as_the_admission_plane_registers_them(frameworks: list[str]) -> None:
     rendered = render(_values(frameworks))
     endpoint = WebhookEndpoint(service_name="kuota-webhook", service_namespace=NAMESPACE, service_port=443)
@@ -37,7 +41,14 @@ def test_the_manager_is_granted_exactly_the_enabled_kinds_rules() -> None:
         return _grants(_rules(render(_values(frameworks)), "ClusterRole", "kuota-manager"))
 
     base = integration_grants([])
-    for frameworks in (ALL, ["batch/job", "pod"], ["pod"], ["deployment"], ["statefulset", "batch/job"]):
+    for frameworks in (
+        ALL,
+        ["batch/job", "pod"],
+        ["pod"],
+        ["deployment"],
+        ["statefulset", "batch/job"],
+        ["leaderworkerset.x-k8s.io/leaderworkerset"],
+    ):
         # Beyond what every manager holds (topology-aware scheduling lists, watches and patches pods).
         python = _grants(select(frameworks).registry.rbac_rules()) - base
         assert integration_grants(frameworks) - base == python

@@ -1,0 +1,151 @@
+"""LeaderWorkerSet (framework ``leaderworkerset.x-k8s.io/leaderworkerset``), as Kueue v0.20 governs it (pure).
+
+A LeaderWorkerSet runs ``replicas`` groups of ``leaderWorkerTemplate.size`` pods: a leader (from ``leaderTemplate``,
+or the worker template when there is none) and ``size - 1`` workers. Like a StatefulSet it cannot be suspended, so
+its *pods* are gated: the webhook marks both templates (:data:`~kuota.webhook.jobs.pod_parents.LEADERWORKERSET`)
+with the suspending parent, the serving-group annotation and the queue and priority-class labels.
+
+- One Workload per group, made from the LeaderWorkerSet before the group's pods exist (Kueue's prebuilt Workload):
+  ``leaderworkerset-<name>-<group index>-<hash>`` (:func:`group_workload_name`), owned by the LeaderWorkerSet
+  (a plain owner reference, as Kueue's), with pod sets ``leader`` (1 pod) and ``worker`` (``size - 1``), or one
+  pod set ``main`` of ``size`` pods when there is no leader template. The group is serving: it never finishes;
+  scaled down, the groups beyond ``replicas`` lose their Workloads.
+- Its pods are put in their group from the LeaderWorkerSet once they exist (:func:`group_patch`, as Kueue's
+  reconciler does: the group index is a label the LeaderWorkerSet's own webhook and controller write), and from
+  then on are a serving pod group (:mod:`~kuota.webhook.jobs.pod`): ungated once the group's Workload is admitted,
+  deleted when it is evicted (the LeaderWorkerSet controller recreates the group, gated).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from kuota.simulator.lines import SERVING_ANNOTATION as SERVING_WORKLOAD_ANNOTATION
+from kuota.webhook.jobs.adapter import (
+    JOB_UID_LABEL,
+    KUEUE_API,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_LABEL,
+    RESOURCE_IN_USE_FINALIZER,
+    owner_reference,
+    workload_name,
+)
+from kuota.webhook.jobs.pod import (
+    GROUP_NAME_LABEL,
+    GROUP_TOTAL_COUNT_ANNOTATION,
+    MANAGED_LABEL,
+    ROLE_HASH_ANNOTATION,
+    SINGLE_POD_SET,
+)
+from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, replicas
+
+LEADER_POD_SET = "leader"
+WORKER_POD_SET = "worker"
+# The LeaderWorkerSet's own pod labels (written by its webhook and controller).
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # "0": the leader
+_LWS_PREFIX = "leaderworkerset.sigs.k8s.io"
+
+
+def _template(lws: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    value = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get(name)
+    return value if isinstance(value, Mapping) else None
+
+
+def group_size(lws: Mapping[str, Any]) -> int:
+    """``leaderWorkerTemplate.size``, 1 when absent (as the LeaderWorkerSet's webhook defaults it)."""
+    value = ((lws.get("spec") or {}).get("leaderWorkerTemplate") or {}).get("size")
+    return 1 if value is None else int(value)
+
+
+def group_workload_name(lws: Mapping[str, Any], index: int | str) -> str:
+    """Kueue's name for group ``index``'s Workload: the owner name is ``<name>-<index>``."""
+    metadata = lws["metadata"]
+    return workload_name(f"{metadata['name']}-{index}", metadata["uid"], LEADERWORKERSET.kind)
+
+
+def group_workload_names(lws: Mapping[str, Any]) -> list[str]:
+    return [group_workload_name(lws, index) for index in range(replicas(lws))]
+
+
+def _pod_set_template(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A template as Kueue keeps it in a pod set: the LeaderWorkerSet's own labels and annotations dropped (they
+    differ pod by pod), but its name label."""
+    kept: dict[str, Any] = {"spec": copy.deepcopy(dict(template.get("spec") or {}))}
+    metadata = template.get("metadata") or {}
+    for field in ("labels", "annotations"):
+        values = {
+            key: value
+            for key, value in (metadata.get(field) or {}).items()
+            if not key.startswith(_LWS_PREFIX) or key == NAME_LABEL
+        }
+        if values:
+            kept.setdefault("metadata", {})[field] = values
+    return kept
+
+
+def pod_sets(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each group's pod sets: ``leader`` and ``worker`` with a leader template, else ``main`` of the whole group."""
+    size = group_size(lws)
+    worker = _template(lws, "workerTemplate") or {}
+    leader = _template(lws, "leaderTemplate")
+    if leader is None:
+        return [{"name": SINGLE_POD_SET, "count": size, "template": _pod_set_template(worker)}]
+    return [
+        {"name": LEADER_POD_SET, "count": 1, "template": _pod_set_template(leader)},
+        {"name": WORKER_POD_SET, "count": size - 1, "template": _pod_set_template(worker)},
+    ]
+
+
+def group_workload(lws: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Group ``index``'s Workload, marked serving (``kuota.dev/serving``) and owned by the LeaderWorkerSet."""
+    metadata = lws["metadata"]
+    labels = metadata.get("labels") or {}
+    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets(lws)}
+    if labels.get(PRIORITY_CLASS_LABEL):
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": labels[PRIORITY_CLASS_LABEL],
+        }
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": {
+            "annotations": {SERVING_WORKLOAD_ANNOTATION: "true"},
+            "name": group_workload_name(lws, index),
+            "namespace": metadata["namespace"],
+            "labels": {JOB_UID_LABEL: metadata["uid"]},
+            "finalizers": [RESOURCE_IN_USE_FINALIZER],
+            "ownerReferences": [owner_reference(lws, LEADERWORKERSET.kind, controller=False)],
+        },
+        "spec": spec,
+    }
+
+
+def set_name(pod: Mapping[str, Any]) -> str | None:
+    """The name of the LeaderWorkerSet a pod belongs to (its ``leaderworkerset.sigs.k8s.io/name`` label)."""
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
+    return str(value) if value else None
+
+
+def group_patch(lws: Mapping[str, Any], pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that puts a LeaderWorkerSet's pod in its group (managed, the group's Workload name, the
+    group's size, its pod set as role), as Kueue's reconciler does; None while the pod has no group index yet."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    index = labels.get(GROUP_INDEX_LABEL)
+    if index is None:
+        return None
+    if _template(lws, "leaderTemplate") is None:
+        role = SINGLE_POD_SET
+    else:
+        role = LEADER_POD_SET if labels.get(WORKER_INDEX_LABEL) == "0" else WORKER_POD_SET
+    return {
+        "metadata": {
+            "labels": {MANAGED_LABEL: "true", GROUP_NAME_LABEL: group_workload_name(lws, index)},
+            "annotations": {GROUP_TOTAL_COUNT_ANNOTATION: str(group_size(lws)), ROLE_HASH_ANNOTATION: role},
+        }
+    }

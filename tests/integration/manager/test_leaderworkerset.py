@@ -1,0 +1,207 @@
+"""A LeaderWorkerSet against the real LeaderWorkerSet controller (v0.8.0, Kueue v0.17's, its webhooks registered):
+created with a queue label, each group is one Workload with pod sets ``leader`` and ``worker``; a group's pods wait
+gated until its whole Workload fits, start with the flavor's nodeSelector and tolerations, are preempted as Kueue
+preempts pods (deleted; the controller recreates the group, gated), and resume once quota frees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.cluster import Cluster
+from tests.cluster.job_controllers import UpstreamController, install_crds, lws_crds, start_lws, stop_lws
+from tests.integration.manager.conftest import KUOTA_NAMESPACE, apply, ensure_namespace, get_json
+from tests.integration.manager.test_guide import GPU_TOLERATION
+from tests.integration.manager.test_serving import admitted, gated, quota_reserved_message, running, training_job
+from tests.manager_process import ManagerProcess
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "lws-serving"
+GPU = "nvidia.com/gpu"
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+
+
+@pytest.fixture(scope="module")
+def lws_controller(cluster: Cluster) -> Iterator[UpstreamController]:
+    install_crds(cluster, lws_crds())
+    controller = start_lws(cluster)
+    try:
+        yield controller
+    finally:
+        stop_lws(cluster)
+
+
+@pytest.fixture(scope="module")
+def manager(
+    cluster: Cluster,
+    kuota_crds: list[dict[str, Any]],
+    lws_controller: UpstreamController,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ManagerProcess]:
+    """The manager with Kueue's Configuration enabling LeaderWorkerSets beside Jobs, started once they are served."""
+    del kuota_crds, lws_controller
+    config = tmp_path_factory.mktemp("lws") / "config.yaml"
+    config.write_text(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "integrations:\n  frameworks: [batch/job, leaderworkerset.x-k8s.io/leaderworkerset]\n"
+    )
+    ensure_namespace(cluster, KUOTA_NAMESPACE, managed=False)
+    running_manager = ManagerProcess(
+        cluster, KUOTA_NAMESPACE, identity="manager-lws", extra_args=(f"--config={config}",)
+    )
+    running_manager.start()
+    try:
+        yield running_manager
+    finally:
+        running_manager.stop()
+        running_manager.unregister()
+
+
+@pytest.fixture(autouse=True)
+def queues(cluster: Cluster, manager: ManagerProcess) -> Iterator[None]:
+    """A ClusterQueue of 4 GPUs on a flavor with a nodeSelector and a toleration, and an urgent priority class."""
+    ensure_namespace(cluster, NAMESPACE)
+    gpu = {"name": GPU, "nominalQuota": 4}
+    apply(
+        cluster,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "lws-h100"},
+            "spec": {"nodeLabels": {"gpu-type": "h100"}, "tolerations": [GPU_TOLERATION]},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "lws-urgent"},
+            "value": 1000,
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "lws-cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "lws-h100", "resources": [gpu]}]}],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "queue", "namespace": NAMESPACE},
+            "spec": {"clusterQueue": "lws-cq"},
+        },
+    )
+    yield
+    manager.ensure_started()
+    for kind in ("leaderworkersets", "jobs"):
+        cluster.kubectl("delete", kind, "--all", "-n", NAMESPACE, "--wait=false", check=False)
+    wait_until(lambda: not get_json(cluster, "workloads", "-n", NAMESPACE)["items"], "every Workload to go", 90)
+    wait_until(lambda: not get_json(cluster, "pods", "-n", NAMESPACE)["items"], "every pod to go", 90)
+    cluster.kubectl("delete", "clusterqueue", "lws-cq", "--ignore-not-found")
+    cluster.kubectl("delete", "resourceflavor", "lws-h100", "--ignore-not-found")
+    cluster.kubectl("delete", "workloadpriorityclass", "lws-urgent", "--ignore-not-found")
+
+
+def leaderworkerset(replicas: int, size: int) -> dict[str, Any]:
+    def template(role: str) -> dict[str, Any]:
+        amount = {GPU: 1}
+        container = {"name": role, "image": "ghcr.io/your-org/llm:1.0", "resources": {"requests": amount,
+                                                                                       "limits": amount}}  # fmt: skip
+        return {"metadata": {"labels": {"role": role}}, "spec": {"containers": [container]}}
+
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llm", "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": "queue"}},
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {"size": size, "leaderTemplate": template("leader"),
+                                     "workerTemplate": template("worker")},
+        },
+    }  # fmt: skip
+
+
+def lws_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = get_json(cluster, "pods", "-n", NAMESPACE, "-l", NAME_LABEL)["items"]
+    return [pod for pod in items if not pod["metadata"].get("deletionTimestamp")]
+
+
+def group_workloads(cluster: Cluster) -> list[dict[str, Any]]:
+    items = get_json(cluster, "workloads", "-n", NAMESPACE)["items"]
+    return [w for w in items if w["metadata"]["name"].startswith("leaderworkerset-llm-")]
+
+
+def by_group(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        groups.setdefault(pod["metadata"]["labels"].get(GROUP_LABEL, ""), []).append(pod)
+    return groups
+
+
+def test_each_group_is_one_workload_gated_until_it_fits_placed_preempted_and_resumed(cluster: Cluster) -> None:
+    # 3 groups of a leader and a worker, 1 GPU each: 6 GPUs asked of 4, so two groups run and one waits whole.
+    apply(cluster, leaderworkerset(replicas=3, size=2))
+    workloads = wait_until(
+        lambda: w if len(w := group_workloads(cluster)) == 3 and sum(map(admitted, w)) == 2 else None,
+        "3 group Workloads, 2 admitted",
+        90,
+    )
+    for workload in workloads:
+        assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("leader", 1), ("worker", 1)]
+        [owner] = workload["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"]) == ("LeaderWorkerSet", "llm")
+    admitted_names = {w["metadata"]["name"] for w in workloads if admitted(w)}
+    [waiting_name] = [w["metadata"]["name"] for w in workloads if not admitted(w)]
+    reason = wait_until(
+        lambda: next((m for w in group_workloads(cluster) if w["metadata"]["name"] == waiting_name
+                      if (m := quota_reserved_message(w))), None),
+        "the waiting group's Workload to say why",
+        60,
+    )  # fmt: skip
+    assert GPU in reason
+
+    def settled() -> dict[str, list[dict[str, Any]]] | None:
+        groups = by_group(lws_pods(cluster))
+        runs = all(len(groups.get(name, [])) == 2 and all(map(running, groups[name])) for name in admitted_names)
+        return groups if runs and groups.get(waiting_name) and all(map(gated, groups[waiting_name])) else None
+
+    groups = wait_until(settled, "the admitted groups' pods running, the waiting group's gated", 120)
+    assert "" not in groups  # every pod of the LeaderWorkerSet was put in its group
+    for name in admitted_names:
+        for pod in groups[name]:  # started with the flavor's placement
+            assert pod["spec"]["nodeSelector"] == {"gpu-type": "h100"}
+            assert GPU_TOLERATION in pod["spec"]["tolerations"]
+            assert "finalizers" not in pod["metadata"]
+
+    # an urgent Job of 2 GPUs preempts one group: its pods are deleted, and the controller's new ones wait gated
+    apply(cluster, training_job(NAMESPACE, {"kueue.x-k8s.io/priority-class": "lws-urgent"}, run_seconds=20))
+    wait_until(
+        lambda: sum(map(admitted, group_workloads(cluster))) == 1 or None, "one group preempted by the urgent Job", 60
+    )
+    wait_until(
+        lambda: sum(map(running, lws_pods(cluster))) == 2 or None, "only the one admitted group's pods running", 90
+    )
+    job = next(w for w in get_json(cluster, "workloads", "-n", NAMESPACE)["items"]
+               if w["metadata"]["name"].startswith("job-finetune-"))  # fmt: skip
+    assert admitted(job)
+
+    # once the urgent Job finishes, its GPUs go back: two groups run again
+    wait_until(
+        lambda: (
+            (sum(map(admitted, group_workloads(cluster))) == 2 and sum(map(running, lws_pods(cluster))) == 4) or None
+        ),
+        "two groups running again once the Job ends",
+        120,
+    )
+
+    # scaled down to one group, the others' Workloads go and their quota with them
+    cluster.kubectl("patch", "leaderworkerset", "llm", "-n", NAMESPACE, "--type=merge", "-p",
+                    '{"spec": {"replicas": 1}}')  # fmt: skip
+    wait_until(lambda: len(group_workloads(cluster)) == 1 or None, "the groups scaled away to lose their Workloads", 60)
