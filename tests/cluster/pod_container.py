@@ -197,14 +197,20 @@ class PodContainer:
 
     def ready(self) -> bool:
         """The readiness probe as the kubelet runs it: an HTTP GET answered 2xx or 3xx."""
+        status, _body = self.readiness_reply()
+        return 200 <= status < 400
+
+    def readiness_reply(self) -> tuple[int, str]:
+        """The readiness probe's status and body; status 0 when nothing answered."""
         probe = self.readiness["httpGet"]
         port = probe["port"] if isinstance(probe["port"], int) else self.ports[probe["port"]]
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe['path']}", timeout=5) as reply:
-                status: int = reply.status
-                return 200 <= status < 400
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
         except (urllib.error.URLError, OSError):
-            return False
+            return 0, ""
 
     def stop(self) -> None:
         podman("rm", "--force", "--time", "5", self.name, check=False)
