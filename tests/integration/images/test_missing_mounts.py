@@ -72,7 +72,7 @@ async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_read
                 status, reason = exporter.readiness_reply()
                 assert status == 503 and named in reason, (status, reason, log)
                 await async_wait_until(
-                    lambda: asyncio.to_thread(lambda: "DCGM_FI_DEV_GPU_UTIL{" in scrape(exporter)),
+                    lambda: asyncio.to_thread(serves_gpu_series, exporter),
                     "the GPUs' series while not ready",
                     30,
                 )
@@ -80,7 +80,6 @@ async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_read
             await asyncio.to_thread(exporter.stop)
 
 
-def scrape(exporter: PodContainer) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{exporter.ports['metrics']}/metrics", timeout=5) as reply:
-        body: str = reply.read().decode()
-        return body
+def serves_gpu_series(exporter: PodContainer) -> bool:
+    with urllib.request.urlopen(f"http://{exporter.address}:{exporter.ports['metrics']}/metrics", timeout=5) as reply:
+        return "DCGM_FI_DEV_GPU_UTIL{" in reply.read().decode()
