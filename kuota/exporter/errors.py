@@ -5,7 +5,8 @@
     ├── NvmlUnavailableError          no usable NVML: library missing, driver not loaded, bindings newer than
     │                                 the driver; the exporter keeps serving and reports not-ready
     ├── NvmlReinitRequiredError       NVML answered "uninitialized" (driver reloaded): open it again
-    ├── PodResourcesUnavailableError  the kubelet's PodResources socket did not answer
+    ├── PodResourcesUnavailableError  the kubelet's PodResources socket did not answer; the exporter keeps
+    │                                 serving and reports not-ready
     └── PodWatchError                 the API server answered a pod list or watch with an error (re-listed)
 
 :class:`ExporterConfigurationError` extends :class:`kuota.errors.ConfigurationError`, which a bad kubeconfig

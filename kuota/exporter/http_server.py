@@ -1,5 +1,6 @@
 """The exporter's HTTP endpoints: ``/metrics`` (Prometheus text), ``/healthz`` (the process serves),
-``/readyz`` (NVML is open and has been read; 503 with the reason otherwise).
+``/readyz`` (NVML is open and has been read, and the kubelet's PodResources socket answers; 503 with the reason
+otherwise).
 
 Rendering a scrape is pure CPU over the latest snapshot (well under a millisecond once a snapshot's text
 is cached), so it runs on the event loop and never waits on NVML, the kubelet or the API server. The service

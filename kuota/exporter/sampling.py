@@ -63,6 +63,9 @@ class NodeSampler:
         self._last_success: dict[str, float] = {}
         self._nvml_open = False
         self._nvml_problem = "the first NVML reading has not been taken yet"
+        # A PodResources socket that does not answer (often a socket mount at another kubelet path) makes the
+        # exporter not ready: the GPUs' own series keep flowing, but per-pod attribution is silently lost.
+        self._pod_resources_problem = ""
         self._logged_problems: set[str] = set()
         self.snapshot = Snapshot(node_name=settings.node_name)
 
@@ -191,17 +194,18 @@ class NodeSampler:
         interval = self.settings.pod_resources_interval
         socket, timeout = self.settings.pod_resources_socket, self.settings.pod_resources_timeout
         async with PodResourcesClient(socket, timeout) as kubelet:
-            failing = False
             while True:
                 try:
                     self._allocations = await kubelet.list_allocations()
                     self._last_success[PODRESOURCES] = time.time()
-                    failing = False
+                    if self._pod_resources_problem:
+                        log.info("node %s: the PodResources socket answers again; ready", self.settings.node_name)
+                    self._pod_resources_problem = ""
                 except PodResourcesUnavailableError as problem:
                     self._errors[PODRESOURCES] += 1
-                    if not failing:
-                        log.warning("node %s: %s", self.settings.node_name, problem)
-                    failing = True
+                    if not self._pod_resources_problem:
+                        log.error("node %s: not ready: %s", self.settings.node_name, problem)
+                    self._pod_resources_problem = str(problem)
                     age = time.time() - self._last_success.get(PODRESOURCES, 0.0)
                     if age > STALE_ALLOCATION_INTERVALS * interval:
                         self._allocations = ()
@@ -226,5 +230,5 @@ class NodeSampler:
             attribution=attribution,
             errors=dict(self._errors),
             last_success=dict(self._last_success),
-            not_ready_reason=self._nvml_problem,
+            not_ready_reason="; ".join(p for p in (self._nvml_problem, self._pod_resources_problem) if p),
         )

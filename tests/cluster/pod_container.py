@@ -133,6 +133,7 @@ class PodContainer:
     """A started container; ``stop`` removes it."""
 
     name: str
+    address: str  # where its ports answer: 127.0.0.1 on the host's network, else its own address
     ports: dict[str, int]
     readiness: Mapping[str, Any]
 
@@ -148,19 +149,25 @@ class PodContainer:
         service_account: Path | None,
         runtime_mounts: Mapping[Path, str] | None = None,
         runtime_env: Mapping[str, str] | None = None,
+        network: str = "host",
+        hosts: Mapping[str, str] | None = None,
     ) -> PodContainer:
         """``volumes``: a host folder for each of the pod's volumes that is not an emptyDir (configMap, secret,
         hostPath, persistentVolumeClaim), by volume name; an emptyDir gets a fresh folder under ``workdir``
         unless one is given for it (to read what the container left there).
         ``service_account``: the folder with token, ca.crt and namespace, or None for a pod without one.
         ``runtime_mounts`` (host path: container path, read-only) and ``runtime_env``: what the node's container
-        runtime adds, as the NVIDIA runtime mounts the driver's NVML library."""
+        runtime adds, as the NVIDIA runtime mounts the driver's NVML library.
+        ``network``: podman's ``--network``, "host" or "bridge" (a network namespace of its own, as a pod has, so
+        two replicas can listen on the same ports); ``hosts``: name: address lines for its /etc/hosts."""
         (container,) = [
             c for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] == container_name
         ]
         env = _environment(container, identity)
         name = f"kuota-test-{container_name}-{uuid.uuid4().hex[:8]}"
-        command = ["run", "--detach", "--name", name, "--network=host"]
+        command = ["run", "--detach", "--name", name, f"--network={network}"]
+        for host, address in (hosts or {}).items():
+            command.append(f"--add-host={host}:{address}")
         if pod_spec.get("hostPID"):
             command.append("--pid=host")
         command += _security_flags(pod_spec, container)
@@ -181,7 +188,10 @@ class PodContainer:
         command += [_expand(arg, env) for arg in container.get("args", [])]
         podman(*command)
         ports = {port["name"]: port["containerPort"] for port in container.get("ports", []) if "name" in port}
-        return cls(name=name, ports=ports, readiness=container.get("readinessProbe", {}))
+        address = "127.0.0.1"
+        if network != "host":
+            address = podman("inspect", "--format", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
+        return cls(name=name, address=address, ports=ports, readiness=container.get("readinessProbe", {}))
 
     def logs(self) -> str:
         result = podman("logs", self.name, check=False)
@@ -197,14 +207,20 @@ class PodContainer:
 
     def ready(self) -> bool:
         """The readiness probe as the kubelet runs it: an HTTP GET answered 2xx or 3xx."""
+        status, _body = self.readiness_reply()
+        return 200 <= status < 400
+
+    def readiness_reply(self) -> tuple[int, str]:
+        """The readiness probe's status and body; status 0 when nothing answered."""
         probe = self.readiness["httpGet"]
         port = probe["port"] if isinstance(probe["port"], int) else self.ports[probe["port"]]
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe['path']}", timeout=5) as reply:
-                status: int = reply.status
-                return 200 <= status < 400
+            with urllib.request.urlopen(f"http://{self.address}:{port}{probe['path']}", timeout=5) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
         except (urllib.error.URLError, OSError):
-            return False
+            return 0, ""
 
     def stop(self) -> None:
         podman("rm", "--force", "--time", "5", self.name, check=False)

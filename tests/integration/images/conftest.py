@@ -4,7 +4,7 @@ containers from the built images (``make ci-images``), through the stand-in kube
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,16 @@ def fake_nvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("fake-nvml"))
 
 
-def route_services_to_host(cluster: Cluster, rendered: Rendered, component: str, container: dict[str, Any]) -> None:
-    """What the EndpointSlice controller writes for a ready pod of ``component`` (the one replica is the leader
-    the visibility Service selects), at the host's address: the container runs on the host's network."""
+def route_services_to_host(
+    cluster: Cluster,
+    rendered: Rendered,
+    component: str,
+    container: dict[str, Any],
+    addresses: Sequence[str] | None = None,
+) -> None:
+    """What the EndpointSlice controller writes for ready pods of ``component`` at ``addresses``; by default one
+    pod at the host's address (a container on the host's network, the one replica the leader the visibility
+    Service selects)."""
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     slices = []
     for service in rendered.of_kind("Service"):
@@ -90,7 +97,9 @@ def route_services_to_host(cluster: Cluster, rendered: Rendered, component: str,
                     "labels": {"kubernetes.io/service-name": service["metadata"]["name"]},
                 },
                 "addressType": "IPv4",
-                "endpoints": [{"addresses": [host_address()], "conditions": {"ready": True}}],
+                "endpoints": [
+                    {"addresses": [address], "conditions": {"ready": True}} for address in addresses or [host_address()]
+                ],
                 "ports": [
                     {"name": port["name"], "port": ports[port["targetPort"]], "protocol": "TCP"}
                     for port in service["spec"]["ports"]

@@ -5,11 +5,13 @@ reason, never a traceback."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.cluster import Cluster
+from tests.cluster.pod_container import PodContainer
 from tests.fakes.podresources_server import FakeKubelet
 from tests.integration.images.conftest import service_account
 from tests.integration.images.test_exporter_image import start_exporter
@@ -35,21 +37,20 @@ def test_without_a_service_account_token_the_manager_says_so_in_one_line_and_is_
         container.stop()
 
 
-# What each missing mount's one line names, and whether the exporter can still be ready without it: without the
-# PodResources socket it keeps serving the GPUs' own series (its sampler's design, tests/unit/exporter), and
-# only the per-pod attribution is missing.
+# What each missing mount's one line names. Without the PodResources socket the exporter keeps serving the GPUs'
+# own series but is not ready: per-pod attribution is lost, and a wrong socket mount must show.
 MISSING = {
-    "PodResources socket": ("kubelet.sock", True),
-    "NVML library": ("libnvidia-ml.so.1", False),
-    "service account token": ("automountServiceAccountToken", False),
+    "PodResources socket": "kubelet.sock",
+    "NVML library": "libnvidia-ml.so.1",
+    "service account token": "automountServiceAccountToken",
 }
 
 
 @pytest.mark.parametrize("missing", sorted(MISSING))
-async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_ready_without_nvml_or_token(
+async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_ready(
     cluster: Cluster, chart: Rendered, fake_nvml: Path, tmp_path: Path, missing: str
 ) -> None:
-    named, may_be_ready = MISSING[missing]
+    named = MISSING[missing]
     (tmp_path / "pod-resources").mkdir()
     account = None
     if missing != "service account token":
@@ -66,7 +67,19 @@ async def test_a_missing_mount_gives_one_clear_line_and_the_exporter_is_not_read
             log = exporter.logs()
             assert len(said) == 1, log
             assert "Traceback" not in log, log
-            if not may_be_ready:
-                assert not exporter.ready(), log
+            assert not exporter.ready(), log
+            if missing == "PodResources socket":  # it serves, says why it is not ready, and /metrics still flows
+                status, reason = exporter.readiness_reply()
+                assert status == 503 and named in reason, (status, reason, log)
+                await async_wait_until(
+                    lambda: asyncio.to_thread(serves_gpu_series, exporter),
+                    "the GPUs' series while not ready",
+                    30,
+                )
         finally:
             await asyncio.to_thread(exporter.stop)
+
+
+def serves_gpu_series(exporter: PodContainer) -> bool:
+    with urllib.request.urlopen(f"http://{exporter.address}:{exporter.ports['metrics']}/metrics", timeout=5) as reply:
+        return "DCGM_FI_DEV_GPU_UTIL{" in reply.read().decode()

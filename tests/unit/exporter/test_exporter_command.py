@@ -39,18 +39,22 @@ def exporter_args(tmp_path: Path) -> list[str]:
     ]
 
 
-def test_the_command_serves_gpu_series_and_reports_ready(tmp_path: Path, fake_nvml_dir: Path) -> None:
+def test_without_the_kubelet_socket_the_command_serves_gpu_series_but_is_not_ready(
+    tmp_path: Path, fake_nvml_dir: Path
+) -> None:
     scenario = tmp_path / "scenario.txt"
     Scenario(gpus=h100s(2), processes=(Process(0, 77),), busy=(Busy(0, 77, sm=35),), epoch=time.time()).write(scenario)
     proc_tree.write_process(tmp_path / "proc", 77, proc_tree.host_process())
     with running_exporter(tmp_path, fake_nvml_dir, scenario, exporter_args(tmp_path)) as exporter:
-        wait_until(lambda: exporter.get("/readyz")[0] == 200, "/readyz 200", timeout=20)
         wait_until(
             lambda: 'source="podresources"} 0.0' not in exporter.get("/metrics")[1],
             "a counted kubelet error",
             timeout=20,
         )
+        wait_until(lambda: "DCGM_FI_DEV_GPU_UTIL{" in exporter.get("/metrics")[1], "the GPUs' series", timeout=20)
+        readiness = exporter.get("/readyz")
         status, body = exporter.get("/metrics")
+    assert readiness[0] == 503 and "absent.sock" in readiness[1], readiness
     assert status == 200
     families = {family.name: family for family in text_string_to_metric_families(body)}
     util = {s.labels["UUID"]: s.value for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}

@@ -108,7 +108,7 @@ async def test_two_time_sliced_pods_on_one_gpu_get_their_own_sm_and_memory(tmp_p
     assert sampler.snapshot.ready
 
 
-async def test_a_missing_kubelet_socket_counts_errors_and_leaves_allocations_empty(
+async def test_a_missing_kubelet_socket_keeps_gpu_series_but_is_not_ready_until_the_socket_appears(
     tmp_path: Path, scenario_path: Path
 ) -> None:
     two_time_sliced_pods().write(scenario_path)
@@ -117,14 +117,21 @@ async def test_a_missing_kubelet_socket_counts_errors_and_leaves_allocations_emp
     sampler.set_pods({p.uid: p for p in (NOTEBOOK, TRAINER)})
     async with running(sampler):
         await async_wait_until(
-            lambda: _async(sampler.snapshot.errors.get(PODRESOURCES, 0) >= 2 and sampler.snapshot.ready),
+            lambda: _async(sampler.snapshot.errors.get(PODRESOURCES, 0) >= 2 and sampler.snapshot.devices is not None),
             "two failed PodResources reads while NVML keeps reporting",
             timeout=15,
         )
-        snapshot = sampler.snapshot
-    assert snapshot.attribution.holders == {}
-    assert all(not f.allocated for f in snapshot.attribution.figures)
-    assert {f.holder.pod for f in snapshot.attribution.figures} == {"notebook", "trainer"}
+        missing = sampler.snapshot
+        async with FakeKubelet(tmp_path / "kubelet.sock"):
+            await async_wait_until(
+                lambda: _async(sampler.snapshot.ready), "readiness once the socket answers", timeout=15
+            )
+    assert not missing.ready
+    assert "kubelet.sock" in missing.not_ready_reason and "--pod-resources-socket" in missing.not_ready_reason
+    assert missing.devices is not None and len(missing.devices.readings) == 2
+    assert missing.attribution.holders == {}
+    assert all(not f.allocated for f in missing.attribution.figures)
+    assert {f.holder.pod for f in missing.attribution.figures} == {"notebook", "trainer"}
 
 
 async def test_nvml_unavailable_reports_not_ready_and_recovers_when_the_driver_appears(
@@ -133,7 +140,7 @@ async def test_nvml_unavailable_reports_not_ready_and_recovers_when_the_driver_a
     Scenario(gpus=GPUS, init_error=9).write(scenario_path)
     (tmp_path / "proc").mkdir()
     sampler = NodeSampler(settings(tmp_path))
-    async with running(sampler):
+    async with FakeKubelet(tmp_path / "kubelet.sock"), running(sampler):
         await async_wait_until(
             lambda: _async("driver is loaded" in sampler.snapshot.not_ready_reason),
             "a not-ready reason naming the driver",
