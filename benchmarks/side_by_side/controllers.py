@@ -59,7 +59,10 @@ _FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
     "jobset.x-k8s.io/jobset": jobset_crds,
     "ray.io/rayjob": kuberay_crds,
     "ray.io/raycluster": kuberay_crds,
-    **{f"kubeflow.org/{kind}": training_operator_crds for kind in ("tfjob", "xgboostjob", "paddlejob", "jaxjob")},
+    **{
+        f"kubeflow.org/{kind}": training_operator_crds
+        for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+    },
     "kubeflow.org/mpijob": mpi_operator_crds,
     "trainer.kubeflow.org/trainjob": trainer_crds,
     "workload.codeflare.dev/appwrapper": appwrapper_crds,

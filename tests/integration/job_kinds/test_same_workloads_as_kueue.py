@@ -1,12 +1,11 @@
-"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, each training-operator kind (TFJob,
-XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its ClusterTrainingRuntime on each side), one
-AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by the control plane's
-kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the same name and
-owners. Kueue runs on a control plane of its own (its
-CRDs and kuota's may never share one) with the CRDs of those kinds installed, those integrations and ``pod``
-enabled and its pod webhook registered as its release registers it; no controller of those kinds is needed
-there, Kueue makes the Workload from the object alone. A pod group's pod sets are named by Kueue's hash of each
-pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
+"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one RayCluster, each training-operator kind
+(PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its ClusterTrainingRuntime on
+each side), one AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by the control plane's
+kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the same name and owners.
+Kueue runs on a control plane of its own (its CRDs and kuota's may never share one) with the CRDs of those kinds
+installed, those integrations and ``pod`` enabled and its pod webhook registered as its release registers it; no
+controller of those kinds is needed there, Kueue makes the Workload from the object alone. A pod group's pod sets are
+named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
 
 from __future__ import annotations
 
@@ -29,6 +28,8 @@ from tests.integration.job_kinds.manifests import (
     kubeflow_job,
     mpijob,
     pod_group,
+    pytorchjob,
+    raycluster,
     rayjob,
     trainjob,
 )
@@ -38,9 +39,9 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset", "ray.io/rayjob",
-                    "ray.io/raycluster", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
-                    "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob",
-                    "workload.codeflare.dev/appwrapper")  # fmt: skip
+                    "ray.io/raycluster", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
+                    "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
+                    "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper")  # fmt: skip
 TFJOB = KubeflowKind("TFJob", "tfReplicaSpecs", "tensorflow")
 XGBOOSTJOB = KubeflowKind("XGBoostJob", "xgbReplicaSpecs", "xgboost")
 PADDLEJOB = KubeflowKind("PaddleJob", "paddleReplicaSpecs", "paddle")
@@ -106,6 +107,8 @@ def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
     [
         (jobset("any", "train", workers=2, gpus=4), [("driver", 1), ("workers", 4)]),
         (rayjob("any", "tune", workers=2, gpus=4), [("head", 1), ("gpu", 2), ("submitter", 1)]),
+        (raycluster("any", "notebook", workers=3, gpus=4), [("head", 1), ("gpu", 3)]),
+        (pytorchjob("any", "ddp", workers=3, gpus=4), [("master", 1), ("worker", 3)]),
         (
             kubeflow_job("any", TFJOB, "tf", {"Worker": 2, "PS": 1, "Chief": 1}, gpus=2),
             [("chief", 1), ("ps", 1), ("worker", 2)],
@@ -116,7 +119,18 @@ def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
         (mpijob("any", "allreduce", workers=4, gpus=3), [("launcher", 1), ("worker", 4)]),
         (appwrapper("any", "wrapped", pods=4, gpus=2), [("wrapped-0", 4)]),
     ],
-    ids=["JobSet", "RayJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "AppWrapper"],
+    ids=[
+        "JobSet",
+        "RayJob",
+        "RayCluster",
+        "PyTorchJob",
+        "TFJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+        "MPIJob",
+        "AppWrapper",
+    ],
 )
 def test_kuota_and_kueue_make_the_same_workload(
     cluster: Cluster,
