@@ -33,7 +33,15 @@ from kuota.webhook.crds import crd_manifests
 from tests.cluster import Cluster
 from tests.cluster.binaries import KUEUE_VERSION, ensure_kueue, kueue_module_dir
 from tests.cluster.controlplane import free_port
-from tests.cluster.job_controllers import install_crds, jobset_crds, kuberay_crds
+from tests.cluster.job_controllers import (
+    appwrapper_crds,
+    install_crds,
+    jobset_crds,
+    kuberay_crds,
+    mpi_operator_crds,
+    trainer_crds,
+    training_operator_crds,
+)
 from tests.manager_process import MANAGED_LABEL, ManagerProcess
 from tests.waiting import wait_until
 
@@ -51,6 +59,13 @@ _FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
     "jobset.x-k8s.io/jobset": jobset_crds,
     "ray.io/rayjob": kuberay_crds,
     "ray.io/raycluster": kuberay_crds,
+    **{
+        f"kubeflow.org/{kind}": training_operator_crds
+        for kind in ("pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob")
+    },
+    "kubeflow.org/mpijob": mpi_operator_crds,
+    "trainer.kubeflow.org/trainjob": trainer_crds,
+    "workload.codeflare.dev/appwrapper": appwrapper_crds,
 }
 DEFAULT_FRAMEWORKS = ("batch/job",)
 _READY_SECONDS = 120.0

@@ -1,10 +1,11 @@
-"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one pod group, a Deployment's pods and
-a StatefulSet (both run by the control plane's kube-controller-manager on each side), the same pod sets
-(names, counts, each pod's requests), the same name and owners. Kueue runs on a control plane of its own (its
-CRDs and kuota's may never share one) with the JobSet and Ray CRDs installed, those integrations and ``pod``
-enabled and its pod webhook registered as its release registers it; no JobSet or KubeRay controller is needed
-there, Kueue makes the Workload from the object alone. A pod group's pod sets are named by Kueue's hash of each
-pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
+"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one RayCluster, each training-operator kind
+(PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its ClusterTrainingRuntime on
+each side), one AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by the control plane's
+kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the same name and owners.
+Kueue runs on a control plane of its own (its CRDs and kuota's may never share one) with the CRDs of those kinds
+installed, those integrations and ``pod`` enabled and its pod webhook registered as its release registers it; no
+controller of those kinds is needed there, Kueue makes the Workload from the object alone. A pod group's pod sets are
+named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
 
 from __future__ import annotations
 
@@ -19,14 +20,32 @@ from kuota.webhook.jobs.adapter import GroupVersionKind, workload_name
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, POD_KIND
 from kuota.webhook.jobs.pod_parents import STATEFULSET
 from tests.cluster import Cluster
-from tests.integration.job_kinds.manifests import jobset, pod_group, rayjob
+from tests.integration.job_kinds.manifests import (
+    KubeflowKind,
+    appwrapper,
+    cluster_training_runtime,
+    jobset,
+    kubeflow_job,
+    mpijob,
+    pod_group,
+    pytorchjob,
+    raycluster,
+    rayjob,
+    trainjob,
+)
 from tests.integration.job_kinds.queueing import create, get_json, workload_of
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset", "ray.io/rayjob",
-                    "ray.io/raycluster")  # fmt: skip
+                    "ray.io/raycluster", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
+                    "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
+                    "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper")  # fmt: skip
+TFJOB = KubeflowKind("TFJob", "tfReplicaSpecs", "tensorflow")
+XGBOOSTJOB = KubeflowKind("XGBoostJob", "xgbReplicaSpecs", "xgboost")
+PADDLEJOB = KubeflowKind("PaddleJob", "paddleReplicaSpecs", "paddle")
+JAXJOB = KubeflowKind("JAXJob", "jaxReplicaSpecs", "jax")
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +107,30 @@ def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
     [
         (jobset("any", "train", workers=2, gpus=4), [("driver", 1), ("workers", 4)]),
         (rayjob("any", "tune", workers=2, gpus=4), [("head", 1), ("gpu", 2), ("submitter", 1)]),
+        (raycluster("any", "notebook", workers=3, gpus=4), [("head", 1), ("gpu", 3)]),
+        (pytorchjob("any", "ddp", workers=3, gpus=4), [("master", 1), ("worker", 3)]),
+        (
+            kubeflow_job("any", TFJOB, "tf", {"Worker": 2, "PS": 1, "Chief": 1}, gpus=2),
+            [("chief", 1), ("ps", 1), ("worker", 2)],
+        ),
+        (kubeflow_job("any", XGBOOSTJOB, "xgb", {"Worker": 3, "Master": 1}, gpus=1), [("master", 1), ("worker", 3)]),
+        (kubeflow_job("any", PADDLEJOB, "paddle", {"Worker": 2, "Master": 1}, gpus=1), [("master", 1), ("worker", 2)]),
+        (kubeflow_job("any", JAXJOB, "jax", {"Worker": 2}, gpus=4), [("worker", 2)]),
+        (mpijob("any", "allreduce", workers=4, gpus=3), [("launcher", 1), ("worker", 4)]),
+        (appwrapper("any", "wrapped", pods=4, gpus=2), [("wrapped-0", 4)]),
     ],
-    ids=["JobSet", "RayJob"],
+    ids=[
+        "JobSet",
+        "RayJob",
+        "RayCluster",
+        "PyTorchJob",
+        "TFJob",
+        "XGBoostJob",
+        "PaddleJob",
+        "JAXJob",
+        "MPIJob",
+        "AppWrapper",
+    ],
 )
 def test_kuota_and_kueue_make_the_same_workload(
     cluster: Cluster,
@@ -113,6 +154,35 @@ def test_kuota_and_kueue_make_the_same_workload(
         assert workload["metadata"]["name"] == workload_name(obj["metadata"]["name"], uid, kind)
         owner = workload["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"], owner["controller"]) == (obj["kind"], obj["metadata"]["name"], True)
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+def test_kuota_and_kueue_make_the_same_workload_for_a_trainjob(
+    cluster: Cluster, kueue_cluster: Cluster, upstream_crds: list[str], team: str
+) -> None:
+    """Both read the pod sets from the ClusterTrainingRuntime the TrainJob names, so each plane holds it."""
+    del upstream_crds
+    runtime = cluster_training_runtime(f"{team}-gpus", gpus=3)
+    obj = trainjob("any", "finetune", runtime["metadata"]["name"], nodes=4)
+    kueue_cluster.kubectl("create", "namespace", team, check=False)
+    workloads = []
+    for plane in (kueue_cluster, cluster):
+        create(plane, runtime)
+        workloads.append(_workload_under(plane, team, obj))
+    theirs, ours = workloads
+    try:
+        assert [(name, count) for name, count, _ in _shape(theirs)] == [("node", 4)]
+        assert _shape(ours) == _shape(theirs)
+        kind = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
+        for workload in (ours, theirs):
+            uid = workload["metadata"]["labels"]["kueue.x-k8s.io/job-uid"]
+            assert workload["metadata"]["name"] == workload_name("finetune", uid, kind)
+            owner = workload["metadata"]["ownerReferences"][0]
+            assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainJob", "finetune", True)
+    finally:
+        # No trainer runs on either plane to hold it with a finalizer; the namespace's cleanup takes the TrainJob.
+        for plane in (kueue_cluster, cluster):
+            plane.kubectl("delete", "clustertrainingruntime", runtime["metadata"]["name"], "--ignore-not-found")
 
 
 @pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
