@@ -127,6 +127,7 @@ class Scheduler:
         # the best while its group waits on; an admission or a wake asks again.
         best_waiting: tuple[SortKey, Group] | None = None
         best_waiting_epoch: int | None = None
+        need_index_drained = False
         while True:
             if fair:  # shares, not age, order the heads: every group in the need index that may fit now competes
                 while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
@@ -160,7 +161,8 @@ class Scheduler:
             assignment = self._assign(queue, head, now)
             plan = self._plan(queue, head, assignment, now)
             if not fair and plan is not None and self._borrows(queue, plan):
-                lender = self._within_nominal_head(tree, queue, now)
+                lender = self._within_nominal_head(tree, queue, now, wake_waiting=not need_index_drained)
+                need_index_drained = True
                 if lender is not None:
                     queue, group, head, assignment, plan = lender
             wake_conditions = self._attempt(queue, head, assignment, plan, now=now, decisions=decisions)
@@ -193,7 +195,7 @@ class Scheduler:
         return None
 
     def _within_nominal_head(
-        self, tree: Tree, borrower: Queue, now: float
+        self, tree: Tree, borrower: Queue, now: float, *, wake_waiting: bool
     ) -> tuple[Queue, Group, Record, Assignment, Plan] | None:
         """The best-ordered candidate of another queue that would be admitted within its nominal quota (its
         victims gone), with its assignment and plan: Kueue's cycle takes every entry that does not borrow before
@@ -201,6 +203,13 @@ class Scheduler:
         queue's candidate is its first workload that can be admitted now: heads that cannot are set aside on the
         way, as an attempt would."""
         records = self.manager.records
+        if wake_waiting:
+            # A set-aside head of another queue that now fits competes too, as every ClusterQueue's head does in
+            # Kueue's cycle: without this, the borrower taking a free would win by being the one the need index
+            # offered first. Once per tree and pass: admissions only take quota, so what could not fit then
+            # cannot now.
+            while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
+                self.manager.wake_if_needs_available(tree, woken[1])
         nodes = self.manager.tree.cluster_queues
         candidates: list[tuple[SortKey, Queue, Group, Record, Assignment, Plan]] = []
         for name in tree.queues:
