@@ -1,13 +1,13 @@
 """Topology-aware placement: where in a Topology's tree of domains a pod set's pods go, Kueue's way.
 
-Kueue v0.20's ``TASFlavorSnapshot`` (pkg/cache/scheduler/tas_flavor_snapshot.go) with its default feature gates:
-the tree of one TAS ResourceFlavor is built from the nodes that carry the flavor's labels and every level label,
-Ready and schedulable. Each leaf's free capacity is what its nodes can still give (allocatable minus the
-requests, plus one pod each, of the bound pods that are not TAS pods: Kueue's non-TAS pod cache) minus the TAS
-assignments admitted on it. A placement counts how many pods (and slices) fit in each leaf, sums the counts up the tree, picks a domain at
-the requested level (BestFit: the fullest that still fits; LeastFreeCapacity for unconstrained requests) and
-descends, at each level choosing the fewest domains. A required level fails when no single domain there fits;
-a preferred one climbs a level; an unconstrained one spreads over as many domains as it needs.
+Kueue v0.20's ``TASFlavorSnapshot`` (pkg/cache/scheduler/tas_flavor_snapshot.go) with its default feature gates: the
+tree of one TAS ResourceFlavor is built from the nodes that carry the flavor's labels and every level label, Ready
+and schedulable. Each leaf's free capacity is what its nodes can still give (allocatable minus the requests, plus
+one pod each, of the bound pods that are not TAS pods: Kueue's non-TAS pod cache) minus the TAS assignments admitted
+on it. A placement counts how many pods (and slices) fit in each leaf, sums the counts up the tree, picks a domain
+at the requested level (BestFit: the fullest that still fits; LeastFreeCapacity for unconstrained requests) and
+descends, at each level choosing the fewest domains. A required level fails when no single domain there fits; a
+preferred one climbs a level; an unconstrained one spreads over as many domains as it needs.
 
 Leader/worker pod set groups, multi-layer slices, balanced placement and node replacement are not implemented:
 a pod set group is placed pod set by pod set.

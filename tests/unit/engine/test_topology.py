@@ -410,9 +410,7 @@ def test_a_non_tas_pod_takes_its_requests_and_one_pod_from_its_node() -> None:
     kept.add_node_usage("b1-r1-x1", {"cpu": 1000})
     assert kept.place(two_pods, count, rack).assignment == hosts(("x2", 2))
     kept.add_node_usage("b1-r2-x2", {})  # no requests, but it takes one of the node's two pods
-    assert kept.place(two_pods, count, rack).reason == (
-        'topology "default" allows to fit only 1 out of 2 pod(s)'
-    )
+    assert kept.place(two_pods, count, rack).reason == 'topology "default" allows to fit only 1 out of 2 pod(s)'
     kept.remove_node_usage("b1-r1-x1", {"cpu": 1000})
     assert kept.place(two_pods, count, rack).assignment == hosts(("x1", 2))
 
