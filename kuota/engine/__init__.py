@@ -40,7 +40,9 @@ What comes out
   a TAS flavor its ``topology`` (``TopologyAssignment``: the pods per domain).
 
 Topology-aware scheduling: ``engine.apply(Topology)`` (``parse_object`` reads one), ``engine.apply_node(
-TopologyNode)`` and ``engine.delete_node(name)`` (a node's labels, free capacity for TAS, taints, readiness);
+TopologyNode)`` and ``engine.delete_node(name)`` (a node's labels, free capacity for TAS, taints, readiness),
+``engine.apply_pod_usage(key, node, requests)`` and ``engine.delete_pod_usage(key)`` (a bound, unfinished pod that
+is not a TAS pod: ``pod_requests`` reads its requests);
 pod sets' ``topology_request`` (``topologyRequest``) say where their pods must go (``topology``).
 
 Under ``blockAdmission``, while an admitted workload's pods are not reported ready, the head that would be admitted
@@ -138,7 +140,7 @@ from kuota.engine.model import (
     Workload,
     WorkloadPriorityClass,
 )
-from kuota.engine.node_reading import topology_node
+from kuota.engine.node_reading import pod_requests, topology_node
 from kuota.engine.preemption import (
     PreemptionReason,
 )
@@ -216,6 +218,7 @@ __all__ = [
     "parse_topology_request",
     "parse_workload",
     "parse_workload_priority_class",
+    "pod_requests",
     "topology_node",
     "validate_cluster_queue",
     "validate_cohort",

@@ -265,8 +265,8 @@ class TopologyRequest:
 
 @dataclass(frozen=True, slots=True)
 class TopologyNode:
-    """A node as placement sees it: ``free`` is its allocatable minus what bound non-TAS pods request (each
-    pod counting one of its ``pods``), in engine units."""
+    """A node as placement sees it: ``free`` is its allocatable, in engine units (the bound pods that are not TAS
+    pods are counted apart, each taking its requests and one of its ``pods``)."""
 
     name: str
     labels: Mapping[str, str]

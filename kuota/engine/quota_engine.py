@@ -14,7 +14,7 @@ in ``scheduler``; the scheduler rules are in docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from kuota.engine.decisions import (
     Admission,
@@ -144,6 +144,17 @@ class QuotaEngine:
         if self._manager.topology.nodes.pop(name, None) is None:
             raise UnknownObjectError("Node", name)
         self._stale = True
+
+    def apply_pod_usage(self, key: str, node: str, requests: Mapping[str, int]) -> None:
+        """Add or replace a bound, unfinished pod that is not a TAS pod (``key``: its namespace/name): its
+        ``requests`` and one pod are taken from ``node``'s free capacity for TAS."""
+        self._manager.topology.count_pod(key, node, requests)
+
+    def delete_pod_usage(self, key: str) -> None:
+        """The pod ``key`` finished or went: its node's capacity is free for TAS again."""
+        if not self._manager.topology.forget_pod(key):
+            raise UnknownObjectError("Pod", key)
+        self._manager.wake_everywhere()
 
     def priority_of(self, priority_class: str | None) -> int:
         """The value of a WorkloadPriorityClass (the ``default`` class when None; 0 when there is none)."""

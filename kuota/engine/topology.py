@@ -1,13 +1,13 @@
 """Topology-aware placement: where in a Topology's tree of domains a pod set's pods go, Kueue's way.
 
-Kueue v0.20's ``TASFlavorSnapshot`` (pkg/cache/scheduler/tas_flavor_snapshot.go) with its default feature gates:
-the tree of one TAS ResourceFlavor is built from the nodes that carry the flavor's labels and every level label,
-Ready and schedulable. Each leaf's free capacity is what its nodes can still give (allocatable minus the
-requests of bound pods that are not TAS pods, as the caller counts them) minus the TAS assignments admitted on
-it. A placement counts how many pods (and slices) fit in each leaf, sums the counts up the tree, picks a domain at
-the requested level (BestFit: the fullest that still fits; LeastFreeCapacity for unconstrained requests) and
-descends, at each level choosing the fewest domains. A required level fails when no single domain there fits;
-a preferred one climbs a level; an unconstrained one spreads over as many domains as it needs.
+Kueue v0.20's ``TASFlavorSnapshot`` (pkg/cache/scheduler/tas_flavor_snapshot.go) with its default feature gates: the
+tree of one TAS ResourceFlavor is built from the nodes that carry the flavor's labels and every level label, Ready
+and schedulable. Each leaf's free capacity is what its nodes can still give (allocatable minus the requests, plus
+one pod each, of the bound pods that are not TAS pods: Kueue's non-TAS pod cache) minus the TAS assignments admitted
+on it. A placement counts how many pods (and slices) fit in each leaf, sums the counts up the tree, picks a domain
+at the requested level (BestFit: the fullest that still fits; LeastFreeCapacity for unconstrained requests) and
+descends, at each level choosing the fewest domains. A required level fails when no single domain there fits; a
+preferred one climbs a level; an unconstrained one spreads over as many domains as it needs.
 
 Leader/worker pod set groups, multi-layer slices, balanced placement and node replacement are not implemented:
 a pod set group is placed pod set by pod set.
@@ -65,7 +65,7 @@ class _Domain:
         self.index: Final = index
         self.children: list[_Domain] = []
         self.node: TopologyNode | None = None  # the node of a hostname leaf
-        self.free: dict[str, int] = {}  # a leaf's: what its nodes can still give
+        self.free: dict[str, int] = {}  # a leaf's: what its nodes can still give, less the non-TAS pods
         self.tas_usage: dict[str, int] = {}  # a leaf's: what admitted TAS workloads take
         self.remaining: dict[str, int] = {}  # a leaf's: free minus its TAS usage
 
@@ -221,6 +221,7 @@ class TopologySnapshot:
         self.roots: Final[list[_Domain]] = []
         # Leaves by the values an assignment names them with.
         self.leaves: Final[dict[tuple[str, ...], _Domain]] = {}
+        self._node_leaves: Final[dict[str, _Domain]] = {}  # each node's leaf, by node name
         self._domain_count = 0
         wanted = flavor.node_labels
         for node in sorted(nodes, key=lambda n: n.name):
@@ -239,6 +240,7 @@ class TopologySnapshot:
                 leaf.free[resource] = leaf.free.get(resource, 0) + amount
             leaf.remaining = dict(leaf.free)
             self.leaves[values[self.assignment_level :]] = leaf
+            self._node_leaves[node.name] = leaf
         # Per pod set's node constraints (nodeSelector, tolerations, required affinity): the leaves whose nodes
         # take its pods and why the others do not (Kueue's TASCacheNodeMatchResults).
         self._matching: dict[object, tuple[list[_Domain], _Exclusions]] = {}
@@ -247,8 +249,10 @@ class TopologySnapshot:
         self._changed: list[_Domain] = []
         self._log_start = 0
         self._fills: dict[object, _Fill] = {}
-        # Per placement's inputs, the last placement and the log position it saw.
+        # Per placement's inputs, the last placement and the log position it saw (an empty placement: how many
+        # times the free capacity changed, negated, as it counts no TAS usage).
         self._placed: dict[object, tuple[int, Placement]] = {}
+        self._free_changes = 0
 
     def _domain(self, values: tuple[str, ...]) -> _Domain:
         level = len(values) - 1
@@ -280,6 +284,24 @@ class TopologySnapshot:
     def remove_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int]) -> None:
         self._change_usage(assignment, requests, -1)
 
+    def add_node_usage(self, node: str, requests: Mapping[str, int]) -> None:
+        """Counts a bound pod that is not a TAS pod (``requests``: its own) against its node's free capacity."""
+        self._change_node_usage(node, requests, 1)
+
+    def remove_node_usage(self, node: str, requests: Mapping[str, int]) -> None:
+        self._change_node_usage(node, requests, -1)
+
+    def _change_node_usage(self, node: str, requests: Mapping[str, int], sign: int) -> None:
+        leaf = self._node_leaves.get(node)
+        if leaf is None:  # a node outside this flavor's tree
+            return
+        usage = leaf.tas_usage
+        for resource, amount in with_one_pod(requests).items():
+            leaf.free[resource] = leaf.free.get(resource, 0) - sign * amount
+            leaf.remaining[resource] = leaf.free[resource] - usage.get(resource, 0)
+        self._free_changes += 1
+        self._log_change(leaf)
+
     def _change_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int], sign: int) -> None:
         one_pod = with_one_pod(requests)
         for values, count in assignment.domains:
@@ -290,7 +312,10 @@ class TopologySnapshot:
             for resource, amount in one_pod.items():
                 usage[resource] = usage.get(resource, 0) + sign * amount * count
                 leaf.remaining[resource] = leaf.free.get(resource, 0) - usage[resource]
-            self._changed.append(leaf)
+            self._log_change(leaf)
+
+    def _log_change(self, leaf: _Domain) -> None:
+        self._changed.append(leaf)
         if len(self._changed) > 4 * len(self.leaves):  # a fill this far behind counts every leaf again
             self._log_start += len(self._changed)
             self._changed.clear()
@@ -310,8 +335,7 @@ class TopologySnapshot:
         pod sets, by leaf."""
         if assumed:
             return self._place(pod_set, count, request, simulate_empty, assumed)
-        # Heads of one shape retried while no TAS usage changed (an empty placement counts none) are placed
-        # where the first was.
+        # Heads of one shape retried while no usage changed are placed where the first was.
         key = (
             tuple(sorted(pod_set.requests.items())),
             tuple(sorted(pod_set.node_selector.items())),
@@ -321,7 +345,7 @@ class TopologySnapshot:
             request,
             simulate_empty,
         )
-        position = -1 if simulate_empty else self._log_start + len(self._changed)
+        position = -1 - self._free_changes if simulate_empty else self._log_start + len(self._changed)
         known = self._placed.get(key)
         if known is not None and known[0] == position:
             return known[1]
@@ -409,16 +433,15 @@ class TopologySnapshot:
         now = self._log_start + len(self._changed)
         known = None if assumed else self._fills.get(key)
         if known is not None and known.seen >= self._log_start:
-            if not simulate_empty:  # an empty fill counts no usage: it never changes
-                deepest = len(self.per_level) - 1
-                for leaf in dict.fromkeys(self._changed[known.seen - self._log_start :]):
-                    old = known.leaves.get(leaf.index)
-                    if old is None:  # a leaf the pod set's constraints exclude: it holds none
-                        continue
-                    counted = _count_in(requests, leaf.remaining)
-                    if counted != old:
-                        known.count_leaf(leaf, counted)
-                        _add_up(leaf, counted[0] - old[0], known, slice_size, slice_index, deepest)
+            deepest = len(self.per_level) - 1
+            for leaf in dict.fromkeys(self._changed[known.seen - self._log_start :]):
+                old = known.leaves.get(leaf.index)
+                if old is None:  # a leaf the pod set's constraints exclude: it holds none
+                    continue
+                counted = _count_in(requests, leaf.free if simulate_empty else leaf.remaining)
+                if counted != old:
+                    known.count_leaf(leaf, counted)
+                    _add_up(leaf, counted[0] - old[0], known, slice_size, slice_index, deepest)
             known.seen = now
             return known
         leaves, matched = self._matching_leaves(pod_set, constraints)

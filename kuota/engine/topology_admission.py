@@ -25,8 +25,8 @@ _Held = tuple[str, TopologyAssignment, Mapping[str, int]]
 
 
 class TopologyPlacer:
-    """The engine's TAS state: the Topologies, the nodes, a snapshot per TAS flavor, and what each admitted
-    workload holds there."""
+    """The engine's TAS state: the Topologies, the nodes, the bound pods that are not TAS pods, a snapshot per
+    TAS flavor, and what each admitted workload holds there."""
 
     def __init__(self) -> None:
         self.topologies: dict[str, Topology] = {}
@@ -34,6 +34,8 @@ class TopologyPlacer:
         self.flavors: Mapping[str, ResourceFlavor] = {}
         self._snapshots: dict[str, TopologySnapshot] | None = None
         self._held: dict[str, list[_Held]] = {}
+        # Per bound pod that is not a TAS pod (by its key): its node and its requests.
+        self._non_tas_pods: dict[str, tuple[str, Mapping[str, int]]] = {}
         self._tas_queues: dict[str, bool] = {}
 
     def configure(self, flavors: Mapping[str, ResourceFlavor]) -> None:
@@ -51,6 +53,9 @@ class TopologyPlacer:
                 topology = None if model.topology_name is None else self.topologies.get(model.topology_name)
                 if topology is not None:
                     snapshots[name] = TopologySnapshot(topology, model, nodes)
+            for node, requests in self._non_tas_pods.values():
+                for built in snapshots.values():
+                    built.add_node_usage(node, requests)
             for held in self._held.values():
                 for flavor_name, assignment, requests in held:
                     found = snapshots.get(flavor_name)
@@ -134,6 +139,28 @@ class TopologyPlacer:
             if model is not None and model.topology_name is not None:
                 return flavor
         return None
+
+    def count_pod(self, key: str, node: str, requests: Mapping[str, int]) -> None:
+        """A bound pod that is not a TAS pod takes ``requests`` (and one pod) of ``node``."""
+        counted = (node, dict(requests))
+        if self._non_tas_pods.get(key) == counted:
+            return
+        self.forget_pod(key)
+        self._non_tas_pods[key] = counted
+        if self._snapshots is not None:
+            for snapshot in self._snapshots.values():
+                snapshot.add_node_usage(node, requests)
+
+    def forget_pod(self, key: str) -> bool:
+        """The pod finished, left its node or became a TAS pod: its node's capacity is free. Whether it was
+        counted."""
+        counted = self._non_tas_pods.pop(key, None)
+        if counted is None:
+            return False
+        if self._snapshots is not None:
+            for snapshot in self._snapshots.values():
+                snapshot.remove_node_usage(*counted)
+        return True
 
     def hold(self, key: str, workload: Workload, pod_sets: tuple[PodSetAssignment, ...]) -> None:
         """An admitted workload's placements take their nodes' capacity."""

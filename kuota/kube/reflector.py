@@ -41,7 +41,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class ResourceType:
     """Where a resource lives in the API. ``namespace`` narrows a namespaced resource to one namespace,
-    ``label_selector`` to the objects it selects (a list/watch ``labelSelector``)."""
+    ``label_selector`` and ``field_selector`` to the objects they select (a list/watch ``labelSelector``,
+    ``fieldSelector``: an object that stops matching is watched as deleted)."""
 
     group: str
     version: str
@@ -49,10 +50,12 @@ class ResourceType:
     namespaced: bool
     namespace: str | None = None
     label_selector: str | None = None
+    field_selector: str | None = None
 
     @property
     def query(self) -> list[tuple[str, str]]:
-        return [("labelSelector", self.label_selector)] if self.label_selector else []
+        selectors = (("labelSelector", self.label_selector), ("fieldSelector", self.field_selector))
+        return [(name, value) for name, value in selectors if value]
 
     @property
     def path(self) -> str:

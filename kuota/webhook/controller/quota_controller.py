@@ -36,7 +36,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuota.engine import Configuration, Decision, EngineError, QuotaEngine, parse_object, topology_node
+from kuota.engine import (
+    Configuration,
+    Decision,
+    EngineError,
+    QuotaEngine,
+    parse_object,
+    pod_requests,
+    topology_node,
+)
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Event, EventType, Reflector
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
@@ -74,6 +82,7 @@ from kuota.webhook.controller.state import (
     owner_job,
 )
 from kuota.webhook.controller.statefulset_reconciler import StatefulSetReconciler
+from kuota.webhook.controller.topology_nodes import takes_node_capacity
 from kuota.webhook.controller.topology_ungater import TopologyUngater
 from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches, job_kind
 from kuota.webhook.controller.workload_retention import expire_finished
@@ -183,6 +192,7 @@ class QuotaController:
             jobs.subscribe(self._on_pod if kind == POD else self._job_handler(kind))
         watches.crds.subscribe(self._on_crd)
         watches.nodes.subscribe(self._on_node)
+        watches.bound_pods.subscribe(self._on_bound_pod)
         watches.tas_pods.subscribe(self._ungater.on_pod)
 
     @property
@@ -246,6 +256,33 @@ class QuotaController:
         if self._applied.get(f"Node {key}") != {"node": placed}:  # a heartbeat changes nothing placement reads
             self._applied[f"Node {key}"] = {"node": placed}
             self.state.engine.apply_node(placed)
+
+    def _on_bound_pod(self, event: Event[dict[str, Any]]) -> None:
+        if not self.ready.is_set():
+            return  # the initial build reads every bound pod at once
+        if self._apply_bound_pod(event.key, None if event.type is EventType.DELETED else event.value):
+            self.state.wake.set()
+
+    def _apply_bound_pod(self, key: str, pod: Mapping[str, Any] | None) -> bool:
+        """A bound pod's hold on its node's capacity for TAS, as the engine counts it; whether that changed (a
+        status write to a running pod changes nothing)."""
+        applied = f"Pod {key}"
+        if pod is None or not takes_node_capacity(pod):
+            if self._applied.pop(applied, None) is None:
+                return False
+            with contextlib.suppress(EngineError):
+                self.state.engine.delete_pod_usage(key)
+            return True
+        try:
+            counted = {"node": pod["spec"]["nodeName"], "requests": pod_requests(pod)}
+        except EngineError as error:
+            log.error("Pod %s is not counted against its node for topology-aware scheduling: %s", key, error)
+            return False
+        if self._applied.get(applied) == counted:
+            return False
+        self._applied[applied] = counted
+        self.state.engine.apply_pod_usage(key, counted["node"], counted["requests"])
+        return True
 
     def _on_workload(self, event: Event[CompactCopy]) -> None:
         value = None if event.type is EventType.DELETED else event.value
@@ -358,6 +395,8 @@ class QuotaController:
                 self._apply_config(kind, key_of(obj), obj)
         for node in list(self.watches.nodes.values()):
             self._apply_node(key_of(node), node)
+        for bound in list(self.watches.bound_pods.values()):
+            self._apply_bound_pod(key_of(bound), bound)
         for key in sorted(self.workloads):
             self._sync_contained(key)
             self._track_pods_ready(key)

@@ -1,8 +1,8 @@
 """What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
-each managed job kind, the pods kuota's webhook marked managed, the StatefulSets (when that integration is on),
-the Nodes and the pods started gated by topology (topology-aware scheduling), the ProvisioningRequestConfigs and
-the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs' names (for the kinds whose CRD
-is not installed yet).
+each managed job kind, the pods kuota's webhook marked managed, the StatefulSets (when that integration is on), the
+Nodes, the pods bound to them and the pods started gated by topology (topology-aware scheduling), the
+ProvisioningRequestConfigs and the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs'
+names (for the kinds whose CRD is not installed yet).
 
 Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
 there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
@@ -19,7 +19,7 @@ from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
 from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, compact_pod
 from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
-from kuota.webhook.controller.topology_nodes import node_essence
+from kuota.webhook.controller.topology_nodes import BOUND_PODS_SELECTOR, bound_pod_essence, node_essence
 from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
@@ -48,6 +48,7 @@ _PROVISIONING_REQUESTS = ResourceType(
 _CRDS = ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 _NODES = ResourceType("", "v1", "nodes", namespaced=False)
 _TAS_PODS = ResourceType("", "v1", "pods", namespaced=True, label_selector=POD_SET_LABEL)
+_BOUND_PODS = ResourceType("", "v1", "pods", namespaced=True, field_selector=BOUND_PODS_SELECTOR)
 
 
 class Watches:
@@ -76,8 +77,10 @@ class Watches:
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
         self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
-        # Topology-aware scheduling: the nodes' capacity, and the pods started gated by topology.
+        # Topology-aware scheduling: the nodes' capacity, the pods bound to them, and the pods started gated by
+        # topology.
         self.nodes: Reflector[dict[str, Any]] = Reflector(api, _NODES, node_essence)
+        self.bound_pods: Reflector[dict[str, Any]] = Reflector(api, _BOUND_PODS, bound_pod_essence)
         self.tas_pods: Reflector[dict[str, Any]] = Reflector(api, _TAS_PODS, tas_pod_essence)
         self.all = ReflectorSet(
             [
@@ -87,6 +90,7 @@ class Watches:
                 self.provisioning_configs,
                 self.crds,
                 self.nodes,
+                self.bound_pods,
                 self.tas_pods,
             ]
         )

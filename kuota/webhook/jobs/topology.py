@@ -16,6 +16,7 @@ REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 # A TAS-admitted pod is created gated, labelled with its pod set and annotated with its Workload (Kueue's
@@ -23,6 +24,8 @@ GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 POD_SET_LABEL = "kueue.x-k8s.io/podset"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+# The annotations that make a pod a TAS pod (Kueue's utiltas.IsTAS).
+TAS_POD_ANNOTATIONS = (REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_REQUIRED, SLICE_CONSTRAINTS)
 
 # A qualified label name, as metav1validation.ValidateLabelName checks it.
 _NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)")

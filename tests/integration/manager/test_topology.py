@@ -138,3 +138,46 @@ def test_a_rack_gang_lands_in_one_rack_the_next_waits_for_a_rack_and_a_single_po
     still = workload_of(cluster, namespace, second["metadata"]["uid"])
     assert still is not None and "admission" not in still.get("status", {})
     assert get_json(cluster, "topology", "racks")["spec"]["levels"][0]["nodeLabel"] == RACK
+
+
+def _holder_pod(name: str, node: str, gpus: int) -> dict[str, Any]:
+    """A pod outside any queue, bound to ``node`` by its spec (no scheduler), holding ``gpus`` of its GPUs."""
+    template = _rack_job(name, "default", pods=1)["spec"]["template"]
+    spec = {**template["spec"], "nodeName": node, "restartPolicy": "Never"}
+    holding = {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
+    spec["containers"] = [{**spec["containers"][0], "resources": holding}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def test_a_pod_outside_tas_on_the_single_node_rack_sends_a_rack_gang_to_the_other_rack(
+    cluster: Cluster, manager: ManagerProcess, guide_namespaces: tuple[str, ...], racks: dict[str, str]
+) -> None:
+    # Kueue's non-TAS pod cache: a bound pod that is not a TAS pod takes its node's GPUs. A 1-pod rack gang
+    # goes by BestFit to the fullest rack that holds it, r2; with 4 of r2's 8 GPUs held outside TAS, to r1; once
+    # the holder and that gang are gone, r2 again.
+    namespace = "research"
+    (r2_node,) = [node for node, rack in racks.items() if rack == "r2"]
+    apply(cluster, *_tas_queue(namespace))
+    apply(cluster, _holder_pod("gpu-holder", r2_node, gpus=4))
+    try:
+        wait_until(
+            lambda: get_json(cluster, "pod", "-n", "default", "gpu-holder")["status"].get("phase") == "Running",
+            "the holder pod to run",
+            timeout=60,
+        )
+        beside = create_job(cluster, _rack_job("beside-holder", namespace, pods=1))
+        admitted_workload(cluster, namespace, beside["metadata"]["uid"])
+        (pod,) = running_pods(cluster, namespace, "beside-holder", 1)
+        assert racks[pod["spec"]["nodeName"]] == "r1"
+    finally:
+        cluster.kubectl("delete", "pod", "-n", "default", "gpu-holder", "--wait=true", check=False)
+    cluster.kubectl("delete", "job", "-n", namespace, "beside-holder", "--wait=true")
+    wait_until(
+        lambda: workload_of(cluster, namespace, beside["metadata"]["uid"]) is None,
+        "the first gang's Workload to go, freeing r1",
+        timeout=60,
+    )
+    after = create_job(cluster, _rack_job("after-holder", namespace, pods=1))
+    admitted_workload(cluster, namespace, after["metadata"]["uid"])
+    (pod,) = running_pods(cluster, namespace, "after-holder", 1)
+    assert racks[pod["spec"]["nodeName"]] == "r2"

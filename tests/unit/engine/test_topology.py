@@ -344,10 +344,10 @@ def test_a_bad_topology_is_refused_in_one_line(levels: list[str], message: str) 
     assert "\n" not in str(refused.value)
 
 
-def test_a_snapshot_kept_through_admissions_and_releases_places_as_a_fresh_one() -> None:
-    # The domain counts are updated leaf by leaf as usage changes: after every admission and release, each shape
-    # of request must be placed (or refused, with the same counts in the message) exactly as a snapshot built
-    # afresh with the same usage places it.
+def test_a_snapshot_kept_through_admissions_releases_and_non_tas_pods_places_as_a_fresh_one() -> None:
+    # The domain counts are updated leaf by leaf as usage changes: after every admission, release and non-TAS
+    # pod bound or gone, each shape of request must be placed (or refused, with the same counts in the message),
+    # with the admitted usage and as if none were admitted, exactly as a snapshot built afresh places it.
     nodes = tuple(
         node(f"b{block}", f"r{rack}", f"x{block}{rack}{host}", 1000 * (1 + host % 2))
         for block in range(2)
@@ -362,15 +362,27 @@ def test_a_snapshot_kept_through_admissions_and_releases_places_as_a_fresh_one()
         (PodSet("main", 3, {"cpu": 1000}), 3, None),
     ]
     admitted: list[tuple[TopologyAssignment, PodSet]] = []
+    non_tas: list[tuple[str, dict[str, int]]] = []
     refused = 0
-    for step in range(40):
+    for step in range(60):
         if step % 3 == 2 and admitted:
             assignment, released = admitted.pop(step % len(admitted))
             kept.remove_usage(assignment, released.requests)
+        if step % 4 == 1:
+            bound = (nodes[(7 * step) % len(nodes)].name, {"cpu": 500})
+            kept.add_node_usage(*bound)
+            non_tas.append(bound)
+        elif step % 8 == 3 and non_tas:
+            kept.remove_node_usage(*non_tas.pop(step % len(non_tas)))
         pod_set, count, request = shapes[step % len(shapes)]
         fresh = snapshot(nodes, THREE_LEVELS)
         for assignment, held in admitted:
             fresh.add_usage(assignment, held.requests)
+        for bound in non_tas:
+            fresh.add_node_usage(*bound)
+        emptied = kept.place(pod_set, count, request, simulate_empty=True)
+        expected_emptied = fresh.place(pod_set, count, request, simulate_empty=True)
+        assert (emptied.assignment, emptied.reason) == (expected_emptied.assignment, expected_emptied.reason)
         placement = kept.place(pod_set, count, request)
         expected = fresh.place(pod_set, count, request)
         assert (placement.assignment, placement.reason) == (expected.assignment, expected.reason)
@@ -381,3 +393,30 @@ def test_a_snapshot_kept_through_admissions_and_releases_places_as_a_fresh_one()
             refused += 1
     assert len(admitted) > 3
     assert refused > 3
+    assert non_tas
+
+
+def test_a_non_tas_pod_takes_its_requests_and_one_pod_from_its_node() -> None:
+    # Kueue's non-TAS pod cache: a bound pod outside TAS leaves its node only what it does not request, and one
+    # pod fewer; once it goes, the node is whole again.
+    nodes = (
+        node("b1", "r1", "x1", 2000, pods=2),
+        node("b1", "r2", "x2", 2000, pods=2),
+    )
+    kept = snapshot(nodes, THREE_LEVELS)
+    two_pods, count = pods(2)
+    rack = TopologyRequest(required=RACK)
+    assert kept.place(two_pods, count, rack).assignment == hosts(("x1", 2))
+    kept.add_node_usage("b1-r1-x1", {"cpu": 1000})
+    assert kept.place(two_pods, count, rack).assignment == hosts(("x2", 2))
+    kept.add_node_usage("b1-r2-x2", {})  # no requests, but it takes one of the node's two pods
+    assert kept.place(two_pods, count, rack).reason == 'topology "default" allows to fit only 1 out of 2 pod(s)'
+    kept.remove_node_usage("b1-r1-x1", {"cpu": 1000})
+    assert kept.place(two_pods, count, rack).assignment == hosts(("x1", 2))
+
+
+def test_a_non_tas_pod_on_a_node_outside_the_tree_changes_nothing() -> None:
+    kept = snapshot((node("b1", "r1", "x1", 2000),), THREE_LEVELS)
+    kept.add_node_usage("elsewhere", {"cpu": 2000})
+    one_pod, count = pods(2)
+    assert kept.place(one_pod, count, TopologyRequest(required=RACK)).assignment == hosts(("x1", 2))

@@ -4,7 +4,10 @@ fit one domain; preemption frees the right domain. Cases follow Kueue's ``TestSc
 
 from __future__ import annotations
 
+import pytest
+
 from kuota.engine.decoding import parse_object
+from kuota.engine.errors import UnknownObjectError
 from kuota.engine.model import HOSTNAME_LABEL, PodSet, Topology, TopologyNode, TopologyRequest
 from kuota.engine.quota_engine import QuotaEngine
 from kuota.engine.topology import TopologyAssignment
@@ -75,6 +78,43 @@ def test_a_finished_gang_frees_its_rack_for_the_waiting_one() -> None:
     engine.finish("ns/a")
     assert admitted(engine.schedule(4.0)) == ["ns/b"]
     assert placement(engine, "ns/b") == hosts(("n1", 1), ("n2", 1))
+
+
+def test_a_non_tas_pod_on_a_node_sends_the_rack_gang_to_the_other_rack_until_it_goes() -> None:
+    # Kueue's non-TAS pod cache (pkg/cache/scheduler/tas_non_tas_pod_cache.go): a bound pod outside TAS takes
+    # its node's GPUs; the 1-pod gang that would take the fuller rack r1 lands on r2, and a 2-pod gang waits
+    # until the pod goes, which wakes it.
+    engine = tas_engine()
+    engine.apply_pod_usage("other/holder", "n3", {GPU: 4})
+    engine.apply_pod_usage("other/holder", "n3", {GPU: 4})  # the same pod seen again counts once
+    engine.apply_pod_usage("other/sidecar", "n1", {GPU: 4})
+    engine.submit(gang("one", 1, at=1.0))  # type: ignore[arg-type]
+    engine.submit(gang("two", 2, at=2.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(3.0)) == ["ns/one"]
+    assert placement(engine, "ns/one") == hosts(("n2", 1))
+    reason = engine.status("ns/two").reason
+    assert reason is not None
+    assert reason.endswith('Total nodes: 3; excluded: resource "nvidia.com/gpu": 2')  # n1 and n3, half taken
+    engine.delete_pod_usage("other/sidecar")
+    engine.finish("ns/one")
+    assert admitted(engine.schedule(4.0)) == ["ns/two"]
+    assert placement(engine, "ns/two") == hosts(("n1", 1), ("n2", 1))
+
+
+def test_a_non_tas_pod_going_wakes_the_waiting_gang() -> None:
+    engine = tas_engine()
+    for name in ("n1", "n3"):
+        engine.apply_pod_usage(f"other/{name}", name, {GPU: 1})
+    engine.submit(gang("two", 2, at=1.0))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == []
+    engine.delete_pod_usage("other/n1")
+    assert admitted(engine.schedule(3.0)) == ["ns/two"]
+
+
+def test_deleting_a_pod_never_counted_is_an_unknown_object() -> None:
+    engine = tas_engine()
+    with pytest.raises(UnknownObjectError, match="other/ghost"):
+        engine.delete_pod_usage("other/ghost")
 
 
 def test_a_gang_larger_than_any_rack_never_fits_even_with_everything_preempted() -> None:
