@@ -18,6 +18,7 @@ kubeflow.org/tfjob: {kind: tfjob, group: kubeflow.org, version: v1, plural: tfjo
 kubeflow.org/xgboostjob: {kind: xgboostjob, group: kubeflow.org, version: v1, plural: xgboostjobs}
 ray.io/raycluster: {kind: raycluster, group: ray.io, version: v1, plural: rayclusters}
 ray.io/rayjob: {kind: rayjob, group: ray.io, version: v1, plural: rayjobs}
+ray.io/rayservice: {kind: rayservice, group: ray.io, version: v1, plural: rayservices}
 trainer.kubeflow.org/trainjob: {kind: trainjob, group: trainer.kubeflow.org, version: v1alpha1, plural: trainjobs, reads: [trainingruntimes, clustertrainingruntimes]}
 workload.codeflare.dev/appwrapper: {kind: appwrapper, group: workload.codeflare.dev, version: v1beta2, plural: appwrappers}
 {{- end }}

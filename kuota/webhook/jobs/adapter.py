@@ -27,7 +27,7 @@ its own; a job whose controller owner is of an enabled kind (a JobSet's Jobs) is
 
 Adapters hold no state: one module-level instance per kind, listed in :mod:`~kuota.webhook.jobs.registry`.
 :class:`SuspendFieldAdapter` is the base for kinds whose pods are stopped by a ``suspend`` boolean (Job, JobSet,
-RayJob, RayCluster, Kubeflow jobs, TrainJob); pods and pod groups are stopped by other means
+RayJob, RayCluster, RayService, Kubeflow jobs, TrainJob); pods and pod groups are stopped by other means
 (:mod:`~kuota.webhook.jobs.pod`).
 """
 
@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from kuota.simulator.lines import SERVING_ANNOTATION
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 from kuota.webhook.admission import json_patch
 from kuota.webhook.admission.json_patch import PatchOperation
@@ -128,6 +129,10 @@ class JobAdapter(Protocol):
     @property
     def plural(self) -> str:
         """The resource's plural (``jobs``, ``jobsets``): API paths, webhook rules, RBAC rules, the CRD's name."""
+
+    @property
+    def serving(self) -> bool:
+        """Whether the job serves and never finishes (a RayService): its Workload is marked ``kuota.dev/serving``."""
 
     def pod_sets(self, job: Mapping[str, Any]) -> list[PodSet]:
         """The pod sets the job's Workload is made of, in a fixed order, with Kueue's pod-set names."""
@@ -228,8 +233,8 @@ def queue_name(job: Mapping[str, Any]) -> str | None:
 
 def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, Any]:
     """The Workload kuota creates for ``job``: Kueue's name, the job-uid label, the resource-in-use finalizer, a
-    controller reference to the job, the queue, priority class and maximum execution time from its labels, and
-    its expected-runtime and ``provreq.kueue.x-k8s.io/`` annotations."""
+    controller reference to the job, the queue, priority class and maximum execution time from its labels, its
+    expected-runtime and ``provreq.kueue.x-k8s.io/`` annotations, and ``kuota.dev/serving`` for a serving kind."""
     metadata = job["metadata"]
     labels = metadata.get("labels") or {}
     spec: dict[str, Any] = {
@@ -251,6 +256,8 @@ def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, 
         for key, value in (metadata.get("annotations") or {}).items()
         if key == EXPECTED_RUNTIME_ANNOTATION or key.startswith(PROVISIONING_PARAMETER_PREFIX)
     }
+    if adapter.serving:
+        annotations[SERVING_ANNOTATION] = "true"
     extra = {"annotations": annotations} if annotations else {}
     return {
         "apiVersion": KUEUE_API,
@@ -378,6 +385,7 @@ class SuspendFieldAdapter:
     ``kind`` and ``plural`` and implement the rest of :class:`JobAdapter`."""
 
     suspend_path: tuple[str, ...] = ("spec", "suspend")
+    serving: bool = False
 
     def is_suspended(self, job: Mapping[str, Any]) -> bool:
         value: Any = job

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kuota.webhook.jobs import appwrapper, batch_job, jobset, kubeflow, raycluster, rayjob, trainjob
+from kuota.webhook.jobs import appwrapper, batch_job, jobset, kubeflow, raycluster, rayjob, rayservice, trainjob
 from kuota.webhook.jobs.adapter import GroupVersionKind, JobAdapter, ReferencingAdapter, controller_owner
 from kuota.webhook.jobs.pod_parents import PARENTS, PodParent
 
@@ -29,6 +29,7 @@ ADAPTERS: tuple[JobAdapter, ...] = (
     jobset.ADAPTER,
     rayjob.ADAPTER,
     raycluster.ADAPTER,
+    rayservice.ADAPTER,
     *kubeflow.ADAPTERS,
     trainjob.ADAPTER,
     appwrapper.ADAPTER,
@@ -52,6 +53,7 @@ KUEUE_FRAMEWORKS = frozenset(
         "trainer.kubeflow.org/trainjob",
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "ray.io/rayservice",
         "workload.codeflare.dev/appwrapper",
         "sparkoperator.k8s.io/sparkapplication",
     }

@@ -95,6 +95,16 @@ def raycluster(namespace: str, name: str, workers: int, gpus: int) -> dict[str, 
     }
 
 
+def rayservice(namespace: str, name: str, workers: int, gpus: int) -> dict[str, Any]:
+    """A RayService serving nothing: KubeRay makes its RayCluster, but without a Ray dashboard never marks it Ready."""
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"rayClusterConfig": cluster_spec(name, workers, gpus)},
+    }
+
+
 def pytorchjob(namespace: str, name: str, workers: int, gpus: int, run_seconds: int | None = None) -> dict[str, Any]:
     annotations = {RUN_SECONDS_ANNOTATION: str(run_seconds)} if run_seconds is not None else {}
 

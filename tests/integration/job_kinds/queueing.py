@@ -18,6 +18,7 @@ FRAMEWORKS = (
     "jobset.x-k8s.io/jobset",
     "ray.io/rayjob",
     "ray.io/raycluster",
+    "ray.io/rayservice",
     "kubeflow.org/pytorchjob",
     "kubeflow.org/tfjob",
     "kubeflow.org/xgboostjob",
@@ -31,8 +32,9 @@ FRAMEWORKS = (
     "pod",
 )
 # Pods last: a pod group is its pods (the manager releases their finalizers).
-JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayclusters.ray.io", "pytorchjobs.kubeflow.org",
-             "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org", "jaxjobs.kubeflow.org",
+JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayservices.ray.io", "rayclusters.ray.io",
+             "pytorchjobs.kubeflow.org", "tfjobs.kubeflow.org", "xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org",
+             "jaxjobs.kubeflow.org",
              "mpijobs.kubeflow.org", "trainjobs.trainer.kubeflow.org",
              "appwrappers.workload.codeflare.dev", "jobs", "deployments.apps", "statefulsets.apps",
              "pods")  # fmt: skip

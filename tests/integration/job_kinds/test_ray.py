@@ -1,6 +1,6 @@
-"""RayJob and RayCluster under kuota with the real KubeRay operator: suspended at creation, admitted as one
-Workload (``head``, the worker groups and the RayJob's ``submitter``), the flavor in every pod, preempted as a
-whole and resumed, the quota back when a RayJob finishes or either is deleted."""
+"""RayJob, RayCluster and RayService under kuota with the real KubeRay operator: suspended at creation, admitted
+as one Workload (``head``, the worker groups and the RayJob's ``submitter``), the flavor in every pod, preempted as
+a whole and resumed, the quota back when a RayJob finishes or any of them is deleted."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from kuota.simulator.lines import SERVING_ANNOTATION
 from tests.cluster import Cluster
 from tests.cluster.job_controllers import UpstreamController
-from tests.integration.job_kinds.manifests import OWNER_LABEL, raycluster, rayjob
+from tests.integration.job_kinds.manifests import OWNER_LABEL, raycluster, rayjob, rayservice
 from tests.integration.job_kinds.queueing import (
+    FLAVOR_LABELS,
     admitted_workload,
     assert_placed,
     create,
@@ -110,3 +112,71 @@ def test_a_raycluster_is_admitted_whole_preempted_whole_resumed_and_deleting_it_
     )
     admitted_workload(cluster, team, waiting["metadata"]["uid"])
     running_pods(cluster, team, f"{OWNER_LABEL}=waiting", 3, timeout=180)
+
+
+def test_a_rayservice_waits_suspended_until_it_fits_runs_placed_is_preempted_whole_and_resumed(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    blocker = create(cluster, raycluster(team, "blocker", workers=3, gpus=4))  # 12 of 16 GPUs
+    admitted_workload(cluster, team, blocker["metadata"]["uid"])
+    created = create(cluster, rayservice(team, "serve", workers=2, gpus=4))  # 8 GPUs: only 4 are free
+    assert created["spec"]["rayClusterConfig"]["suspend"] is True
+    uid = created["metadata"]["uid"]
+    pending = wait_until(lambda: workload_of(cluster, team, uid), "the RayService's Workload")
+    assert pending["metadata"]["name"].startswith("rayservice-serve-")
+    assert pending["metadata"]["annotations"][SERVING_ANNOTATION] == "true"
+    assert [(p["name"], p["count"]) for p in pending["spec"]["podSets"]] == [("head", 1), ("gpu", 2)]
+    assert "admission" not in (pending.get("status") or {})
+    assert not get_json(cluster, "pods", "-n", team, "-l", f"{OWNER_LABEL}=serve")["items"]
+    assert _cluster_config(cluster, team, "serve")["suspend"] is True
+
+    cluster.kubectl("delete", "raycluster", "blocker", "-n", team, "--wait=false")
+    admitted_workload(cluster, team, uid)
+    running = wait_until(lambda: _running_cluster_of(cluster, team, "serve"), "the RayService's RayCluster to run")
+    templates = [running["spec"]["headGroupSpec"]["template"]] + [
+        group["template"] for group in running["spec"]["workerGroupSpecs"]
+    ]
+    for template in templates:
+        assert template["spec"]["nodeSelector"] == FLAVOR_LABELS
+    for pod in running_pods(cluster, team, f"{OWNER_LABEL}=serve", 3, timeout=180):
+        assert_placed(pod)
+    # Without a Ray dashboard KubeRay never marks it Ready: the Workload stays admitted all the same.
+    status = get_json(cluster, "rayservice", "serve", "-n", team).get("status") or {}
+    assert not any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+
+    # Preempted: suspended again and its quota freed for the urgent Job. (KubeRay acts on a changed
+    # rayClusterConfig only after reading the Serve applications from the Ray dashboard, which fake pods do not
+    # run: its RayCluster is left as it was, so the pods are not checked here.)
+    urgent = create(cluster, urgent_job(team, "urgent", pods_count=2, gpus_per_pod=8))
+    admitted_workload(cluster, team, urgent["metadata"]["uid"])
+    evicted = workload_of(cluster, team, uid)
+    assert evicted is not None and "admission" not in (evicted.get("status") or {})
+    wait_until(lambda: _cluster_config(cluster, team, "serve")["suspend"] is True, "the RayService suspended")
+    cluster.kubectl("delete", "job", "urgent", "-n", team, "--cascade=foreground", "--wait=false")
+    admitted_workload(cluster, team, uid)
+    resumed = wait_until(
+        lambda: (config := _cluster_config(cluster, team, "serve"))["suspend"] is False and config,
+        "the RayService resumed",
+    )
+    assert resumed["headGroupSpec"]["template"]["spec"]["nodeSelector"] == FLAVOR_LABELS
+
+    cluster.kubectl("delete", "rayservice", "serve", "-n", team, "--wait=false")
+    wait_until(
+        lambda: workload_of(cluster, team, uid) is None, "the deleted RayService's Workload to be deleted", timeout=60
+    )
+
+
+def _cluster_config(cluster: Cluster, namespace: str, service: str) -> dict[str, Any]:
+    config: dict[str, Any] = get_json(cluster, "rayservice", service, "-n", namespace)["spec"]["rayClusterConfig"]
+    return config
+
+
+def _running_cluster_of(cluster: Cluster, namespace: str, service: str) -> dict[str, Any] | None:
+    """The RayCluster KubeRay made for the RayService, once one of them is not suspended."""
+    for item in get_json(cluster, "rayclusters", "-n", namespace)["items"]:
+        owners = item["metadata"].get("ownerReferences") or []
+        ours = any(o["kind"] == "RayService" and o["name"] == service for o in owners)
+        if ours and not item["spec"].get("suspend"):
+            return dict(item)
+    return None

@@ -1,11 +1,12 @@
-"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one RayCluster, each training-operator kind
-(PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its ClusterTrainingRuntime on
-each side), one AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by the control plane's
-kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the same name and owners.
-Kueue runs on a control plane of its own (its CRDs and kuota's may never share one) with the CRDs of those kinds
-installed, those integrations and ``pod`` enabled and its pod webhook registered as its release registers it; no
-controller of those kinds is needed there, Kueue makes the Workload from the object alone. A pod group's pod sets are
-named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored exactly as Kueue does."""
+"""kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one RayCluster, one RayService, each
+training-operator kind (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its
+ClusterTrainingRuntime on each side), one AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by
+the control plane's kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the
+same name and owners. Kueue runs on a control plane of its own (its CRDs and kuota's may never share one) with the CRDs
+of those kinds installed, those integrations and ``pod`` enabled and its pod webhook registered as its release
+registers it; no controller of those kinds is needed there, Kueue makes the Workload from the object alone. A pod
+group's pod sets are named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored
+exactly as Kueue does."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tests.integration.job_kinds.manifests import (
     pytorchjob,
     raycluster,
     rayjob,
+    rayservice,
     trainjob,
 )
 from tests.integration.job_kinds.queueing import create, get_json, workload_of
@@ -39,8 +41,8 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset", "ray.io/rayjob",
-                    "ray.io/raycluster", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
-                    "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
+                    "ray.io/raycluster", "ray.io/rayservice", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
+                    "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
                     "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper")  # fmt: skip
 TFJOB = KubeflowKind("TFJob", "tfReplicaSpecs", "tensorflow")
 XGBOOSTJOB = KubeflowKind("XGBoostJob", "xgbReplicaSpecs", "xgboost")
@@ -108,6 +110,7 @@ def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
         (jobset("any", "train", workers=2, gpus=4), [("driver", 1), ("workers", 4)]),
         (rayjob("any", "tune", workers=2, gpus=4), [("head", 1), ("gpu", 2), ("submitter", 1)]),
         (raycluster("any", "notebook", workers=3, gpus=4), [("head", 1), ("gpu", 3)]),
+        (rayservice("any", "serve", workers=2, gpus=4), [("head", 1), ("gpu", 2)]),
         (pytorchjob("any", "ddp", workers=3, gpus=4), [("master", 1), ("worker", 3)]),
         (
             kubeflow_job("any", TFJOB, "tf", {"Worker": 2, "PS": 1, "Chief": 1}, gpus=2),
@@ -123,6 +126,7 @@ def _owners(workload: dict[str, Any]) -> list[tuple[str, str, bool]]:
         "JobSet",
         "RayJob",
         "RayCluster",
+        "RayService",
         "PyTorchJob",
         "TFJob",
         "XGBoostJob",

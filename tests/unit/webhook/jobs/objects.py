@@ -67,6 +67,11 @@ def raycluster(name: str = "cluster") -> dict[str, Any]:
     return {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata(name), "spec": spec}
 
 
+def rayservice(name: str = "serve") -> dict[str, Any]:
+    spec = {"serveConfigV2": "applications: []", "rayClusterConfig": {"suspend": True, **ray_cluster_spec()}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": metadata(name), "spec": spec}
+
+
 def rayjob(name: str = "tune", submitter: dict[str, Any] | None = None, mode: str = "K8sJobMode") -> dict[str, Any]:
     spec: dict[str, Any] = {
         "suspend": True,

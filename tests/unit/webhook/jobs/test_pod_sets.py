@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from kuota.simulator.lines import SERVING_ANNOTATION
 from kuota.webhook.controller.errors import InvalidJobError
-from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob
+from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob, rayservice
 from kuota.webhook.jobs.adapter import Finished, workload_manifest
 from tests.unit.webhook.jobs import objects
 
@@ -94,6 +95,36 @@ def test_a_raycluster_never_finishes_and_holds_pods_until_kuberay_reports_it_sus
     cluster["status"] = {"state": "suspended"}
     assert not raycluster.ADAPTER.has_active_pods(cluster)
     assert raycluster.ADAPTER.finished(cluster) is None
+
+
+def test_a_rayservice_has_its_cluster_config_s_pod_sets_and_a_serving_workload_named_for_it() -> None:
+    service = objects.rayservice("serve")
+    pod_sets = rayservice.ADAPTER.pod_sets(service)
+    cluster = raycluster.ADAPTER.pod_sets({"spec": service["spec"]["rayClusterConfig"]})
+    assert [(p.name, p.count, p.template) for p in pod_sets] == [(p.name, p.count, p.template) for p in cluster]
+    manifest = workload_manifest(service, rayservice.ADAPTER)
+    assert manifest["metadata"]["name"].startswith("rayservice-serve-")
+    assert manifest["metadata"]["annotations"][SERVING_ANNOTATION] == "true"
+    owner = manifest["metadata"]["ownerReferences"][0]
+    assert (owner["apiVersion"], owner["kind"], owner["name"]) == ("ray.io/v1", "RayService", "serve")
+    assert SERVING_ANNOTATION not in (workload_manifest(objects.raycluster(), raycluster.ADAPTER)["metadata"]).get(
+        "annotations", {}
+    )
+
+
+def test_a_rayservice_is_held_by_its_cluster_config_s_suspend_and_active_and_ready_while_it_is_ready() -> None:
+    service = objects.rayservice()
+    assert rayservice.ADAPTER.is_suspended(service)
+    assert rayservice.ADAPTER.suspend_patch(service) == {"spec": {"rayClusterConfig": {"suspend": True}}}
+    service["spec"]["rayClusterConfig"]["suspend"] = False
+    assert not rayservice.ADAPTER.is_suspended(service)
+    service["status"] = {"conditions": [{"type": "Ready", "status": "False", "reason": "Initializing"}]}
+    assert not rayservice.ADAPTER.has_active_pods(service)
+    assert not rayservice.ADAPTER.pods_ready(service)
+    service["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    assert rayservice.ADAPTER.has_active_pods(service)
+    assert rayservice.ADAPTER.pods_ready(service)
+    assert rayservice.ADAPTER.finished(service) is None
 
 
 def test_a_pytorchjob_has_master_then_worker_whatever_the_spec_s_order() -> None:

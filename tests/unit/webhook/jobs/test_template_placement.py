@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kuota.webhook.controller.errors import JobConflictError
-from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob
+from kuota.webhook.jobs import batch_job, jobset, kubeflow, raycluster, rayjob, rayservice
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
 from tests.unit.webhook.jobs import objects
 from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
@@ -20,6 +20,7 @@ KINDS: list[tuple[JobAdapter, Callable[[], dict[str, Any]]]] = [
     (jobset.ADAPTER, objects.jobset),
     (raycluster.ADAPTER, objects.raycluster),
     (rayjob.ADAPTER, lambda: objects.rayjob(submitter=objects.pod_template(0))),
+    (rayservice.ADAPTER, objects.rayservice),
     (kubeflow.PYTORCHJOB, objects.pytorchjob),
     (kubeflow.TFJOB, objects.tfjob),
     (kubeflow.XGBOOSTJOB, objects.xgboostjob),
