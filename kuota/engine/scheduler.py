@@ -203,14 +203,20 @@ class Scheduler:
         queue's candidate is its first workload that can be admitted now: heads that cannot are set aside on the
         way, as an attempt would."""
         records = self.manager.records
-        if wake_waiting:
-            # A set-aside head of another queue that now fits competes too, as every ClusterQueue's head does in
-            # Kueue's cycle: without this, the borrower taking a free would win by being the one the need index
-            # offered first. Once per tree and pass: admissions only take quota, so what could not fit then
-            # cannot now.
-            while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
-                self.manager.wake_if_needs_available(tree, woken[1])
         nodes = self.manager.tree.cluster_queues
+        if wake_waiting:
+            # A set-aside head of another queue with nominal quota to spare competes too, as every ClusterQueue's
+            # head does in Kueue's cycle: without this, the borrower taking a free would win by being the one the
+            # need index offered first. Once per tree and pass: admissions only take quota, so what could not fit
+            # then cannot now.
+            for name in tree.queues:
+                other = self.manager.queues[name]
+                node = nodes[name]
+                if other is borrower or all(node.usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()):
+                    continue
+                for group in list(other.groups.values()):
+                    if group.set_aside and group.wake_conditions.needs is not None:
+                        self.manager.wake_if_needs_available(tree, group)
         candidates: list[tuple[SortKey, Queue, Group, Record, Assignment, Plan]] = []
         for name in tree.queues:
             queue = self.manager.queues[name]
