@@ -34,7 +34,7 @@ from kuota.webhook.admission.cluster_facts import ClusterFacts
 from kuota.webhook.admission.errors import MalformedObjectError
 from kuota.webhook.admission.reviews import AdmissionRequest, UserInfo, Verdict
 from kuota.webhook.controller.errors import InvalidJobError
-from kuota.webhook.jobs.adapter import JobAdapter, SuspendFieldAdapter
+from kuota.webhook.jobs.adapter import JobAdapter, PodSet, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
@@ -181,7 +181,7 @@ def default_job(
     if not job.suspend and managed:
         patch += adapter.suspend_on_create(obj)
     warnings = []
-    if not managed and _requests_gpus(_templates(obj, adapter)):
+    if not managed and _requests_gpus([pod_set.template for pod_set in _pod_sets(obj, adapter)]):
         # The guide's most common first-run mistake: the Job runs outside every quota without a word.
         warnings.append(
             f"{job.reference} requests GPUs but has no {QUEUE_NAME_LABEL} label (and the namespace has no "
@@ -190,11 +190,12 @@ def default_job(
     return Verdict.allow(patch, warnings)
 
 
-def _templates(obj: Mapping[str, Any], adapter: JobAdapter) -> list[Mapping[str, Any]]:
-    """The object's pod templates, or none when they are malformed (then there is nothing to warn about: the API
-    server's own validation answers that)."""
+def _pod_sets(obj: Mapping[str, Any], adapter: JobAdapter) -> list[PodSet]:
+    """The object's pod sets, or none when they cannot be read from it: malformed (the API server's own validation
+    answers that), or made from another object or part it lacks (a TrainJob's runtime, an MPIJob's launcher: the
+    controller tells the object why it gets no Workload)."""
     try:
-        return [pod_set.template for pod_set in adapter.pod_sets(obj)]
+        return adapter.pod_sets(obj)
     except (KeyError, TypeError, ValueError, AttributeError, InvalidJobError):
         return []
 
@@ -240,7 +241,7 @@ def validate_job(
         return Verdict.deny(problem, code=422)
     topology_errors = [
         error
-        for pod_set in adapter.pod_sets(request.object or {})
+        for pod_set in _pod_sets(request.object or {}, adapter)
         for error in annotation_errors(
             (pod_set.template.get("metadata") or {}).get("annotations") or {},
             f"pod set {pod_set.name}: template.metadata",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +20,10 @@ from kuota.webhook.admission.job_policy import (
     validate_job,
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, GroupVersionKind, Operation, UserInfo
+from kuota.webhook.jobs import kubeflow, trainjob
+from kuota.webhook.jobs.adapter import JobAdapter
 from tests.unit.webhook.admission.static_facts import StaticClusterFacts, apply_patch
+from tests.unit.webhook.jobs import objects
 
 KUOTA = "system:serviceaccount:kuota-system:kuota-manager"
 POLICY = JobPolicy(
@@ -241,3 +246,25 @@ def test_update_without_old_object_is_malformed() -> None:
 
 def test_delete_is_not_judged() -> None:
     assert validate_job(request(None, operation="DELETE"), POLICY, StaticClusterFacts()).allowed
+
+
+def _headless_mpijob() -> dict[str, Any]:
+    job = objects.mpijob("headless")
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]
+    return job
+
+
+@pytest.mark.parametrize(
+    ("make", "adapter"),
+    [(_headless_mpijob, kubeflow.MPIJOB), (objects.trainjob, trainjob.ADAPTER)],
+    ids=["an MPIJob without a launcher", "a TrainJob whose runtime the webhook cannot see"],
+)
+def test_a_queued_job_whose_pod_sets_cannot_be_read_here_is_let_through_for_the_controller_to_explain(
+    make: Callable[[], dict[str, Any]], adapter: JobAdapter
+) -> None:
+    obj = make()
+    obj["metadata"].setdefault("labels", {})[QUEUE_NAME_LABEL] = "q"
+    # The controller tells the object why it gets no Workload (ErrWorkloadCompose); the webhook must neither
+    # refuse it nor fail on it, or the user meets an internal error instead of that reason.
+    review = dataclasses.replace(request(obj), kind=adapter.kind)
+    assert validate_job(review, POLICY, StaticClusterFacts(), adapter).allowed
