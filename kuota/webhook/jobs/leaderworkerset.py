@@ -22,14 +22,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from kuota.simulator.lines import SERVING_ANNOTATION as SERVING_WORKLOAD_ANNOTATION
 from kuota.webhook.jobs.adapter import (
-    JOB_UID_LABEL,
-    KUEUE_API,
-    PRIORITY_CLASS_LABEL,
-    QUEUE_LABEL,
-    RESOURCE_IN_USE_FINALIZER,
-    owner_reference,
     workload_name,
 )
 from kuota.webhook.jobs.pod import (
@@ -39,7 +32,7 @@ from kuota.webhook.jobs.pod import (
     ROLE_HASH_ANNOTATION,
     SINGLE_POD_SET,
 )
-from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, replicas
+from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, replicas, serving_workload
 
 LEADER_POD_SET = "leader"
 WORKER_POD_SET = "worker"
@@ -102,28 +95,7 @@ def pod_sets(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def group_workload(lws: Mapping[str, Any], index: int) -> dict[str, Any]:
     """Group ``index``'s Workload, marked serving (``kuota.dev/serving``) and owned by the LeaderWorkerSet."""
-    metadata = lws["metadata"]
-    labels = metadata.get("labels") or {}
-    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets(lws)}
-    if labels.get(PRIORITY_CLASS_LABEL):
-        spec["priorityClassRef"] = {
-            "group": "kueue.x-k8s.io",
-            "kind": "WorkloadPriorityClass",
-            "name": labels[PRIORITY_CLASS_LABEL],
-        }
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "Workload",
-        "metadata": {
-            "annotations": {SERVING_WORKLOAD_ANNOTATION: "true"},
-            "name": group_workload_name(lws, index),
-            "namespace": metadata["namespace"],
-            "labels": {JOB_UID_LABEL: metadata["uid"]},
-            "finalizers": [RESOURCE_IN_USE_FINALIZER],
-            "ownerReferences": [owner_reference(lws, LEADERWORKERSET.kind, controller=False)],
-        },
-        "spec": spec,
-    }
+    return serving_workload(lws, LEADERWORKERSET, group_workload_name(lws, index), pod_sets(lws))
 
 
 def set_name(pod: Mapping[str, Any]) -> str | None:

@@ -166,15 +166,21 @@ def statefulset_group(pod: Mapping[str, Any]) -> str | None:
 
 def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     """The StatefulSet's Workload: one pod set ``main`` of ``replicas`` pods, its template's spec (as Kueue keeps
-    only the spec), owned by the StatefulSet (a plain owner reference, not a controller one, as Kueue's), marked
-    serving (``kuota.dev/serving``)."""
-    metadata = sts["metadata"]
-    labels = metadata.get("labels") or {}
+    only the spec)."""
     template_spec = dict((sts["spec"].get("template") or {}).get("spec") or {})
-    spec: dict[str, Any] = {
-        "queueName": labels.get(QUEUE_LABEL, ""),
-        "podSets": [{"name": SINGLE_POD_SET, "count": replicas(sts), "template": {"spec": template_spec}}],
-    }
+    pod_sets = [{"name": SINGLE_POD_SET, "count": replicas(sts), "template": {"spec": template_spec}}]
+    return serving_workload(sts, STATEFULSET, statefulset_workload_name(sts), pod_sets)
+
+
+def serving_workload(
+    parent: Mapping[str, Any], kind: PodParent, name: str, pod_sets: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A Workload ``name`` made from a pod parent (a StatefulSet, a LeaderWorkerSet's group): its queue and
+    priority class from the parent's labels, owned by the parent (a plain owner reference, not a controller one,
+    as Kueue's), marked serving (``kuota.dev/serving``)."""
+    metadata = parent["metadata"]
+    labels = metadata.get("labels") or {}
+    spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": pod_sets}
     if labels.get(PRIORITY_CLASS_LABEL):
         spec["priorityClassRef"] = {
             "group": "kueue.x-k8s.io",
@@ -186,11 +192,11 @@ def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
         "kind": "Workload",
         "metadata": {
             "annotations": {SERVING_WORKLOAD_ANNOTATION: "true"},
-            "name": statefulset_workload_name(sts),
+            "name": name,
             "namespace": metadata["namespace"],
             "labels": {JOB_UID_LABEL: metadata["uid"]},
             "finalizers": [RESOURCE_IN_USE_FINALIZER],
-            "ownerReferences": [owner_reference(sts, STATEFULSET.kind, controller=False)],  # plain, as Kueue's
+            "ownerReferences": [owner_reference(parent, kind.kind, controller=False)],
         },
         "spec": spec,
     }
