@@ -112,6 +112,7 @@ def test_a_deployments_pod_is_gated_without_a_finalizer_and_other_pods_are_left_
     pod = a_pod_of(deployment, "ReplicaSet", "llm-7d9f", "rs-uid")
     gated = apply_patch(pod, list(default_pod(pod_review(pod), PARENTS_ONLY, StaticClusterFacts()).patch))
     assert pods.is_gated(gated) and pods.is_managed(gated)
+    assert {"name": "kueue.x-k8s.io/topology"} in gated["spec"]["schedulingGates"]  # as Kueue gates every pod
     assert "finalizers" not in gated["metadata"]
     assert gated["metadata"]["labels"][QUEUE] == "inference"
     named = {**gated, "metadata": {**gated["metadata"], "uid": "p-uid"}}

@@ -57,10 +57,15 @@ def request(
 
 
 def test_a_labelled_pod_is_gated_marked_managed_and_held_by_kueues_finalizer() -> None:
+    # Kueue's pod webhook gates every pod it suspends by topology too: whether its Workload is placed by topology
+    # (asked or implied by a TAS-only queue) is known only at admission, and a gate cannot be added later.
     labelled = a_pod({"kueue.x-k8s.io/queue-name": "research-queue"})
     verdict = default_pod(request(labelled), POLICY, StaticClusterFacts())
     defaulted = apply_patch(labelled, list(verdict.patch))
-    assert defaulted["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert defaulted["spec"]["schedulingGates"] == [
+        {"name": "kueue.x-k8s.io/admission"},
+        {"name": "kueue.x-k8s.io/topology"},
+    ]
     assert defaulted["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
     assert defaulted["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     again = default_pod(request(defaulted), POLICY, StaticClusterFacts())

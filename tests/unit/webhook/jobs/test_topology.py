@@ -14,11 +14,13 @@ from kuota.webhook.jobs.topology import (
     JOB_INDEX_LABEL,
     PREFERRED,
     REQUIRED,
+    SLICE_CONSTRAINTS,
     SLICE_REQUIRED,
     SLICE_SIZE,
     TOPOLOGY_GATE,
     UNCONSTRAINED,
     annotation_errors,
+    group_errors,
     topology_request,
     ungate_patch,
     ungating_plan,
@@ -130,3 +132,101 @@ def test_repeated_ranks_fall_back_to_filling_domains_in_order() -> None:
     pods = [_pod("p0", index=0), _pod("p1", index=0)]
     plan = ungating_plan((RACK, HOST), domains, pods)
     assert [(pod["metadata"]["name"], labels[HOST]) for pod, labels in plan] == [("p0", "n1"), ("p1", "n2")]
+
+
+LEADER = "pod set leader: template.metadata"
+WORKERS = "pod set workers: template.metadata"
+
+
+def test_a_leader_and_workers_asking_the_same_level_make_a_sound_group() -> None:
+    # Kueue's ValidatePodSetGroupingTopology (tas_validation.go): "valid group" shapes
+    grouped = {REQUIRED: RACK, GROUP_NAME: "g"}
+    assert group_errors([(LEADER, 1, grouped), (WORKERS, 4, grouped), ("pod set other: m", 3, {})]) == []
+
+
+def test_a_group_of_one_pod_set_is_refused_in_kueues_words() -> None:
+    assert group_errors([(LEADER, 1, {REQUIRED: RACK, GROUP_NAME: "g"})]) == [
+        f"{LEADER}.annotations[{GROUP_NAME}]: Invalid value: 'g': can only define groups of exactly 2 pod sets, "
+        "got: 1 pod set(s)"
+    ]
+
+
+def test_a_group_without_a_one_pod_leader_is_refused_on_both_pod_sets() -> None:
+    grouped = {PREFERRED: RACK, GROUP_NAME: "g"}
+    wanted = (
+        "Invalid value: 'g': can only define groups where at least one pod set has only 1 replica, got: 2 replica(s) "
+        "and 3 replica(s) in the group"
+    )
+    assert group_errors([(LEADER, 2, grouped), (WORKERS, 3, grouped)]) == [
+        f"{LEADER}.annotations[{GROUP_NAME}]: {wanted}",
+        f"{WORKERS}.annotations[{GROUP_NAME}]: {wanted}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "workers", [{PREFERRED: RACK, GROUP_NAME: "g"}, {REQUIRED: HOST, GROUP_NAME: "g"}, {GROUP_NAME: "g"}]
+)
+def test_a_group_asking_two_levels_is_refused_naming_the_other_pod_set(workers: dict[str, str]) -> None:
+    consistent = f"must specify '{REQUIRED}' or '{PREFERRED}' topology consistent with"
+    assert group_errors([(LEADER, 1, {REQUIRED: RACK, GROUP_NAME: "g"}), (WORKERS, 4, workers)]) == [
+        f"{LEADER}.annotations: Invalid value: {consistent} '{WORKERS}.annotations' in group 'g'",
+        f"{WORKERS}.annotations: Invalid value: {consistent} '{LEADER}.annotations' in group 'g'",
+    ]
+
+
+LAYERS = f'[{{"topology": "{RACK}", "size": 4}}, {{"topology": "{HOST}", "size": 2}}]'
+
+
+def test_layers_of_slices_give_the_pod_sets_constraints() -> None:
+    # Kueue's podSetTopologyRequestBuilder with TASMultiLayerTopology (on by default since v0.19)
+    annotations = {REQUIRED: "example.com/block", SLICE_CONSTRAINTS: LAYERS}
+    assert annotation_errors(annotations, "m") == []
+    assert topology_request(annotations) == {
+        "required": "example.com/block",
+        "podsetSliceRequiredTopologyConstraints": [{"topology": RACK, "size": 4}, {"topology": HOST, "size": 2}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("annotations", "wanted"),
+    [
+        (
+            {SLICE_CONSTRAINTS: LAYERS, SLICE_REQUIRED: HOST, SLICE_SIZE: "2"},
+            [
+                f"m.annotations[{SLICE_CONSTRAINTS}]: Forbidden: may not be set when '{SLICE_REQUIRED}' is specified",
+                f"m.annotations[{SLICE_CONSTRAINTS}]: Forbidden: may not be set when '{SLICE_SIZE}' is specified",
+            ],
+        ),
+        (
+            {REQUIRED: RACK, GROUP_NAME: "g", SLICE_CONSTRAINTS: LAYERS},
+            [f"m.annotations[{GROUP_NAME}]: Forbidden: may not be set when '{SLICE_CONSTRAINTS}' is specified"],
+        ),
+        (
+            {SLICE_CONSTRAINTS: "[]"},
+            [
+                f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: '[]': topology constraints must contain between "
+                "1 and 3 entries"
+            ],
+        ),
+        (
+            {SLICE_CONSTRAINTS: f'[{{"topology": "{RACK}", "size": 4}}, {{"topology": "{RACK}", "size": 3}}]'},
+            [
+                f'm.annotations[{SLICE_CONSTRAINTS}][1].topology: Duplicate value: "{RACK} (also at index 0)"',
+                f"m.annotations[{SLICE_CONSTRAINTS}][1].size: Invalid value: 3: must evenly divide the parent layer "
+                "size 4",
+            ],
+        ),
+        (
+            {SLICE_CONSTRAINTS: f'[{{"topology": "{RACK}", "size": 0}}]'},
+            [f"m.annotations[{SLICE_CONSTRAINTS}][0].size: Invalid value: 0: must be greater than or equal to 1"],
+        ),
+    ],
+)
+def test_bad_layers_of_slices_are_refused_in_kueues_words(annotations: dict[str, str], wanted: list[str]) -> None:
+    # Kueue's validateSliceRequiredTopologyConstraintsAnnotation
+    assert annotation_errors(annotations, "m") == wanted
+
+
+def test_layers_that_are_not_json_are_refused_in_one_line() -> None:
+    (error,) = annotation_errors({SLICE_CONSTRAINTS: "[{"}, "m")
+    assert error.startswith(f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: '[{{': must be a valid JSON array")
