@@ -205,3 +205,15 @@ def test_a_queued_lws_leader_and_workers_must_ask_one_level_as_one_pod_set_group
     ) in refused.message
     unqueued = _grouped(an_lws(None), rack, "kubernetes.io/hostname")
     assert validate_parent(review(unqueued), LWS_ONLY, StaticClusterFacts(), LEADERWORKERSET).allowed
+
+
+def test_each_groups_pod_sets_carry_their_templates_topology_requests() -> None:
+    # Kueue's LeaderWorkerSet reconciler builds each pod set's topologyRequest from its template's annotations.
+    rack = "example.com/rack"
+    sets = leaderworkerset.pod_sets(_grouped(an_lws({QUEUE: "inference"}), rack, rack))
+    wanted = {"required": rack, "podSetGroupName": "g"}
+    assert [(s["name"], s["count"], s.get("topologyRequest")) for s in sets] == [
+        ("leader", 1, wanted),
+        ("worker", 2, wanted),
+    ]
+    assert all("topologyRequest" not in s for s in leaderworkerset.pod_sets(an_lws({QUEUE: "inference"})))

@@ -149,6 +149,17 @@ def test_a_statefulsets_workload_is_one_pod_set_main_of_replicas_owned_by_it() -
     [pod_set] = workload["spec"]["podSets"]
     assert (pod_set["name"], pod_set["count"]) == ("main", 3)
     assert pod_set["template"] == {"spec": sts["spec"]["template"]["spec"]}
+    assert "topologyRequest" not in pod_set
+
+
+def test_a_statefulsets_template_annotations_give_its_pod_set_a_topology_request() -> None:
+    # Kueue's StatefulSet reconciler: NewPodSetTopologyRequest(template metadata)
+    sts = a_parent(STATEFULSET, {QUEUE: "inference"}, replicas=2)
+    sts["spec"]["template"].setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": "example.com/rack"
+    }
+    [pod_set] = pod_parents.statefulset_workload(sts)["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == {"required": "example.com/rack"}
 
 
 def test_a_queued_statefulset_scales_only_to_or_from_zero_as_in_kueue() -> None:
