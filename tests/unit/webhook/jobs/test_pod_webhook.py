@@ -57,8 +57,10 @@ def request(
 
 
 def test_a_labelled_pod_is_gated_marked_managed_and_held_by_kueues_finalizer() -> None:
-    # Kueue's pod webhook gates every pod it suspends by topology too: whether its Workload is placed by topology
-    # (asked or implied by a TAS-only queue) is known only at admission, and a gate cannot be added later.
+    # Kueue's pod webhook gates every pod it suspends by topology too, TopologyAwareScheduling being on by default
+    # ("pod with TAS", pod_webhook_test.go; its other cases turn the gate off): whether the pod's Workload is placed
+    # by topology (asked, or implied by a TAS-only queue) is known only at admission, and a gate cannot be added
+    # later.
     labelled = a_pod({"kueue.x-k8s.io/queue-name": "research-queue"})
     verdict = default_pod(request(labelled), POLICY, StaticClusterFacts())
     defaulted = apply_patch(labelled, list(verdict.patch))

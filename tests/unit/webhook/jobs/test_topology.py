@@ -187,46 +187,60 @@ def test_layers_of_slices_give_the_pod_sets_constraints() -> None:
     }
 
 
+BLOCK = "cloud.com/block"
+RACK_16 = '{"topology": "cloud.com/rack", "size": 16}'
+
+
 @pytest.mark.parametrize(
     ("annotations", "wanted"),
     [
-        (
-            {SLICE_CONSTRAINTS: LAYERS, SLICE_REQUIRED: HOST, SLICE_SIZE: "2"},
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_REQUIRED: "cloud.com/rack", SLICE_SIZE: "16", SLICE_CONSTRAINTS: f"[{RACK_16}]"},
             [
                 f"m.annotations[{SLICE_CONSTRAINTS}]: Forbidden: may not be set when '{SLICE_REQUIRED}' is specified",
                 f"m.annotations[{SLICE_CONSTRAINTS}]: Forbidden: may not be set when '{SLICE_SIZE}' is specified",
             ],
+            id="invalid: mutual exclusivity with podset-slice-required-topology",
         ),
-        (
-            {REQUIRED: RACK, GROUP_NAME: "g", SLICE_CONSTRAINTS: LAYERS},
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_CONSTRAINTS: f"[{RACK_16}]", GROUP_NAME: "group1"},
             [f"m.annotations[{GROUP_NAME}]: Forbidden: may not be set when '{SLICE_CONSTRAINTS}' is specified"],
+            id="invalid: with podset-group-name",
         ),
-        (
-            {SLICE_CONSTRAINTS: "[]"},
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_CONSTRAINTS: "[]"},
             [
                 f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: '[]': topology constraints must contain between "
                 "1 and 3 entries"
             ],
+            id="invalid: empty array",
         ),
-        (
-            {SLICE_CONSTRAINTS: f'[{{"topology": "{RACK}", "size": 4}}, {{"topology": "{RACK}", "size": 3}}]'},
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_CONSTRAINTS: f'[{RACK_16}, {{"topology": "cloud.com/rack", "size": 4}}]'},
+            [f'm.annotations[{SLICE_CONSTRAINTS}][1].topology: Duplicate value: "cloud.com/rack (also at index 0)"'],
+            id="invalid: duplicate topology labels",
+        ),
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_CONSTRAINTS: f'[{RACK_16}, {{"topology": "{HOST}", "size": 5}}]'},
             [
-                f'm.annotations[{SLICE_CONSTRAINTS}][1].topology: Duplicate value: "{RACK} (also at index 0)"',
-                f"m.annotations[{SLICE_CONSTRAINTS}][1].size: Invalid value: 3: must evenly divide the parent layer "
-                "size 4",
+                f"m.annotations[{SLICE_CONSTRAINTS}][1].size: Invalid value: 5: must evenly divide the parent layer "
+                "size 16"
             ],
+            id="invalid: size does not divide parent",
         ),
-        (
-            {SLICE_CONSTRAINTS: f'[{{"topology": "{RACK}", "size": 0}}]'},
+        pytest.param(
+            {REQUIRED: BLOCK, SLICE_CONSTRAINTS: '[{"topology": "cloud.com/rack", "size": 0}]'},
             [f"m.annotations[{SLICE_CONSTRAINTS}][0].size: Invalid value: 0: must be greater than or equal to 1"],
+            id="invalid: size less than 1",
         ),
     ],
 )
 def test_bad_layers_of_slices_are_refused_in_kueues_words(annotations: dict[str, str], wanted: list[str]) -> None:
-    # Kueue's validateSliceRequiredTopologyConstraintsAnnotation
+    # Kueue's TestValidateSliceRequiredTopologyConstraints (tas_validation_test.go), case by case (the ids)
     assert annotation_errors(annotations, "m") == wanted
 
 
 def test_layers_that_are_not_json_are_refused_in_one_line() -> None:
+    # "invalid: not valid JSON"
     (error,) = annotation_errors({SLICE_CONSTRAINTS: "[{"}, "m")
     assert error.startswith(f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: '[{{': must be a valid JSON array")
