@@ -38,7 +38,7 @@ from kuota.webhook.jobs.adapter import JobAdapter, PodSet, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
-from kuota.webhook.jobs.topology import annotation_errors, group_errors
+from kuota.webhook.jobs.topology import annotation_errors, pod_set_errors
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -249,8 +249,8 @@ def validate_job(
         for pod_set in _pod_sets(request.object or {}, adapter)
     ]
     topology_errors = [error for path, _, annotations in annotated for error in annotation_errors(annotations, path)]
-    if not topology_errors:  # the groups' checks read the annotations the first ones found sound
-        topology_errors = group_errors(annotated)
+    if not topology_errors:  # these read the annotations the first ones found sound
+        topology_errors = pod_set_errors(annotated)
     if topology_errors:
         return Verdict.deny(f"{job.reference}: {'; '.join(topology_errors)}", code=422)
     by_kuota = policy.kuota.made(request.user)

@@ -32,7 +32,7 @@ from kuota.webhook.admission.job_policy import (
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import leaderworkerset, pod_parents
 from kuota.webhook.jobs.pod_parents import DEPLOYMENT, LEADERWORKERSET, STATEFULSET, PodParent
-from kuota.webhook.jobs.topology import annotation_errors, group_errors
+from kuota.webhook.jobs.topology import annotation_errors, pod_set_errors
 
 
 def _read(obj: Mapping[str, Any] | None, request: AdmissionRequest, parent: PodParent, where: str) -> JobFacts:
@@ -144,7 +144,7 @@ def _topology_errors(parent: PodParent, obj: Mapping[str, Any]) -> list[str]:
         annotations = pod_parents.template_metadata(obj, path).get("annotations") or {}
         annotated.append((".".join(path) + ".metadata", _pod_count(parent, obj, path), annotations))
     errors = [error for where, _, annotations in annotated for error in annotation_errors(annotations, where)]
-    return errors or group_errors(annotated)
+    return errors or pod_set_errors(annotated)
 
 
 def _pod_count(parent: PodParent, obj: Mapping[str, Any], path: tuple[str, ...]) -> int:

@@ -151,6 +151,26 @@ def _slice_layer_errors(annotations: Mapping[str, str], where: str) -> list[str]
     return errors
 
 
+def pod_set_errors(pod_sets: Sequence[tuple[str, int, Mapping[str, str]]]) -> list[str]:
+    """What is wrong with a job's pod sets' topology (each: its template metadata's path, its count and its
+    annotations), once each one's annotations are sound: a slice (the outermost layer's) larger than its pod set
+    (``ValidateSliceSizeAnnotationUpperBound``), and its pod set groups (:func:`group_errors`)."""
+    errors: list[str] = []
+    for path, count, asked in pod_sets:
+        where = f"{path}.annotations"
+        if SLICE_SIZE in asked and int(asked[SLICE_SIZE]) > count:
+            errors.append(
+                f"{where}[{SLICE_SIZE}]: Invalid value: {asked[SLICE_SIZE]!r}: must not be greater than pod set "
+                f"count {count}"
+            )
+        outer = json.loads(asked[SLICE_CONSTRAINTS])[0]["size"] if SLICE_CONSTRAINTS in asked else 0
+        if outer > count:
+            errors.append(
+                f"{where}[{SLICE_CONSTRAINTS}]: Invalid value: {outer}: must not be greater than pod set count {count}"
+            )
+    return errors + group_errors(pod_sets)
+
+
 def group_errors(pod_sets: Sequence[tuple[str, int, Mapping[str, str]]]) -> list[str]:
     """What is wrong with a job's pod set groups (each pod set: its template metadata's path, its count and its
     annotations), in Kueue's words (``ValidatePodSetGroupingTopology``): a group is exactly 2 pod sets, one of

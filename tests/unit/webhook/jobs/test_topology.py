@@ -21,6 +21,7 @@ from kuota.webhook.jobs.topology import (
     UNCONSTRAINED,
     annotation_errors,
     group_errors,
+    pod_set_errors,
     topology_request,
     ungate_patch,
     ungating_plan,
@@ -244,3 +245,16 @@ def test_layers_that_are_not_json_are_refused_in_one_line() -> None:
     # "invalid: not valid JSON"
     (error,) = annotation_errors({SLICE_CONSTRAINTS: "[{"}, "m")
     assert error.startswith(f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: '[{{': must be a valid JSON array")
+
+
+def test_a_slice_larger_than_its_pod_set_is_refused() -> None:
+    # TestValidateSliceSizeAnnotationUpperBound: "valid: PodSetSliceSizeAnnotation within bound", "invalid:
+    # PodSetSliceSizeAnnotation exceeds pod count", "valid: multi-layer outermost size within bound", "invalid:
+    # multi-layer outermost size exceeds pod count"
+    sliced = {REQUIRED: BLOCK, SLICE_REQUIRED: "cloud.com/rack", SLICE_SIZE: "16"}
+    layered = {REQUIRED: BLOCK, SLICE_CONSTRAINTS: f"[{RACK_16}]"}
+    assert pod_set_errors([(WORKERS, 16, sliced), (LEADER, 32, layered)]) == []
+    assert pod_set_errors([(WORKERS, 8, sliced), (LEADER, 8, layered)]) == [
+        f"{WORKERS}.annotations[{SLICE_SIZE}]: Invalid value: '16': must not be greater than pod set count 8",
+        f"{LEADER}.annotations[{SLICE_CONSTRAINTS}]: Invalid value: 16: must not be greater than pod set count 8",
+    ]
