@@ -2,7 +2,8 @@
 TAS usage each admitted workload holds on the nodes, Kueue's way (pkg/scheduler/flavorassigner/
 tas_flavorassigner.go and the TAS steps of flavorassigner.go and preemption.go).
 
-After the flavor walk, a workload whose quota fits is placed; when it does not fit the topology, it is placed
+After the flavor walk, a workload whose quota fits is placed (the pod sets of one group on one flavor together, as
+a leader and its workers); when it does not fit the topology, it is placed
 again as if no TAS workload were admitted: if it fits so, preemption may free the right domains (its mode becomes
 PREEMPT, short of its TAS flavors' resources); if not, nothing can (NO_FIT). Victims are chosen until the
 placement fits with their usage gone (``VictimCheck``). Capacity is shared by every ClusterQueue whose flavors

@@ -16,7 +16,8 @@ finalizer (its parent decides when it goes); a StatefulSet's pod also gets the `
 (the StatefulSet's Workload name, from its controller reference), the role ``main`` and Kueue's serving mark.
 When only pod parents are enabled, every other pod is left alone.
 
-Validation (``/validate--v1-pod``): the queue-name label must be a valid name; a grouped pod needs a usable
+Validation (``/validate--v1-pod``): the queue-name label must be a valid name; a managed pod's topology
+annotations must be sound (Kueue's messages); a grouped pod needs a usable
 ``kueue.x-k8s.io/pod-group-total-count``; on UPDATE only kuota removes the admission gate of a managed pod.
 """
 
@@ -40,7 +41,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import leaderworkerset, pod_parents
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, STATEFULSET, PodParent
-from kuota.webhook.jobs.topology import TOPOLOGY_GATE
+from kuota.webhook.jobs.topology import TOPOLOGY_GATE, annotation_errors
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
 VALIDATE_POD_PATH = "/validate--v1-pod"
@@ -172,6 +173,10 @@ def validate_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFac
     problem = queue_name_problem(facts_of_pod)
     if problem is not None:
         return Verdict.deny(problem, code=422)
+    if pods.is_managed(pod):  # Kueue's pod webhook checks a managed pod's topology annotations
+        topology_errors = annotation_errors(pod["metadata"].get("annotations") or {}, "metadata")
+        if topology_errors:
+            return Verdict.deny(f"{reference}: {'; '.join(topology_errors)}", code=422)
     if pods.group_name(pod) is not None and pods.is_managed(pod) and not pods.is_serving(pod):
         count_problem = pods.total_count_problem(pod)
         if count_problem is not None:

@@ -118,7 +118,7 @@ def _slice_layer_errors(annotations: Mapping[str, str], where: str) -> list[str]
     text = annotations[SLICE_CONSTRAINTS]
     try:
         layers = json.loads(text)
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, RecursionError) as error:  # nested past Python's stack: no layer list either
         return [*errors, f"{key}: Invalid value: {text!r}: must be a valid JSON array: {error}"]
     if not isinstance(layers, list) or not all(
         isinstance(layer, dict)

@@ -166,3 +166,17 @@ def test_a_hostile_pod_is_answered_or_named_never_a_crash(obj: dict[str, Any], o
         except MalformedObjectError:
             pass
     warn_unmanaged(request(obj, kind=DEPLOYMENT), POLICY)
+
+
+def test_a_managed_pods_bad_topology_annotations_are_refused_in_kueues_words() -> None:
+    # Kueue's pod webhook: ValidateTASPodSetRequest on a managed pod's metadata
+    pod = a_pod({"kueue.x-k8s.io/queue-name": "research-queue", pods.MANAGED_LABEL: "true"}, gates=True)
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-slice-size": "2"}
+    denied = validate_pod(request(pod), POLICY, StaticClusterFacts())
+    assert (denied.allowed, denied.code) == (False, 422)
+    assert denied.message == (
+        "Pod research/notebook: metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Forbidden: may not be set "
+        "when 'kueue.x-k8s.io/podset-slice-required-topology' is not specified"
+    )
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": "example.com/rack"}
+    assert validate_pod(request(pod), POLICY, StaticClusterFacts()).allowed

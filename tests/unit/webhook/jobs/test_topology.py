@@ -258,3 +258,9 @@ def test_a_slice_larger_than_its_pod_set_is_refused() -> None:
         f"{WORKERS}.annotations[{SLICE_SIZE}]: Invalid value: '16': must not be greater than pod set count 8",
         f"{LEADER}.annotations[{SLICE_CONSTRAINTS}]: Invalid value: 16: must not be greater than pod set count 8",
     ]
+
+
+def test_layers_nested_too_deep_to_read_are_one_line_too() -> None:
+    (error,) = annotation_errors({SLICE_CONSTRAINTS: "[" * 100_000}, "m")
+    assert error.startswith(f"m.annotations[{SLICE_CONSTRAINTS}]: Invalid value: ")
+    assert "must be a valid JSON array" in error
