@@ -11,7 +11,7 @@ from kuota.engine.decoding import parse_object
 from kuota.engine.model import HOSTNAME_LABEL, PodSet, ResourceFlavor, Topology, TopologyNode, TopologyRequest
 from kuota.engine.quota_engine import QuotaEngine
 from kuota.engine.topology import GroupPlacement, TopologyAssignment, TopologySnapshot, pod_set_group_problem
-from tests.unit.engine.builders import admitted, cluster_queue, flavor, local_queue, quota, workload
+from tests.unit.engine.builders import admitted, cluster_queue, evicted, flavor, local_queue, quota, workload
 
 BLOCK = "cloud.com/topology-block"
 RACK = "cloud.com/topology-rack"
@@ -109,7 +109,9 @@ def test_sliced_workers_spread_from_the_leaders_host() -> None:
     assert placed.workers == hosts(("x1", 4), ("x2", 2))
 
 
-def tas_engine(flavors: dict[str, list[dict[str, object]]] | None = None) -> QuotaEngine:
+def tas_engine(
+    flavors: dict[str, list[dict[str, object]]] | None = None, preemption: dict[str, str] | None = None
+) -> QuotaEngine:
     """Three nodes of 8 GPUs and 8 cpus, n1 and n2 in rack r1, n3 in rack r2, under TAS flavors (``tas`` unless
     named) with quota for more GPUs than the nodes have."""
     engine = QuotaEngine()
@@ -119,7 +121,8 @@ def tas_engine(flavors: dict[str, list[dict[str, object]]] | None = None) -> Quo
         tas_flavor = flavor(name, {"pool": "gpu"})
         tas_flavor["spec"]["topologyName"] = "default"
         engine.apply(parse_object(tas_flavor))
-    engine.apply(parse_object(cluster_queue("cq", flavors)))
+    spec = {} if preemption is None else {"preemption": preemption}
+    engine.apply(parse_object(cluster_queue("cq", flavors, **spec)))
     engine.apply(parse_object(local_queue("ns", "cq")))
     for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
         labels = {"pool": "gpu", RACK: rack, HOSTNAME_LABEL: name}
@@ -127,13 +130,15 @@ def tas_engine(flavors: dict[str, list[dict[str, object]]] | None = None) -> Quo
     return engine
 
 
-def grouped(name: str, leader: dict[str, int], workers: tuple[int, dict[str, int]]) -> object:
+def grouped(
+    name: str, leader: dict[str, int], workers: tuple[int, dict[str, int]], *, at: float = 1.0, priority: int = 0
+) -> object:
     request = TopologyRequest(required=RACK, group="g")
     pod_sets = (
         PodSet("leader", 1, leader, topology_request=request),
         PodSet("worker", workers[0], workers[1], topology_request=request),
     )
-    return workload("ns", name, at=1.0, pod_sets=pod_sets)
+    return workload("ns", name, at=at, priority=priority, pod_sets=pod_sets)
 
 
 def placements(engine: QuotaEngine, key: str) -> dict[str, TopologyAssignment | None]:
@@ -148,6 +153,27 @@ def test_a_leader_and_its_worker_share_a_rack_where_one_by_one_they_would_split(
     engine = tas_engine()
     engine.submit(grouped("lws", {GPU: 4}, (1, {GPU: 8})))  # type: ignore[arg-type]
     assert admitted(engine.schedule(2.0)) == ["ns/lws"]
+    assert placements(engine, "ns/lws") == {"leader": hosts(("n2", 1)), "worker": hosts(("n1", 1))}
+
+
+def test_a_group_preempts_only_what_frees_one_rack_for_its_leader_and_worker() -> None:
+    # kuota's own, after Kueue's "low priority workload is preempted even though there is enough capacity, but
+    # fragmented" (TestScheduleForTASPreemption): n2 alone is free; the group needs a rack holding both its 8-GPU
+    # worker and its 4-GPU leader. The lowest-priority pod, on n3, is tried first but frees no such rack; the pod
+    # on n1 does, and goes alone.
+    engine = tas_engine(preemption={"withinClusterQueue": "LowerPriority"})
+    rack = TopologyRequest(required=RACK)
+    for name, at, priority in (("low-a", 1.0, 0), ("low-b", 2.0, 1), ("low-c", 3.0, 1)):
+        pod_sets = (PodSet("main", 1, {GPU: 8}, topology_request=rack),)
+        engine.submit(workload("ns", name, at=at, priority=priority, pod_sets=pod_sets))
+        assert admitted(engine.schedule(at)) == [f"ns/{name}"]
+    engine.finish("ns/low-c")
+    holders = {name: placements(engine, f"ns/{name}")["main"] for name in ("low-a", "low-b")}
+    assert holders == {"low-a": hosts(("n3", 1)), "low-b": hosts(("n1", 1))}
+    engine.submit(grouped("lws", {GPU: 4}, (1, {GPU: 8}), at=5.0, priority=10))  # type: ignore[arg-type]
+    decisions = engine.schedule(6.0)
+    assert evicted(decisions) == ["ns/low-b"]
+    assert admitted(decisions) == ["ns/lws"]
     assert placements(engine, "ns/lws") == {"leader": hosts(("n2", 1)), "worker": hosts(("n1", 1))}
 
 
