@@ -34,11 +34,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kuota.engine import TopologyAssignment
 from kuota.webhook.conversion.errors import UnconvertibleObjectError
 from kuota.webhook.crds.definitions import DEFINITIONS, GROUP, VERSION
 from kuota.webhook.crds.versions import FLAVOR_FUNGIBILITY_ALIASES, OLDER_VERSION, PRIORITY_CLASS_SOURCES
-from kuota.webhook.topology_assignment import decode, encode
+from kuota.webhook.topology_assignment import decode, decode_domains, encode
 
 V1BETA1 = f"{GROUP}/{OLDER_VERSION}"
 V1BETA2 = f"{GROUP}/{VERSION}"
@@ -215,8 +214,7 @@ def _topology_assignments(convert_one: Callable[[Object], Object]) -> Step:
 
 
 def _domains_to_slices(raw: Object) -> Object:
-    domains = tuple((tuple(domain["values"]), int(domain["count"])) for domain in raw.get("domains") or ())
-    return encode(TopologyAssignment(tuple(raw.get("levels") or ()), domains))
+    return encode(decode_domains(raw))
 
 
 def _slices_to_domains(raw: Object) -> Object:
