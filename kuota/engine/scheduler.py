@@ -500,6 +500,11 @@ class Scheduler:
         cq = queue.model
         fair = self.manager.configuration.fair_sharing
         cohort_queues = self.manager.trees[queue.root].queues
+        # Every path takes victims until the placement fits too; a flavor walk's probe (no pod sets yet) asks
+        # about quota alone.
+        check = None
+        if assignment.pod_sets and self.manager.topology.uses_topology(cq):
+            check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
         if fair is None and self._nested(queue):
             return nested_classic_victims(
                 record.workload,
@@ -508,6 +513,7 @@ class Scheduler:
                 tree=self.manager.tree,
                 admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
                 preemptor_order_time=record.order_time,
+                topology=check,
             )
         if fair is None:
             ordered = classic_candidates_in_order(
@@ -519,9 +525,6 @@ class Scheduler:
                 cohort_queues=cohort_queues,
                 preemptor_order_time=record.order_time,
             )
-            check = None
-            if self.manager.topology.uses_topology(cq):
-                check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
             return fewest_victims(
                 cq.name, assignment.usage, assignment.short, ordered, self.manager.tree, topology=check
             )
@@ -534,6 +537,7 @@ class Scheduler:
             cohort_queues=cohort_queues,
             strategies=fair.preemption_strategies,
             preemptor_order_time=record.order_time,
+            topology=check,
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> Plan | None:
