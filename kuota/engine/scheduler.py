@@ -335,15 +335,27 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             conditions = WakeConditions(True, True, None, {}, True)
-        if placing and assignment.mode is Mode.PREEMPT and not victims_possible:
-            # Only the topology refused (or preemption could not help): capacity freed anywhere may place it (a
-            # TAS workload leaving wakes every tree: the nodes are shared across cohorts).
-            conditions = WakeConditions(False, False, None, conditions.reclaim_limits)
-        elif assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
+        tas_flavors = self.manager.topology.tas_flavors(queue.model) if placing else ()
+        if assignment.topology_refused and not victims_possible:
+            # Its quota fits: capacity freed on its flavors' nodes, in any tree, may place it. Quota freed or taken
+            # in its tree matters only where the flavor walk may then choose other flavors; otherwise an admission
+            # only takes capacity, and freed quota is not what it lacks.
+            assert queue.assigner is not None
+            chooses = queue.assigner.chooses_flavors
+            conditions = WakeConditions(
+                False, False, None if chooses else {}, conditions.reclaim_limits, chooses, topology_flavors=tas_flavors
+            )
+        elif (
+            assignment.probed
+            or self._nested(queue)
+            or len(workload.pod_sets) > 1
+            or (placing and may_preempt(queue.model, fair))
+        ):
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
-            # the room left for the later ones; and, for a TAS workload, whom preemption may pick.
-            conditions = WakeConditions(True, True, None, {}, True)
+            # the room left for the later ones; and, for a TAS workload, whom preemption may pick and whether
+            # the placement fits with them gone.
+            conditions = WakeConditions(True, True, None, {}, True, topology_flavors=tas_flavors)
         elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
             conditions = WakeConditions(
                 conditions.own_queue,
@@ -638,8 +650,9 @@ class Scheduler:
             queue.by_priority.remove(admitted)
             self.manager.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
             self.manager.wake_on_free(queue, admitted.assignment.usage)
-        if self.manager.topology.release(record.workload.key):
-            self.manager.wake_everywhere()
+        freed = self.manager.topology.release(record.workload.key)
+        if freed:
+            self.manager.wake_on_topology_free(freed)
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
         if self.manager.blocks_admission:

@@ -284,6 +284,10 @@ class TopologySnapshot:
     def remove_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int]) -> None:
         self._change_usage(assignment, requests, -1)
 
+    def has_node(self, node: str) -> bool:
+        """Whether ``node`` is a leaf's (it carries the flavor's labels and every level, Ready and schedulable)."""
+        return node in self._node_leaves
+
     def add_node_usage(self, node: str, requests: Mapping[str, int]) -> None:
         """Counts a bound pod that is not a TAS pod (``requests``: its own) against its node's free capacity."""
         self._change_node_usage(node, requests, 1)
