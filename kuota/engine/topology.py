@@ -519,15 +519,14 @@ class TopologySnapshot:
         fitting = _smallest_fitting(domains, needed, fill)
         if fitting is not None:
             return index, [fitting]
-        # None fits alone: the order decides what the message counts, where a preferred level climbs to or
-        # how an unconstrained one spreads.
-        ordered = _sorted(domains, unconstrained, fill)
+        # None fits alone. A required level tells the most any domain holds (BestFit's first); a preferred one
+        # climbs; only spreading over the domains needs their order.
         slices = fill.slices
-        top = ordered[0]
         if required:
-            return self._not_fit(slices[top.index], needed, slice_size, fill)
+            return self._not_fit(max([slices[domain.index] for domain in domains]), needed, slice_size, fill)
         if index > 0 and not unconstrained:
             return self._fit_level(index - 1, count, slice_size, required, unconstrained, fill)
+        ordered = _sorted(domains, unconstrained, fill)
         chosen: list[_Domain] = []
         remaining = needed
         position = 0

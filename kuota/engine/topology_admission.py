@@ -75,7 +75,7 @@ class TopologyPlacer:
         if known is None:
             names = [flavor.name for group in cluster_queue.resource_groups for flavor in group.flavors]
             known = self._tas_flavors[cluster_queue.name] = tuple(
-                dict.fromkeys(name for name in names if self._is_tas(name))
+                dict.fromkeys([name for name in names if self._is_tas(name)])
             )
         return known
 
@@ -195,7 +195,7 @@ class TopologyPlacer:
             return ()
         if self._snapshots is not None:
             self._change(held, -1)
-        return tuple(dict.fromkeys(flavor for flavor, _, _ in held))
+        return tuple(dict.fromkeys([flavor for flavor, _, _ in held]))
 
     def holds(self, key: str) -> bool:
         return key in self._held
