@@ -115,6 +115,7 @@ class Record:
                     tuple(sorted(p.node_selector.items())),
                     p.tolerations,
                     p.node_affinity,
+                    p.topology_request,
                 )
                 for p in workload.pod_sets
             )

@@ -71,3 +71,14 @@ def test_a_gang_short_of_quota_waits_for_its_quota_as_any_head_does() -> None:
     assert reason is not None and "topology" not in reason
     engine.finish("solo/first")
     assert admitted(engine.schedule(4.0)) == ["solo/second"]
+
+
+def test_a_gang_asking_for_another_topology_is_not_held_behind_a_head_the_topology_refused() -> None:
+    # Kueue tries each workload of a BestEffortFIFO queue on its own; two gangs of one size and requests but
+    # different topology requests place differently, so one refused says nothing of the other.
+    engine = _engine(solo=48)
+    engine.apply_pod_usage("other/pod", "n1", {GPU: 8})
+    engine.submit(_gang("solo", "one-rack", 2, at=1.0))
+    preferred = PodSet("main", 2, {GPU: 8}, topology_request=TopologyRequest(preferred=RACK))
+    engine.submit(workload("solo", "any-rack", at=2.0, pod_sets=(preferred,)))
+    assert admitted(engine.schedule(2.0)) == ["solo/any-rack"]
