@@ -25,7 +25,7 @@ With fair sharing, ``fair_sharing.fair_sharing_victims`` chooses among ``classic
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -336,10 +336,21 @@ def fewest_victims(
         for target in removed:
             _take(tree, topology, target.victim, 1)
         return []
+    return _needed_victims(
+        tree, topology, removed, lambda: fits(tree, cluster_queue, usage) and (topology is None or topology.fits())
+    )
+
+
+def _needed_victims(
+    tree: QuotaTree, topology: VictimCheck | None, removed: list[Target], admissible: Callable[[], bool]
+) -> list[Target]:
+    """Of ``removed``, all taken and the preemptor ``admissible`` without them, those still needed once every
+    other is given back, the newest removal first and the last kept (Kueue's ``fillBackWorkloads``); the tree and
+    the placements are restored."""
     needed = list(removed)
     for target in reversed(removed[:-1]):
         _take(tree, topology, target.victim, 1)
-        if fits(tree, cluster_queue, usage) and (topology is None or topology.fits()):
+        if admissible():
             needed.remove(target)
         else:
             _take(tree, topology, target.victim, -1)
@@ -524,13 +535,4 @@ def _fewest_valid_victims(
         for target in removed:
             _take(tree, topology, target.victim, 1)
         return []
-    needed = list(removed)
-    for target in reversed(removed[:-1]):
-        _take(tree, topology, target.victim, 1)
-        if admissible():
-            needed.remove(target)
-        else:
-            _take(tree, topology, target.victim, -1)
-    for target in needed:
-        _take(tree, topology, target.victim, 1)
-    return needed
+    return _needed_victims(tree, topology, removed, admissible)
