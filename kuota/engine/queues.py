@@ -115,7 +115,7 @@ class Record:
                     tuple(sorted(p.node_selector.items())),
                     p.tolerations,
                     p.node_affinity,
-                    p.topology_request,
+                    p.topology_request,  # where its pods must go, and with which pod sets
                 )
                 for p in workload.pod_sets
             )
