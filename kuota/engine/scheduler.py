@@ -127,7 +127,7 @@ class Scheduler:
         # the best while its group waits on; an admission or a wake asks again.
         best_waiting: tuple[SortKey, Group] | None = None
         best_waiting_epoch: int | None = None
-        need_index_drained = False
+        drained: set[str] = set()  # the queues whose set-aside heads a borrower's rivals were woken from
         while True:
             if fair:  # shares, not age, order the heads: every group in the need index that may fit now competes
                 while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
@@ -161,8 +161,7 @@ class Scheduler:
             assignment = self._assign(queue, head, now)
             plan = self._plan(queue, head, assignment, now)
             if not fair and plan is not None and self._borrows(queue, plan):
-                lender = self._within_nominal_head(tree, queue, now, wake_waiting=not need_index_drained)
-                need_index_drained = True
+                lender = self._within_nominal_head(tree, queue, now, drained=drained)
                 if lender is not None:
                     queue, group, head, assignment, plan = lender
             wake_conditions = self._attempt(queue, head, assignment, plan, now=now, decisions=decisions)
@@ -171,6 +170,8 @@ class Scheduler:
             if wake_conditions is None:
                 best_waiting_epoch = None
                 budget[0] -= 1
+                if plan is not None and plan[1]:
+                    drained.clear()  # its victims' quota is free: what could not fit before may fit now
                 if fair:
                     step = TournamentStep()
                 continue
@@ -195,7 +196,7 @@ class Scheduler:
         return None
 
     def _within_nominal_head(
-        self, tree: Tree, borrower: Queue, now: float, *, wake_waiting: bool
+        self, tree: Tree, borrower: Queue, now: float, *, drained: set[str]
     ) -> tuple[Queue, Group, Record, Assignment, Plan] | None:
         """The best-ordered candidate of another queue that would be admitted within its nominal quota (its
         victims gone), with its assignment and plan: Kueue's cycle takes every entry that does not borrow before
@@ -204,19 +205,22 @@ class Scheduler:
         way, as an attempt would."""
         records = self.manager.records
         nodes = self.manager.tree.cluster_queues
-        if wake_waiting:
-            # A set-aside head of another queue with nominal quota to spare competes too, as every ClusterQueue's
-            # head does in Kueue's cycle: without this, the borrower taking a free would win by being the one the
-            # need index offered first. Once per tree and pass: admissions only take quota, so what could not fit
-            # then cannot now.
-            for name in tree.queues:
-                other = self.manager.queues[name]
-                node = nodes[name]
-                if other is borrower or all(node.usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()):
-                    continue
-                for group in list(other.groups.values()):
-                    if group.set_aside and group.wake_conditions.needs is not None:
-                        self.manager.wake_if_needs_available(tree, group)
+        # A set-aside head of another queue with nominal quota to spare competes too, as every ClusterQueue's head
+        # does in Kueue's cycle: without this, the borrower taking a free would win by being the one the need index
+        # offered first. Once per queue (``drained``) until a preemption frees quota: admissions only take quota, so
+        # what could not fit then cannot now; the borrower's own queue is not looked at, so a later borrower's
+        # rivals include it.
+        for name in tree.queues:
+            other = self.manager.queues[name]
+            if other is borrower or name in drained:
+                continue
+            drained.add(name)
+            node = nodes[name]
+            if all(node.usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()):
+                continue
+            for group in list(other.groups.values()):
+                if group.set_aside and group.wake_conditions.needs is not None:
+                    self.manager.wake_if_needs_available(tree, group)
         candidates: list[tuple[SortKey, Queue, Group, Record, Assignment, Plan]] = []
         for name in tree.queues:
             queue = self.manager.queues[name]
