@@ -147,6 +147,7 @@ class Assignment:
         never_fits: bool = False,
         short_needs: Mapping[FlavorResource, int] | None = None,
         probed: bool = False,
+        topology_refused: bool = False,
     ) -> None:
         self.pod_sets: Final = pod_sets
         self.mode: Final = mode
@@ -162,6 +163,9 @@ class Assignment:
         self.short_needs: Final[Mapping[FlavorResource, int]] = {} if short_needs is None else short_needs
         # Whether the flavor walk asked a PreemptionProbe: then admissions anywhere may change the choice.
         self.probed: Final = probed
+        # Whether the topology refused it (its quota fits, or preemption could make it fit): only capacity freed
+        # on its TAS flavors' nodes, or the flavor walk choosing other flavors, can change that.
+        self.topology_refused: Final = topology_refused
 
     def __repr__(self) -> str:
         return (

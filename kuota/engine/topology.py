@@ -349,6 +349,10 @@ class TopologySnapshot:
     def remove_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int]) -> None:
         self._change_usage(assignment, requests, -1)
 
+    def has_node(self, node: str) -> bool:
+        """Whether ``node`` is a leaf's (it carries the flavor's labels and every level, Ready and schedulable)."""
+        return node in self._node_leaves
+
     def add_node_usage(self, node: str, requests: Mapping[str, int]) -> None:
         """Counts a bound pod that is not a TAS pod (``requests``: its own) against its node's free capacity."""
         self._change_node_usage(node, requests, 1)
@@ -833,15 +837,16 @@ class TopologySnapshot:
         fitting = _smallest_fitting(domains, needed, fill)
         if fitting is not None:
             return index, [fitting]
-        # None fits alone: the order decides what the message counts, where a preferred level climbs to or
-        # how an unconstrained one spreads.
-        ordered = _sorted(domains, unconstrained, fill)
+        # None fits alone. A required level tells the most any domain holds (BestFit's first); a preferred one
+        # climbs; only spreading over the domains needs their order.
         slices = fill.slices
-        top = ordered[0]
         if required:
-            return self._not_fit(slices[top.index], needed, slice_size, fill.exclusions())
+            return self._not_fit(
+                max([slices[domain.index] for domain in domains]), needed, slice_size, fill.exclusions()
+            )
         if index > 0 and not unconstrained:
             return self._fit_level(index - 1, count, slice_size, required, unconstrained, fill)
+        ordered = _sorted(domains, unconstrained, fill)
         chosen: list[_Domain] = []
         remaining = needed
         position = 0

@@ -5,9 +5,11 @@ tas_flavorassigner.go and the TAS steps of flavorassigner.go and preemption.go).
 After the flavor walk, a workload whose quota fits is placed (the pod sets of one group on one flavor together, as
 a leader and its workers); when it does not fit the topology, it is placed
 again as if no TAS workload were admitted: if it fits so, preemption may free the right domains (its mode becomes
-PREEMPT, short of its TAS flavors' resources); if not, nothing can (NO_FIT). Victims are chosen until the
-placement fits with their usage gone (``VictimCheck``). Capacity is shared by every ClusterQueue whose flavors
-name the same nodes, across cohorts: a TAS workload leaving wakes every waiting head.
+PREEMPT, short of its TAS flavors' resources); if not, nothing can (NO_FIT). Either way the assignment says the
+topology refused it, so that it waits for capacity freed on its flavors' nodes rather than for quota. Victims are
+chosen until the placement fits with their usage gone (``VictimCheck``). Capacity is shared by every
+ClusterQueue whose flavors name the same nodes, across cohorts: capacity freed on a flavor's nodes (``release``,
+``forget_pod``) wakes the heads waiting for that flavor in every tree.
 """
 
 from __future__ import annotations
@@ -37,13 +39,13 @@ class TopologyPlacer:
         self._held: dict[str, list[_Held]] = {}
         # Per bound pod that is not a TAS pod (by its key): its node and its requests.
         self._non_tas_pods: dict[str, tuple[str, Mapping[str, int]]] = {}
-        self._tas_queues: dict[str, bool] = {}
+        self._tas_flavors: dict[str, tuple[str, ...]] = {}  # per ClusterQueue
 
     def configure(self, flavors: Mapping[str, ResourceFlavor]) -> None:
         """The flavors, topologies or nodes changed: the snapshots are built again on their next use."""
         self.flavors = flavors
         self._snapshots = None
-        self._tas_queues = {}
+        self._tas_flavors = {}
 
     def _snapshot(self, flavor: str) -> TopologySnapshot | None:
         snapshots = self._snapshots
@@ -66,14 +68,23 @@ class TopologyPlacer:
 
     def uses_topology(self, cluster_queue: ClusterQueue) -> bool:
         """Whether some flavor of ``cluster_queue`` is a TAS flavor: only then is anything placed."""
-        known = self._tas_queues.get(cluster_queue.name)
+        return bool(self.tas_flavors(cluster_queue))
+
+    def tas_flavors(self, cluster_queue: ClusterQueue) -> tuple[str, ...]:
+        """The TAS flavors of ``cluster_queue``, in its order."""
+        known = self._tas_flavors.get(cluster_queue.name)
         if known is None:
-            known = self._tas_queues[cluster_queue.name] = any(
-                (model := self.flavors.get(flavor.name)) is not None and model.topology_name is not None
-                for group in cluster_queue.resource_groups
-                for flavor in group.flavors
+            names = [flavor.name for group in cluster_queue.resource_groups for flavor in group.flavors]
+            known = self._tas_flavors[cluster_queue.name] = tuple(
+                dict.fromkeys([name for name in names if self._is_tas(name)])
             )
         return known
+
+    def flavors_on(self, node: str) -> tuple[str, ...]:
+        """The TAS flavors whose trees hold ``node`` (none while no placement has built them)."""
+        if self._snapshots is None:
+            return ()
+        return tuple(name for name, snapshot in self._snapshots.items() if snapshot.has_node(node))
 
     def settle(self, cluster_queue: ClusterQueue, workload: Workload, assignment: Assignment) -> Assignment:
         """``assignment`` with its TAS pod sets placed when it fits; else with the mode and reason Kueue gives a
@@ -212,16 +223,16 @@ class TopologyPlacer:
             for snapshot in self._snapshots.values():
                 snapshot.add_node_usage(node, requests)
 
-    def forget_pod(self, key: str) -> bool:
-        """The pod finished, left its node or became a TAS pod: its node's capacity is free. Whether it was
-        counted."""
+    def forget_pod(self, key: str) -> str | None:
+        """The pod finished, left its node or became a TAS pod: its node's capacity is free. The node it was
+        counted on (None: it was not counted)."""
         counted = self._non_tas_pods.pop(key, None)
         if counted is None:
-            return False
+            return None
         if self._snapshots is not None:
             for snapshot in self._snapshots.values():
                 snapshot.remove_node_usage(*counted)
-        return True
+        return counted[0]
 
     def hold(self, key: str, workload: Workload, pod_sets: tuple[PodSetAssignment, ...]) -> None:
         """An admitted workload's placements take their nodes' capacity."""
@@ -238,14 +249,14 @@ class TopologyPlacer:
         if self._snapshots is not None:
             self._change(held, 1)
 
-    def release(self, key: str) -> bool:
-        """The workload left: its placements free their capacity. Whether it held any."""
+    def release(self, key: str) -> tuple[str, ...]:
+        """The workload left: its placements free their capacity. The flavors it held capacity on."""
         held = self._held.pop(key, None)
         if held is None:
-            return False
+            return ()
         if self._snapshots is not None:
             self._change(held, -1)
-        return True
+        return tuple(dict.fromkeys([flavor for flavor, _, _ in held]))
 
     def holds(self, key: str) -> bool:
         return key in self._held
@@ -343,4 +354,5 @@ def _refused(assignment: Assignment, mode: Mode, reason: str, *, never_fits: boo
         never_fits,
         assignment.short_needs,
         assignment.probed,
+        topology_refused=True,
     )
