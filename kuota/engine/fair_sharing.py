@@ -31,6 +31,7 @@ from kuota.engine.preemption import (
     Target,
     classic_candidates,
     fits,
+    needed_victims,
     victim_order,
 )
 from kuota.engine.queues import Group, Queue, Record, SortKey, Tree
@@ -334,18 +335,23 @@ def fair_sharing_victims(
                 topology.take(target.victim.workload.key)
             removed.append(target)
             fitted = fits(tree, cq.name, usage) and (topology is None or topology.fits())
-        for target in removed:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-            if topology is not None:
-                topology.give_back(target.victim.workload.key)
-        if fitted:
-            return [
-                Target(
-                    t.victim,
-                    PreemptionReason.IN_CLUSTER_QUEUE
-                    if t.victim.cluster_queue == cq.name
-                    else PreemptionReason.IN_COHORT_FAIR_SHARING,
-                )
-                for t in removed
-            ]
+        if not fitted:
+            for target in removed:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+                if topology is not None:
+                    topology.give_back(target.victim.workload.key)
+            continue
+        # The victims not needed once the others are gone are given back, as Kueue's fairPreemptions does.
+        removed = needed_victims(
+            tree, topology, removed, lambda: fits(tree, cq.name, usage) and (topology is None or topology.fits())
+        )
+        return [
+            Target(
+                t.victim,
+                PreemptionReason.IN_CLUSTER_QUEUE
+                if t.victim.cluster_queue == cq.name
+                else PreemptionReason.IN_COHORT_FAIR_SHARING,
+            )
+            for t in removed
+        ]
     return []

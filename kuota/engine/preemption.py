@@ -336,12 +336,12 @@ def fewest_victims(
         for target in removed:
             _take(tree, topology, target.victim, 1)
         return []
-    return _needed_victims(
+    return needed_victims(
         tree, topology, removed, lambda: fits(tree, cluster_queue, usage) and (topology is None or topology.fits())
     )
 
 
-def _needed_victims(
+def needed_victims(
     tree: QuotaTree, topology: VictimCheck | None, removed: list[Target], admissible: Callable[[], bool]
 ) -> list[Target]:
     """Of ``removed``, all taken and the preemptor ``admissible`` without them, those still needed once every
@@ -535,4 +535,4 @@ def _fewest_valid_victims(
         for target in removed:
             _take(tree, topology, target.victim, 1)
         return []
-    return _needed_victims(tree, topology, removed, admissible)
+    return needed_victims(tree, topology, removed, admissible)
