@@ -4,8 +4,23 @@ pods of the failed node move, confined to the domain of the required level that 
 
 from __future__ import annotations
 
-from kuota.engine.model import HOSTNAME_LABEL, PodSet, ResourceFlavor, Topology, TopologyNode, TopologyRequest
+import pytest
+
+from kuota.engine.decisions import EvictionReason
+from kuota.engine.decoding import parse_object
+from kuota.engine.errors import UnknownObjectError
+from kuota.engine.model import (
+    HOSTNAME_LABEL,
+    PodSet,
+    ResourceFlavor,
+    Topology,
+    TopologyNode,
+    TopologyRequest,
+    Workload,
+)
+from kuota.engine.quota_engine import QuotaEngine
 from kuota.engine.topology import TopologyAssignment, TopologySnapshot
+from tests.unit.engine.builders import admitted, cluster_queue, flavor, local_queue, quota, workload
 
 BLOCK = "cloud.com/topology-block"
 RACK = "cloud.com/topology-rack"
@@ -115,3 +130,81 @@ def test_an_assignment_naming_another_node_gone_cannot_be_repaired() -> None:
         "Cannot replace the node, because the existing topologyAssignment is invalid, as it contains the stale "
         "domain x9"
     )
+
+
+GPU = "nvidia.com/gpu"
+
+
+def gpu_node(name: str, rack: str, *, ready: bool = True) -> TopologyNode:
+    return TopologyNode(name, {"pool": "gpu", RACK: rack, HOSTNAME_LABEL: name}, {GPU: 8, "pods": 110}, ready=ready)
+
+
+def tas_engine() -> QuotaEngine:
+    """Kuota's test cluster: three 8-GPU nodes, n1 and n2 in rack r1, n3 in rack r2; quota to spare."""
+    engine = QuotaEngine()
+    engine.apply(Topology("default", (RACK, HOSTNAME_LABEL)))
+    tas_flavor = flavor("tas", {"pool": "gpu"})
+    tas_flavor["spec"]["topologyName"] = "default"
+    engine.apply(parse_object(tas_flavor))
+    engine.apply(parse_object(cluster_queue("cq", {"tas": [quota(GPU, 48)]})))
+    engine.apply(parse_object(local_queue("ns", "cq")))
+    for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
+        engine.apply_node(gpu_node(name, rack))
+    return engine
+
+
+def gang(name: str, count: int, *, at: float, gpus: int = 8) -> Workload:
+    pod_set = PodSet("main", count, {GPU: gpus}, topology_request=TopologyRequest(required=RACK))
+    return workload("ns", name, at=at, pod_sets=(pod_set,))
+
+
+def placement(engine: QuotaEngine, key: str) -> TopologyAssignment | None:
+    admission = engine.admission(key)
+    assert admission is not None
+    return admission.assignment.pod_sets[0].topology
+
+
+def test_an_admitted_rack_gang_moves_off_its_failed_node_within_its_rack() -> None:
+    # Kueue's "workload with unhealthyNode annotation; second pass; required rack; fit", on kuota's cluster: the
+    # gang holds n1 and the rack's n2 has room once the other workload there finished.
+    engine = tas_engine()
+    engine.apply_pod_usage("other/holder", "n3", {GPU: 8})
+    engine.submit(gang("first", 1, at=1.0))
+    assert admitted(engine.schedule(2.0)) == ["ns/first"]
+    engine.submit(gang("pair", 2, at=3.0, gpus=4))
+    assert admitted(engine.schedule(4.0)) == ["ns/pair"]
+    assert placement(engine, "ns/first") == hosts(("n1", 1))
+    assert placement(engine, "ns/pair") == hosts(("n2", 2))
+    engine.finish("ns/first")
+    engine.apply_node(gpu_node("n2", "r1", ready=False))
+    replaced = engine.replace_node("ns/pair", "n2")
+    assert not isinstance(replaced, str)
+    assert replaced[0].topology == hosts(("n1", 2))
+    assert placement(engine, "ns/pair") == hosts(("n1", 2))
+    # The new placement holds n1: a gang that needs a whole node of rack r1 waits.
+    engine.submit(gang("late", 1, at=5.0))
+    assert admitted(engine.schedule(6.0)) == []
+
+
+def test_an_admitted_rack_gang_with_no_room_left_in_its_rack_is_told_why_and_evicted() -> None:
+    # Kueue's "workload with unhealthyNode annotation; second pass; required rack; no fit" and, FailFast being on
+    # by default, its eviction with reason NodeFailures.
+    engine = tas_engine()
+    engine.submit(gang("pair", 2, at=1.0))
+    assert admitted(engine.schedule(2.0)) == ["ns/pair"]
+    assert placement(engine, "ns/pair") == hosts(("n1", 1), ("n2", 1))
+    engine.apply_node(gpu_node("n1", "r1", ready=False))
+    assert engine.replace_node("ns/pair", "n1") == (
+        "couldn't assign flavors to pod set main: topology \"default\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 2; excluded: resource "nvidia.com/gpu": 1, topologyDomain: 1'
+    )
+    assert placement(engine, "ns/pair") == hosts(("n1", 1), ("n2", 1))
+    eviction = engine.evict("ns/pair", EvictionReason.NODE_FAILURES, 3.0)
+    assert eviction.reason is EvictionReason.NODE_FAILURES
+    assert engine.admission("ns/pair") is None
+
+
+def test_replacing_a_node_of_a_workload_not_admitted_is_an_unknown_object() -> None:
+    engine = tas_engine()
+    with pytest.raises(UnknownObjectError, match="ns/ghost"):
+        engine.replace_node("ns/ghost", "n1")
