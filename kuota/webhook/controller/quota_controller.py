@@ -450,9 +450,10 @@ class QuotaController:
                 synced.append(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
+        # Failed nodes first: pods made again for a failed node's go where its replacement says.
+        await self._node_failures.replace(self.clock())
         await self._ungater.ungate()
         now = self.clock()
-        await self._node_failures.replace(now)
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made
         # knowing of every workload that finished meanwhile (fewer preemptions of work that just ended).
         room = self._decisions.room()
