@@ -163,7 +163,6 @@ class NodeFailures:
             for assigned in admission["podSetAssignments"]
         ]
         if await self._write(key, {"admission": admission, "unhealthyNodes": None}, marked) is None:
-            state.needs_rebuild = True  # the engine holds a placement the API does not show
             return
         log.info("workload %s: the pods of node %s moved", key, node)
 
@@ -175,7 +174,9 @@ class NodeFailures:
             )
         except ApiWriteError as error:
             log.warning("workload %s: node replacement not written: %s", key, error)
+            # The engine may hold a placement the API does not show: rebuilt, it looks at every node again.
             self._state.needs_rebuild = True
+            self._state.wake.set()
             return None
         self._state.workloads.wrote(written)
         return written
