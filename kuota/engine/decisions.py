@@ -28,6 +28,8 @@ class EvictionReason(StrEnum):
     LOCAL_QUEUE_STOPPED = "LocalQueueStopped"
     PODS_READY_TIMEOUT = "PodsReadyTimeout"
     ADMISSION_CHECK = "AdmissionCheck"
+    # Kueue's WorkloadEvictedDueToNodeFailures: a failed node's pods found no replacement.
+    NODE_FAILURES = "NodeFailures"
 
 
 class Admission:

@@ -48,6 +48,7 @@ from kuota.engine.queue_manager import QueueManager, reason_of, workload_status
 from kuota.engine.queues import Record, orders_by_eviction
 from kuota.engine.quota_tree import FlavorResource, QuotaTree
 from kuota.engine.scheduler import Scheduler
+from kuota.engine.topology_admission import with_pod_sets
 
 __all__ = [
     "Admission",
@@ -256,6 +257,43 @@ class QuotaEngine:
         if record is None or record.state is not WorkloadState.ADMITTED:
             raise UnknownObjectError("admitted Workload", key)
         return self._scheduler.evict(record, reason, now, deactivate=deactivate, requeue_at=requeue_at)
+
+    def replace_node(self, key: str, node: str) -> tuple[PodSetAssignment, ...] | str:
+        """Kueue's failed-node replacement for an admitted TAS workload: its pods on ``node`` moved to healthy
+        nodes (only those; a required level keeps them in the domain of the pods that stay), its admission
+        holding the new placement from now on, returned; or why no replacement exists, the admission unchanged
+        (Kueue then evicts it: ``evict(key, EvictionReason.NODE_FAILURES, now)``). An admission with no pod on
+        ``node`` comes back as it is."""
+        self._refresh()
+        manager = self._manager
+        record = manager.records.get(key)
+        admitted = record.admitted if record is not None and record.state is WorkloadState.ADMITTED else None
+        if record is None or admitted is None:
+            raise UnknownObjectError("admitted Workload", key)
+        pod_sets = admitted.assignment.pod_sets
+        placed, reason = manager.topology.replace_node(admitted.workload, pod_sets, node)
+        if placed is None:
+            return reason
+        if placed == pod_sets:
+            return placed
+        manager.topology.release(key)
+        manager.topology.hold(key, admitted.workload, placed)
+        renewed = AdmittedWorkload(
+            admitted.workload,
+            admitted.cluster_queue,
+            with_pod_sets(admitted.assignment, placed),
+            admitted.admitted_at,
+            admitted.sequence,
+        )
+        record.admitted = renewed
+        queue = record.queue
+        if queue is not None and queue.admitted.get(key) is admitted:
+            queue.admitted[key] = renewed
+            queue.by_priority.remove(admitted)
+            queue.by_priority.add(renewed)
+        # The failed node's share is free again, for pod sets that tolerate what made it fail.
+        manager.wake_everywhere()
+        return placed
 
     def pods_ready(self, key: str, ready: bool) -> None:
         """Whether an admitted workload's pods are all ready (a shell reads its ``PodsReady`` condition). Under

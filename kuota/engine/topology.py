@@ -147,10 +147,12 @@ class _Fill:
         self.matched: Final = matched  # the exclusions by node constraints, shared by the fills of one pod set
         self.resources: Final[dict[str, int]] = {}  # leaves that take no pod, by limiting resource
         self.seen = seen  # the position in the usage change log the counts include
+        self.outside_domain = 0  # leaves left out for lying outside the domain a replacement is confined to
 
     def exclusions(self) -> _Exclusions:
         found = _Exclusions()
         found.add(self.matched)
+        found.topology_domain = self.outside_domain
         for name, count in self.resources.items():
             if count:
                 found.resources[name] = found.resources.get(name, 0) + count
@@ -174,6 +176,7 @@ class _Exclusions:
         self.total_nodes = 0
         self.node_selector = 0
         self.affinity = 0
+        self.topology_domain = 0
         self.taints: dict[str, int] = {}
         self.resources: dict[str, int] = {}
 
@@ -181,6 +184,7 @@ class _Exclusions:
         self.total_nodes += other.total_nodes
         self.node_selector += other.node_selector
         self.affinity += other.affinity
+        self.topology_domain += other.topology_domain
         for taint, count in other.taints.items():
             self.taints[taint] = self.taints.get(taint, 0) + count
         for name, count in other.resources.items():
@@ -194,6 +198,8 @@ class _Exclusions:
             reasons.append(f"affinity: {self.affinity}")
         reasons.extend(f"taint {_go_quote(taint)}: {count}" for taint, count in self.taints.items())
         reasons.extend(f"resource {_go_quote(name)}: {count}" for name, count in self.resources.items())
+        if self.topology_domain:
+            reasons.append(f"topologyDomain: {self.topology_domain}")
         if not reasons:
             return ""
         return f". Total nodes: {self.total_nodes}; excluded: {', '.join(sorted(reasons))}"
@@ -660,20 +666,61 @@ class TopologySnapshot:
             return counts.pods[domain.index] // size
         return sum(self._slices_in(child, index + 1, target, size, counts) for child in domain.children)
 
-    def _place(
+    def replace_node(
+        self,
+        pod_set: PodSet,
+        request: TopologyRequest | None,
+        assignment: TopologyAssignment,
+        node: str,
+        assumed: dict[tuple[str, ...], dict[str, int]] | None = None,
+    ) -> Placement:
+        """``assignment`` of an admitted pod set with the pods it put on the failed ``node`` moved to healthy
+        nodes (Kueue's ``findReplacementAssignment``): placed as ``request`` asks, inside the domain of its
+        required level that holds the pods that stay; or why they cannot move."""
+        moved = sum(count for values, count in assignment.domains if values[-1] == node)
+        if moved == 0:
+            return Placement(assignment, "")
+        kept = [(values, count) for values, count in assignment.domains if values[-1] != node]
+        for values, _ in kept:
+            if values not in self.leaves:
+                return Placement(
+                    None,
+                    "Cannot replace the node, because the existing topologyAssignment is invalid, as it contains "
+                    f"the stale domain {values[0]}",
+                )
+        resolved = self._resolve(request)
+        if isinstance(resolved, str):
+            return Placement(None, resolved)
+        level_index, _, slice_size, required, _ = resolved
+        if moved % slice_size != 0:
+            return Placement(None, f"cannot replace {moved} pod(s) of node {node} in whole slices of {slice_size}")
+        # Only a required level confines the pods that move: to the domain at that level of the pods that stay.
+        within = self.leaves[kept[0][0]].values[: level_index + 1] if required and kept else ()
+        placement = self._place(pod_set, moved, request, False, assumed, (node, within))
+        if placement.assignment is None:
+            return placement
+        if not placement.assignment.domains:
+            return Placement(None, f"cannot find replacement assignment for unhealthy node: {node}")
+        merged = dict(kept)
+        for values, count in placement.assignment.domains:
+            merged[values] = merged.get(values, 0) + count
+        return Placement(TopologyAssignment(assignment.levels, tuple(sorted(merged.items()))), "")
+
+    def _place(  # noqa: PLR0917 (one placement's inputs)
         self,
         pod_set: PodSet,
         count: int,
         request: TopologyRequest | None,
         simulate_empty: bool,
         assumed: dict[tuple[str, ...], dict[str, int]] | None,
+        confined: tuple[str, tuple[str, ...]] | None = None,
     ) -> Placement:
         levels = self.topology.levels
         resolved = self._resolve(request)
         if isinstance(resolved, str):
             return Placement(None, resolved)
         level_index, slice_index, slice_size, required, unconstrained = resolved
-        fill = self._fill(pod_set, simulate_empty, assumed, slice_size, slice_index)
+        fill = self._fill(pod_set, simulate_empty, assumed, slice_size, slice_index, confined)
         fit = self._fit_level(level_index, count, slice_size, required, unconstrained, fill)
         if isinstance(fit, str):
             return Placement(None, fit)
@@ -739,21 +786,24 @@ class TopologySnapshot:
         )
         return TopologyAssignment(self.topology.levels[start:], domains)
 
-    def _fill(
+    def _fill(  # noqa: PLR0917 (one placement's inputs)
         self,
         pod_set: PodSet,
         simulate_empty: bool,
         assumed: dict[tuple[str, ...], dict[str, int]] | None,
         slice_size: int,
         slice_index: int,
+        confined: tuple[str, tuple[str, ...]] | None = None,
     ) -> _Fill:
         """The counts of every domain for this placement: the kept fill of its inputs brought up to date with
-        the leaves whose usage changed since, or (with ``assumed`` usage, or too far behind) counted afresh."""
+        the leaves whose usage changed since, or (with ``assumed`` usage, ``confined`` to the leaves of a domain
+        but a failed node's, or too far behind) counted afresh."""
         requests = with_one_pod(pod_set.requests)
         constraints = (tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations, pod_set.node_affinity)
         key = (tuple(sorted(requests.items())), constraints, simulate_empty, slice_size, slice_index)
         now = self._log_start + len(self._changed)
-        known = None if assumed else self._fills.get(key)
+        kept = not assumed and confined is None
+        known = self._fills.get(key) if kept else None
         if known is not None and known.seen >= self._log_start:
             deepest = len(self.per_level) - 1
             for leaf in dict.fromkeys(self._changed[known.seen - self._log_start :]):
@@ -770,6 +820,13 @@ class TopologySnapshot:
         fill = _Fill(self._domain_count, now, matched)
         start = self.assignment_level
         for leaf in leaves:
+            if confined is not None:
+                failed, within = confined
+                if leaf.values[-1] == failed:
+                    continue
+                if leaf.values[: len(within)] != within:
+                    fill.outside_domain += 1
+                    continue
             remaining = leaf.free if simulate_empty else leaf.remaining
             on_leaf = assumed.get(leaf.values[start:]) if assumed else None
             if on_leaf is not None:
@@ -780,7 +837,7 @@ class TopologySnapshot:
             fill.count_leaf(leaf, counted)
             fill.pods[leaf.index] = counted[0]
         _sum_counts(self.per_level, fill, slice_size, slice_index)
-        if not assumed:
+        if kept:
             self._fills[key] = fill
         return fill
 

@@ -212,6 +212,32 @@ class TopologyPlacer:
                 return flavor
         return None
 
+    def replace_node(
+        self, workload: Workload, pod_sets: tuple[PodSetAssignment, ...], node: str
+    ) -> tuple[tuple[PodSetAssignment, ...] | None, str]:
+        """An admitted workload's pod sets with the pods they put on the failed ``node`` moved to healthy nodes
+        (Kueue's second pass for a workload with an unhealthy node: each pod set on its own, those moved before
+        it assumed); or None and the first pod set's reason why its pods cannot move."""
+        assumed: dict[str, dict[tuple[str, ...], dict[str, int]]] = {}
+        placed = list(pod_sets)
+        for index, (pod_set, assigned) in enumerate(zip(workload.pod_sets, pod_sets, strict=True)):
+            topology = assigned.topology
+            if topology is None or all(values[-1] != node for values, _ in topology.domains):
+                continue
+            flavor = next((f for f in sorted(set(assigned.flavors.values())) if self._is_tas(f)), "")
+            snapshot = self._snapshot(flavor)
+            if snapshot is None:
+                return None, f'{_COULD_NOT} {pod_set.name}: Flavor "{flavor}" information missing in TAS cache'
+            on_flavor = assumed.setdefault(flavor, {})
+            placement = snapshot.replace_node(pod_set, pod_set.topology_request, topology, node, on_flavor)
+            if placement.assignment is None:
+                return None, f"{_COULD_NOT} {pod_set.name}: {placement.reason}"
+            _assume(on_flavor, _moved_in(topology, placement.assignment), pod_set.requests)
+            placed[index] = PodSetAssignment(
+                assigned.name, assigned.flavors, assigned.count, assigned.usage, placement.assignment
+            )
+        return tuple(placed), ""
+
     def count_pod(self, key: str, node: str, requests: Mapping[str, int]) -> None:
         """A bound pod that is not a TAS pod takes ``requests`` (and one pod) of ``node``."""
         counted = (node, dict(requests))
@@ -301,6 +327,15 @@ def _assume(
         leaf = assumed.setdefault(values, {})
         for resource, amount in one_pod.items():
             leaf[resource] = leaf.get(resource, 0) + amount * count
+
+
+def _moved_in(before: TopologyAssignment, after: TopologyAssignment) -> TopologyAssignment:
+    """The pods ``after`` puts where ``before`` did not: those a replacement moved."""
+    had = dict(before.domains)
+    return TopologyAssignment(
+        after.levels,
+        tuple((values, count - had.get(values, 0)) for values, count in after.domains if count > had.get(values, 0)),
+    )
 
 
 class VictimCheck:

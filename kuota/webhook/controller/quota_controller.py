@@ -56,6 +56,7 @@ from kuota.webhook.controller.event_recorder import EventRecorder
 from kuota.webhook.controller.job_reconciler import JobReconciler
 from kuota.webhook.controller.leaderworkerset_reconciler import LeaderWorkerSetReconciler
 from kuota.webhook.controller.metrics import ClusterQueueGauges, CohortGauges, ControllerMetrics, LocalQueueGauges
+from kuota.webhook.controller.node_failures import NodeFailures
 from kuota.webhook.controller.pending_reasons import PendingReasons
 from kuota.webhook.controller.pod_reconciler import LEADERWORKERSET, POD, STATEFULSET, PodReconciler
 from kuota.webhook.controller.pods_ready import PodsReadyClock
@@ -176,6 +177,9 @@ class QuotaController:
             self._job_reconcilers[LEADERWORKERSET] = LeaderWorkerSetReconciler(self.state, self._pod_reconciler)
         self._queue_status = QueueStatusWriter(self.state, self.reporter)
         self._ungater = TopologyUngater(self.state, self.writer, self.watches.tas_pods)
+        self._node_failures = NodeFailures(
+            self.state, self.writer, self._decisions, self.watches.nodes, self.watches.tas_pods
+        )
         self.cycles = 0
         self.ready = asyncio.Event()
         self._subscribe()
@@ -194,6 +198,7 @@ class QuotaController:
         watches.nodes.subscribe(self._on_node)
         watches.bound_pods.subscribe(self._on_bound_pod)
         watches.tas_pods.subscribe(self._ungater.on_pod)
+        watches.tas_pods.subscribe(self._node_failures.on_pod)
 
     @property
     def engine(self) -> QuotaEngine:
@@ -245,6 +250,7 @@ class QuotaController:
         if not self.ready.is_set():
             return  # the initial build reads every node at once
         self._apply_node(event.key, None if event.type is EventType.DELETED else event.value)
+        self._node_failures.on_node(event)
         self.state.wake.set()
 
     def _apply_node(self, key: str, node: Mapping[str, Any] | None) -> None:
@@ -395,6 +401,7 @@ class QuotaController:
                 self._apply_config(kind, key_of(obj), obj)
         for node in list(self.watches.nodes.values()):
             self._apply_node(key_of(node), node)
+            self._node_failures.dirty.add(key_of(node))  # a node that failed while no replica watched
         for bound in list(self.watches.bound_pods.values()):
             self._apply_bound_pod(key_of(bound), bound)
         for key in sorted(self.workloads):
@@ -443,6 +450,8 @@ class QuotaController:
                 synced.append(key)
         dirty_jobs, state.dirty_jobs = state.dirty_jobs, set()
         await gather(self._reconcile(job_key) for job_key in sorted(dirty_jobs))
+        # Failed nodes first: pods made again for a failed node's go where its replacement says.
+        await self._node_failures.replace(self.clock())
         await self._ungater.ungate()
         now = self.clock()
         # Decisions wait while the API server is behind: each one made now, not queued behind writes, is made

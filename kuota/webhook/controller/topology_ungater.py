@@ -28,14 +28,21 @@ PODS = Resource("", "v1", "pods")
 
 
 def tas_pod_essence(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """What the ungater reads of a TAS pod: its names, labels and annotations, gates and nodeSelector."""
+    """What the ungater reads of a TAS pod (its names, labels and annotations, gates and nodeSelector), and
+    ``node_failures`` (its node, phase and whether it is being deleted)."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     return {
         "metadata": {
-            key: metadata.get(key) for key in ("name", "namespace", "labels", "annotations", "resourceVersion")
+            key: metadata.get(key)
+            for key in ("name", "namespace", "labels", "annotations", "resourceVersion", "deletionTimestamp")
         },
-        "spec": {"schedulingGates": spec.get("schedulingGates") or [], "nodeSelector": spec.get("nodeSelector") or {}},
+        "spec": {
+            "schedulingGates": spec.get("schedulingGates") or [],
+            "nodeSelector": spec.get("nodeSelector") or {},
+            "nodeName": spec.get("nodeName") or "",
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
 
 

@@ -69,6 +69,11 @@ def _patch(workload: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, 
     return {"metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]}, "status": dict(status)}
 
 
+def status_patch(workload: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch of ``fields`` of the status, refused if ``workload`` changed since it was read."""
+    return _patch(workload, fields)
+
+
 def admission_patch(
     workload: Mapping[str, Any], admission: Admission, checks: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
@@ -150,12 +155,22 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
             "DeactivatedDueToRequeuingLimitExceeded",
             "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
         )
+    if reason is EvictionReason.NODE_FAILURES:
+        return reason.value, (
+            "Workload was evicted as there was no replacement for unhealthy node(s): "
+            + ",".join(unhealthy_nodes(workload))
+        )
     messages = {
         EvictionReason.CLUSTER_QUEUE_STOPPED: "The ClusterQueue is stopped",
         EvictionReason.LOCAL_QUEUE_STOPPED: "The LocalQueue is stopped",
         EvictionReason.PODS_READY_TIMEOUT: f"Exceeded the PodsReady timeout {eviction.workload}",
     }
     return reason.value, messages.get(reason, f"The workload was evicted: {reason.value}")
+
+
+def unhealthy_nodes(workload: Mapping[str, Any]) -> list[str]:
+    """``status.unhealthyNodes``: the failed nodes whose pods are being replaced, by name."""
+    return [str(node.get("name")) for node in workload.get("status", {}).get("unhealthyNodes") or []]
 
 
 def requeue_state(workload: Mapping[str, Any]) -> tuple[int, float | None]:
@@ -245,6 +260,8 @@ def eviction_patch(
         status["requeueState"] = None  # as Kueue: a deactivated workload starts afresh when reactivated
     if checks is not None:
         status["admissionChecks"] = [dict(check) for check in checks] or None
+    if unhealthy_nodes(workload):
+        status["unhealthyNodes"] = None  # as Kueue's eviction: a requeued workload is placed afresh
     status["schedulingStats"] = {"evictions": counted_eviction(workload, reason)}
     patch = _patch(workload, status)
     if eviction.deactivated:

@@ -809,6 +809,17 @@ WORKLOAD = Definition(
                     list_type="map",
                     map_keys=["name"],
                 ),
+                "unhealthyNodes": array(
+                    obj(
+                        {"name": string("the failed node", max_length=63)},
+                        "",
+                        required=["name"],
+                    ),
+                    "the failed nodes holding pods of this topology-aware workload, while kuota replaces them",
+                    max_items=8,
+                    list_type="map",
+                    map_keys=["name"],
+                ),
             },
             "observed state, written by kuota",
         ),

@@ -6,15 +6,16 @@ place whole host slices."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from kuota.webhook import topology_assignment
 from tests.cluster import Cluster
 from tests.integration.manager.conftest import apply, get_json, wait_for_event
 from tests.integration.manager.guide_objects import gpu_job
-from tests.integration.manager.test_guide import admitted_workload, create_job, running_pods, workload_of
+from tests.integration.manager.test_guide import admitted_workload, create_job, job_pods, running_pods, workload_of
 from tests.manager_process import ManagerProcess
 from tests.waiting import wait_until
 
@@ -223,3 +224,127 @@ def test_layers_of_slices_reach_the_workload_and_place_whole_host_slices_in_one_
         timeout=60,
     )
     assert "doesn't allow to fit; 0/1 slice(s) fit on level example.com/rack; 0/1 slice(s) fit on level" in message
+
+
+BROKEN = "kuota.test/broken=true:NoExecute"
+
+
+def _gpu_rack_job(name: str, namespace: str, pods: int, gpus: int) -> dict[str, Any]:
+    job = _rack_job(name, namespace, pods)
+    resources = {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = resources
+    return job
+
+
+def _hosts(cluster: Cluster, namespace: str, uid: str) -> dict[str, int]:
+    """The pods per node the Workload's topologyAssignment gives (empty while it has none)."""
+    workload = workload_of(cluster, namespace, uid) or {}
+    assignments = ((workload.get("status") or {}).get("admission") or {}).get("podSetAssignments") or [{}]
+    raw = assignments[0].get("topologyAssignment")
+    if raw is None:
+        return {}
+    return {values[-1]: count for values, count in topology_assignment.decode(raw).domains}
+
+
+def _break(cluster: Cluster, node: str, namespace: str, job: str) -> None:
+    """Taints ``node`` NoExecute and deletes ``job``'s pods on it, as the taint-eviction controller would (the
+    test control plane runs none)."""
+    cluster.kubectl("taint", "node", node, BROKEN)
+    for pod in job_pods(cluster, namespace, job):
+        if pod["spec"].get("nodeName") == node:
+            cluster.kubectl("delete", "pod", "-n", namespace, pod["metadata"]["name"], "--wait=false")
+
+
+@pytest.fixture
+def holder(cluster: Cluster, racks: dict[str, str]) -> Iterator[Callable[[int], None]]:
+    """Holds GPUs of the single-node rack r2 outside TAS, so that a rack gang goes to r1; the nodes are
+    untainted after the test."""
+    (r2_node,) = [node for node, rack in racks.items() if rack == "r2"]
+
+    def hold(gpus: int) -> None:
+        apply(cluster, _holder_pod("gpu-holder", r2_node, gpus=gpus))
+        wait_until(
+            lambda: get_json(cluster, "pod", "-n", "default", "gpu-holder")["status"].get("phase") == "Running",
+            "the holder pod to run",
+            timeout=60,
+        )
+
+    try:
+        yield hold
+    finally:
+        cluster.kubectl("delete", "pod", "-n", "default", "gpu-holder", "--wait=true", check=False)
+        for node in racks:
+            cluster.kubectl("taint", "node", node, "kuota.test/broken-", check=False)
+
+
+def test_a_rack_gang_on_a_failed_node_moves_to_the_healthy_node_of_its_rack(
+    cluster: Cluster,
+    manager: ManagerProcess,
+    guide_namespaces: tuple[str, ...],
+    racks: dict[str, str],
+    holder: Callable[[int], None],
+) -> None:
+    # Kueue v0.20's TASFailedNodeReplacement with TASReplaceNodeOnNodeTaints: r2 full, a gang of two 4-GPU pods
+    # takes one node of r1; that node tainted NoExecute and its pods gone, the new assignment names the other
+    # node of r1, and the Job's new pods run there.
+    namespace = "research"
+    apply(cluster, *_tas_queue(namespace))
+    holder(8)
+    pair = create_job(cluster, _gpu_rack_job("pair", namespace, pods=2, gpus=4))
+    uid = pair["metadata"]["uid"]
+    admitted_workload(cluster, namespace, uid)
+    (failing,) = _hosts(cluster, namespace, uid)
+    (healthy,) = [node for node, rack in racks.items() if rack == "r1" and node != failing]
+    running_pods(cluster, namespace, "pair", 2)
+    _break(cluster, failing, namespace, "pair")
+    wait_until(
+        lambda: _hosts(cluster, namespace, uid) == {healthy: 2} or None,
+        f"the gang's assignment to move from {failing} to {healthy}",
+        timeout=60,
+    )
+
+    def running_on_healthy() -> list[str] | None:
+        pods = [pod for pod in job_pods(cluster, namespace, "pair") if pod["status"].get("phase") == "Running"]
+        nodes = [pod["spec"]["nodeName"] for pod in pods]
+        return nodes if nodes == [healthy, healthy] else None
+
+    wait_until(running_on_healthy, f"the gang's two pods, and only they, to run on {healthy}", timeout=60)
+    workload = workload_of(cluster, namespace, uid)
+    assert workload is not None and not workload["status"].get("unhealthyNodes")
+
+
+def test_a_rack_gang_on_a_failed_node_with_no_room_left_in_its_rack_is_evicted_for_node_failures(
+    cluster: Cluster,
+    manager: ManagerProcess,
+    guide_namespaces: tuple[str, ...],
+    racks: dict[str, str],
+    holder: Callable[[int], None],
+) -> None:
+    # Kueue v0.20's TASFailedNodeReplacementFailFast: three 4-GPU pods fill r1 but one pod's room (r2 holds
+    # one more, outside the required rack); the node with one of them fails: no node of r1 has room, so the
+    # Workload is evicted with reason NodeFailures.
+    namespace = "research"
+    apply(cluster, *_tas_queue(namespace))
+    holder(4)
+    trio = create_job(cluster, _gpu_rack_job("trio", namespace, pods=3, gpus=4))
+    uid = trio["metadata"]["uid"]
+    admitted_workload(cluster, namespace, uid)
+    hosts = _hosts(cluster, namespace, uid)
+    assert sorted(hosts.values()) == [1, 2]
+    assert {racks[node] for node in hosts} == {"r1"}
+    (failing,) = [node for node, count in hosts.items() if count == 1]
+    running_pods(cluster, namespace, "trio", 3)
+    _break(cluster, failing, namespace, "trio")
+
+    def evicted() -> dict[str, Any] | None:
+        workload = workload_of(cluster, namespace, uid) or {}
+        for condition in workload.get("status", {}).get("conditions") or []:
+            if condition["type"] == "Evicted" and condition["status"] == "True":
+                return dict(condition)
+        return None
+
+    condition = wait_until(evicted, "the gang to be evicted", timeout=60)
+    assert condition["reason"] == "NodeFailures"
+    assert condition["message"] == f"Workload was evicted as there was no replacement for unhealthy node(s): {failing}"
+    workload = workload_of(cluster, namespace, uid)
+    assert workload is not None and not workload["status"].get("unhealthyNodes")
