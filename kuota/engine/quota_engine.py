@@ -292,7 +292,7 @@ class QuotaEngine:
             queue.by_priority.remove(admitted)
             queue.by_priority.add(renewed)
         # The failed node's share is free again, for pod sets that tolerate what made it fail.
-        manager.wake_everywhere()
+        manager.wake_on_topology_free(manager.topology.flavors_on(node))
         return placed
 
     def pods_ready(self, key: str, ready: bool) -> None:
