@@ -184,7 +184,9 @@ class ReferencingAdapter(JobAdapter, Protocol):
 
     @property
     def reads(self) -> tuple[str, ...]:
-        """The plurals, in the kind's own group, that :meth:`reference` may name (the manager may ``get`` them)."""
+        """The plurals, in the kind's own group and version, that :meth:`reference` may name: the manager gets one
+        as it makes a job's Workload, and watches them all, so a job naming one is reconciled as it is created or
+        changed."""
 
     def reference(self, job: Mapping[str, Any]) -> ObjectReference:
         """The object the job's pod sets are made from."""
