@@ -291,7 +291,8 @@ class QuotaController:
             self._ungater.on_workload(event.key)
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
-            owner = owner_job(value.load()) if value is not None else None
+            # A deleted Workload's job too, from its last copy: one whose Workload was replaced gets its new one.
+            owner = owner_job(event.value.load())
             if owner is not None:
                 self.state.dirty_jobs.add(owner)
             self.state.wake.set()
