@@ -54,6 +54,7 @@ class JobReconciler:
         self._resource = Resource(adapter.kind.group, adapter.kind.version, adapter.plural)
         self._state = state
         self._view = state.jobs.setdefault(self._kind, NewestCopies())
+        state.remade_when_gone.add(self._kind)
         self._metrics = metrics
         self._writer = writer
         self._sync = sync
@@ -183,6 +184,8 @@ class JobReconciler:
         adapter = self._adapter
         metadata = workload["metadata"]
         key = key_of(workload)
+        job_name = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        log.info("%s %s no longer matches its Workload %s: replacing it", adapter.kind.kind, job_name, key)
         if not adapter.is_suspended(job):
             # One write, as Kueue's stopJob: a new Workload is made from the templates as they are after it.
             stop = adapter.suspend_patch(job)

@@ -291,10 +291,12 @@ class QuotaController:
             self._ungater.on_workload(event.key)
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
-            # A deleted Workload's job too, from its last copy: one whose Workload was replaced gets its new one.
-            owner = owner_job(event.value.load())
-            if owner is not None:
-                self.state.dirty_jobs.add(owner)
+            if value is None:
+                self.state.workload_gone(event.value.load())
+            else:
+                owner = owner_job(value.load())
+                if owner is not None:
+                    self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
     def _job_handler(self, kind: str) -> Callable[[Event[CompactCopy]], None]:
