@@ -191,6 +191,8 @@ class NewestCopies:
     def wrote(self, obj: Mapping[str, Any]) -> None:
         key = key_of(obj)
         current = self._objects.get(key)
+        if current is None and (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return  # its deletion was watched while this answer was on its way: kept, it would never go
         if current is None or _version(obj) > current.version:
             self._objects[key] = self._compact(obj)
 
