@@ -15,12 +15,14 @@ first use (progress lines; about ten minutes on two cores).
   controller's distance to the floor (the same generator through ``kuota simulate``'s replay).
 - jobs: the same shape as batch/v1 Jobs through each system's webhook, pods run on the fake nodes
   (one cohort of three queues at --job-scale).
-- agree: two deterministic scenarios; the workloads holding quota after each phase, under floor, kuota and
+- agree: three deterministic scenarios; the workloads holding quota after each phase, under floor, kuota and
   Kueue, and every difference: a flat cohort, nested cohorts, then a JobSet, a RayJob and a pod group
   competing with a standalone Workload (the JobSet, Ray and pod integrations enabled on both controllers,
   the kinds' CRDs from their Go modules; no JobSet or KubeRay controller runs, the Workloads are the
   controllers' own); then, on fresh clusters with waitForPodsReady's timeout at 20 s, Jobs timing out and an
-  AdmissionCheck answered by hand (Retry, Rejected, Ready). Phase by phase: benchmarks/side_by_side/agreement.py.
+  AdmissionCheck answered by hand (Retry, Rejected, Ready); then, on fresh clusters whose three fake nodes are
+  labelled into two racks, topology-aware gangs arriving and finishing, each holder's pods per node compared too
+  (decoded from each side's topologyAssignment). Phase by phase: benchmarks/side_by_side/agreement.py.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ def _agreement(systems: list[str], keep: Path | None) -> bool:
     for title, scenario in (
         ("a flat cohort of three queues (six phases), nested cohorts (three), job kinds (four)", agreement.DECISIONS),
         ("waitForPodsReady's timeout (two phases) and an AdmissionCheck answered by hand (four)", agreement.CHECKS),
+        (
+            "topology-aware scheduling: rack and node gangs on three nodes in two racks (five phases)",
+            agreement.TOPOLOGY,
+        ),
     ):
         print(f"\n== decisions agree: {title} ==", flush=True)
         floor = agreement.floor_snapshots(scenario)

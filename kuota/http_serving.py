@@ -35,6 +35,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kuota import strict_json
 from kuota.malloc_trim import release_free_pages
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,11 @@ async def serve(
         await runner.cleanup()
         raise
     return HttpServer(runner, runner.addresses[0][1], bodies)
+
+
+def json_response(value: Any, status: int = 200) -> web.Response:
+    """``value`` as a JSON answer, encoded by :mod:`kuota.strict_json` (every review and API answer kuota serves)."""
+    return web.Response(body=strict_json.dumps(value), status=status, content_type="application/json")
 
 
 async def request_body(request: web.Request) -> bytes:

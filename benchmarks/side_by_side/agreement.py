@@ -75,6 +75,27 @@ The floor replays the timeout with ``podsReadyAfter`` null and each hand-written
 ``admissionChecks`` (the seconds from each reservation to its answer, the Retries, a rejection): the answers of
 one workload all come that many seconds after the reservation they answer.
 
+A third scenario, :data:`TOPOLOGY`, runs topology-aware scheduling on its own clusters: the control plane's
+three fake 8-GPU nodes labelled into racks (``kuota.test/rack``: r1 holds h100-0 and h100-1, r2 holds h100-2), a
+Topology of racks and hosts, a TAS flavor on them and ClusterQueue t with more GPUs than the nodes have (and no
+preemption), so only the topology refuses. Its workloads are standalone Workloads of one pod set whose
+``topologyRequest`` requires or prefers a level; each phase compares the holders and, for each, its pods per
+domain (node), decoded from each side's ``status.admission.podSetAssignments[].topologyAssignment``. Kueue v0.17
+stores Workloads in v1beta2 (its storage version) and writes the compact form (``slices``), at the hostname level
+only: read through v1beta2, byte for byte what kuota writes. v1beta1's older ``levels`` + ``domains`` form, which
+Kueue's conversion webhook serves in v1beta1, is decoded too (that webhook is not registered here: read through
+v1beta1, Kueue's assignment would keep only its levels). Every placement is forced (the only rack or node with
+room), so no tie-break decides:
+
+1. t-a (3 pods x 8 GPUs) prefers a rack; none holds it, so it spans both, a pod a node;
+2. t-b (2 x 8) requires a rack; none has room, it waits;
+3. t-a finishes: t-b takes r1, the only rack that holds it, and t-c (1 x 8, preferring a rack) h100-2;
+4. t-b finishes: t-d (4 x 4, requiring a rack) takes r1, two pods a node;
+5. t-c finishes: t-e (2 x 4, requiring one node) takes h100-2.
+
+The floor replays it with the same nodes (``replay``'s ``nodes``, as ``kuota simulate --nodes``) and reads the
+pods per domain from each admission's topology.
+
 The scenarios and the comparison are pure; :func:`run_live` drives a controller through one.
 """
 
@@ -102,11 +123,15 @@ from benchmarks.workloads.manifests import (
     workload_manifest,
     workload_priority_class,
 )
+from kuota.engine import TopologyAssignment, topology_node
 from kuota.simulator.config_reading import config_from_dicts
-from kuota.simulator.lines import WorkloadLine
+from kuota.simulator.lines import PodSetLine, WorkloadLine
 from kuota.simulator.queue_mapping import QueueTarget
-from kuota.simulator.replay import Outcome, ReplayResult, replay
+from kuota.simulator.replay import Outcome, ReplayResult, WorkloadHistory, replay
 from kuota.simulator.workload_reading import convert_lines
+from kuota.webhook.topology_assignment import decode, decode_domains
+from tests.cluster import GPU_RESOURCE
+from tests.cluster.nodes import DEFAULT_POOLS
 
 QUEUES = ("a", "b", "c")
 COHORT = "agree"
@@ -128,10 +153,28 @@ _ANSWERS: dict[str, dict[str, Any]] = {
     "Retry": {"retries": 1},
     "Rejected": {"reject": True},
 }
+TAS_QUEUE = "t"
+TOPOLOGY_NAME = "racks"
+RACK = "kuota.test/rack"
+HOSTNAME = "kubernetes.io/hostname"
+# The fresh control plane's fake nodes (tests/cluster/nodes.py's default pool) by rack.
+NODE_RACKS = {"h100-0": "r1", "h100-1": "r1", "h100-2": "r2"}
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 # Simulated seconds between phases: any gap works, the replay has no latency.
 PHASE_SPACING = 10.0
 _QUIET_SECONDS = 3.0
 _PHASE_DEADLINE = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """The one pod set of a Workload topology-aware scheduling places: ``pods`` pods of ``gpus`` GPUs each, which
+    ``placement`` (a ``topologyRequest`` key: ``required`` or ``preferred``) one domain of ``level``."""
+
+    pods: int
+    gpus: int
+    placement: str
+    level: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +185,7 @@ class ScenarioWorkload:
     priority: int
     kind: str = WORKLOAD  # or a job kind of benchmarks.side_by_side.kinds, whose Workload the controller makes
     pods_ready: bool = True  # a Job's: False, its pod can be placed on no node, so it is never ready
+    gang: Gang | None = None  # a standalone Workload asking GPUs of a TAS flavor instead of cpu
 
     @property
     def key(self) -> str:
@@ -167,6 +211,14 @@ class Scenario:
     phases: tuple[Phase, ...]
     objects: tuple[Manifest, ...]
     configuration: Mapping[str, Any] = field(default_factory=dict)  # Configuration fields, for both and the floor
+    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # added to the fake nodes, by name
+
+
+# Where a holder's pods are: per pod set placed by topology-aware scheduling, its pods per domain (the domain's
+# values joined by "/", highest level first), both sorted; empty for a workload without TAS.
+Placement = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+# The workloads holding quota after a phase (namespace/name), each with its placement.
+Snapshot = Mapping[str, Placement]
 
 
 def namespace_of(queue: str) -> str:
@@ -218,7 +270,7 @@ def priority_class(priority: int) -> str:
     return f"p{priority}"
 
 
-def _queue_objects(queue: str, cohort_name: str | None, quota: ResourceQuota) -> list[Manifest]:
+def _queue_objects(queue: str, cohort_name: str | None, quota: ResourceQuota, flavor: str = "rf") -> list[Manifest]:
     """A scenario queue's namespace, ClusterQueue (reclaiming from anyone, preempting lower priorities in the
     queue) and LocalQueue."""
     return [
@@ -226,7 +278,7 @@ def _queue_objects(queue: str, cohort_name: str | None, quota: ResourceQuota) ->
         cluster_queue(
             f"cq-{queue}",
             cohort_name=cohort_name,
-            flavor="rf",
+            flavor=flavor,
             quotas=(quota,),
             namespace_selector={},
             reclaim_within_cohort="Any",
@@ -297,8 +349,75 @@ def checks_objects(scenario: Sequence[Phase] = CHECKS_PHASES) -> list[Manifest]:
     return objects + checked
 
 
+def _gang(name: str, priority: int, gang: Gang) -> ScenarioWorkload:
+    return ScenarioWorkload(name, TAS_QUEUE, 0, priority, gang=gang)
+
+
+TOPOLOGY_PHASES = (
+    Phase(
+        "racks: t-a (3 x 8 GPUs) prefers a rack, none holds it: it spans both, a pod a node",
+        create=(_gang("t-a", 510, Gang(3, 8, "preferred", RACK)),),
+    ),
+    Phase(
+        "racks: t-b (2 x 8) requires a rack, none has room: it waits",
+        create=(_gang("t-b", 520, Gang(2, 8, "required", RACK)),),
+    ),
+    Phase(
+        "racks: t-a finishes: t-b takes r1, the only rack that holds it, t-c (1 x 8, prefers a rack) r2",
+        create=(_gang("t-c", 505, Gang(1, 8, "preferred", RACK)),),
+        finish=("t-a",),
+    ),
+    Phase(
+        "racks: t-b finishes: t-d (4 x 4, requires a rack) takes r1, two pods a node",
+        create=(_gang("t-d", 530, Gang(4, 4, "required", RACK)),),
+        finish=("t-b",),
+    ),
+    Phase(
+        "racks: t-c finishes: t-e (2 x 4, requires a node) takes h100-2",
+        create=(_gang("t-e", 540, Gang(2, 4, "required", HOSTNAME)),),
+        finish=("t-c",),
+    ),
+)
+
+
+def topology_objects(scenario: Sequence[Phase] = TOPOLOGY_PHASES) -> list[Manifest]:
+    """A Topology of racks and hosts, a TAS flavor on the fake H100 nodes (tolerating their GPU taint) and queue t
+    with quota for more GPUs than the nodes have, preempting nothing: only the topology can refuse."""
+    objects = _common_objects(scenario)
+    objects.append(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Topology",
+            "metadata": {"name": TOPOLOGY_NAME},
+            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]},
+        }
+    )
+    flavor = resource_flavor("rf-tas", node_labels={"gpu-type": "h100"}, tolerations=(GPU_TOLERATION,))
+    flavor["spec"]["topologyName"] = TOPOLOGY_NAME
+    objects.append(flavor)
+    queue = _queue_objects(TAS_QUEUE, None, ResourceQuota(GPU_RESOURCE, 48), flavor="rf-tas")
+    queue[1]["spec"]["preemption"] = {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
+    return objects + queue
+
+
 DECISIONS = Scenario(SCENARIO, tuple(scenario_objects(SCENARIO)))
 CHECKS = Scenario(CHECKS_PHASES, tuple(checks_objects(CHECKS_PHASES)), CHECKS_CONFIGURATION)
+TOPOLOGY = Scenario(
+    TOPOLOGY_PHASES,
+    tuple(topology_objects(TOPOLOGY_PHASES)),
+    node_labels={node: {RACK: rack} for node, rack in NODE_RACKS.items()},
+)
+
+
+def scenario_nodes(scenario: Scenario) -> list[dict[str, Any]]:
+    """The fake nodes a fresh control plane has, with the scenario's labels, as v1 Nodes."""
+    nodes = [pool.node_manifest(name) for pool in DEFAULT_POOLS for name in pool.node_names()]
+    unknown = set(scenario.node_labels) - {node["metadata"]["name"] for node in nodes}
+    if unknown:
+        raise MeasureError(f"scenario: labels for nodes a fresh control plane lacks: {sorted(unknown)}")
+    for node in nodes:
+        node["metadata"]["labels"].update(scenario.node_labels.get(node["metadata"]["name"], {}))
+    return nodes
 
 
 def _line(workload: ScenarioWorkload, submit_at: float, duration: float) -> WorkloadLine:
@@ -310,25 +429,44 @@ def _line(workload: ScenarioWorkload, submit_at: float, duration: float) -> Work
         "submitAt": submit_at,
         "duration": duration,
         "maxExecutionSeconds": None,
-        "podSets": [
-            {
-                "name": shape.name,
-                "count": shape.count,
-                "requests": {"cpu": str(shape.cpu)},
-                "nodeSelector": {},
-                "tolerations": [],
-            }
-            for shape in kinds.pod_sets(workload.kind, workload.cpu)
-        ],
+        "podSets": _pod_set_lines(workload),
     }
+
+
+def _pod_set_lines(workload: ScenarioWorkload) -> list[PodSetLine]:
+    if workload.gang is not None:
+        gang = workload.gang
+        requests = {GPU_RESOURCE: str(gang.gpus)}
+        return [{"name": "main", "count": gang.pods, "requests": requests, "nodeSelector": {}, "tolerations": []}]
+    return [
+        {
+            "name": shape.name,
+            "count": shape.count,
+            "requests": {"cpu": str(shape.cpu)},
+            "nodeSelector": {},
+            "tolerations": [],
+        }
+        for shape in kinds.pod_sets(workload.kind, workload.cpu)
+    ]
+
+
+def _with_topology_request(pod_sets: list[dict[str, Any]], workload: ScenarioWorkload) -> list[dict[str, Any]]:
+    """A gang's pod set (a line's or a Workload's) with its ``topologyRequest``; other pod sets as they are."""
+    if workload.gang is None:
+        return pod_sets
+    request = {workload.gang.placement: workload.gang.level}
+    return [{**pod_set, "topologyRequest": request} for pod_set in pod_sets]
 
 
 def _floor_line(
     workload: ScenarioWorkload, submit_at: float, duration: float, checks: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The line the floor replays: whether its pods get ready, and how its check answers (``checks``)."""
+    """The line the floor replays: whether its pods get ready, how its check answers (``checks``), where its
+    gang goes."""
+    line = _line(workload, submit_at, duration)
     return {
-        **_line(workload, submit_at, duration),
+        **line,
+        "podSets": _with_topology_request([dict(pod_set) for pod_set in line["podSets"]], workload),
         "podsReadyAfter": 0 if workload.pods_ready else None,
         "admissionChecks": {CHECK: dict(checks)} if checks is not None else None,
     }
@@ -362,87 +500,125 @@ def _next_answer(name: str, before: dict[str, Any] | None, after: float, state: 
     return {**before, **_ANSWERS[state]}
 
 
-def floor_snapshots(scenario: Scenario = DECISIONS) -> list[frozenset[str]]:
-    """The holding set after each phase under ``kuota simulate``. A workload finished by hand in phase k gets
-    the duration that ends it at phase k's instant, which holds only if it was admitted on arrival; checked. A
-    check answered by hand in phase k answers that many seconds after the reservation it answers (the
-    reservation held then), found by replaying up to that instant with the answers before it."""
+def floor_snapshots(scenario: Scenario = DECISIONS) -> list[dict[str, Placement]]:
+    """The holders after each phase under ``kuota simulate``, each with its placement. A workload finished by hand
+    in phase k gets the duration that ends it at phase k's instant: from its admission, found by replaying up to
+    that instant (it must hold quota then, admitted once). A check answered by hand in phase k answers that many
+    seconds after the reservation it answers (the reservation held then), found the same way with the answers
+    before it."""
     phases = scenario.phases
     instants = phase_instants(phases)
     created_at = {w.name: instants[index] for index, phase in enumerate(phases) for w in phase.create}
-    finished_at = {name: instants[index] for index, phase in enumerate(phases) for name in phase.finish}
     objects = config_from_dicts(
         [
             *scenario.objects,
             {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **scenario.configuration},
         ]
     )
+    nodes = [topology_node(node) for node in scenario_nodes(scenario)] if scenario.node_labels else []
+    durations: dict[str, float] = {}
     answers: dict[str, dict[str, Any]] = {}
 
     def replayed(until: float) -> ReplayResult:
         lines = [
             (
                 f"scenario workload {w.name}",
-                _floor_line(
-                    w, created_at[w.name], finished_at.get(w.name, 1e9) - created_at[w.name], answers.get(w.name)
-                ),
+                _floor_line(w, created_at[w.name], durations.get(w.name, 1e9), answers.get(w.name)),
             )
             for w in _workloads(phases)
         ]
         arrivals = sorted(convert_lines(lines, _priorities(phases)), key=lambda w: w.submit_at)
-        return replay(objects, arrivals, until=until)
+        return replay(objects, arrivals, until=until, nodes=nodes)
+
+    def holding(result: ReplayResult, name: str, doing: str, phase: int) -> WorkloadHistory:
+        history = next(h for h in result.workloads.values() if h.name == name)
+        if history.outcome is not Outcome.ADMITTED:
+            raise MeasureError(f"scenario: {name} holds no quota for {doing}, in phase {phase}")
+        return history
 
     snapshots = []
     for index, phase in enumerate(phases):
+        for name in phase.finish:
+            history = holding(replayed(instants[index]), name, "its finish", index + 1)
+            if len(history.admissions) != 1:
+                raise MeasureError(f"scenario: {name} was admitted more than once, so its line has no duration")
+            durations[name] = instants[index] - history.admissions[0].at
         for name, state in phase.answer:
-            before = replayed(instants[index])
-            history = next(h for h in before.workloads.values() if h.name == name)
-            if history.outcome is not Outcome.ADMITTED:
-                raise MeasureError(f"scenario: {name} holds no quota for its check to answer, in phase {index + 1}")
+            history = holding(replayed(instants[index]), name, "its check to answer", index + 1)
             answers[name] = _next_answer(
                 name, answers.get(name), instants[index] - history.admissions[-1].at, state, index + 1
             )
         result = replayed(instants[index] + phase.spacing - PHASE_SPACING / 2)
-        for name, at in finished_at.items():
-            if at > instants[index]:
-                continue
-            history = next(h for h in result.workloads.values() if h.name == name)
-            if not history.admissions or history.admissions[0].at != created_at[name]:
-                raise MeasureError(f"scenario: {name} was not admitted on arrival, so its duration is wrong")
-        snapshots.append(frozenset(key for key, h in result.workloads.items() if h.outcome is Outcome.ADMITTED))
+        snapshots.append(
+            {key: _replayed_placement(h) for key, h in result.workloads.items() if h.outcome is Outcome.ADMITTED}
+        )
     return snapshots
+
+
+def _per_domain(assignment: TopologyAssignment) -> tuple[tuple[str, int], ...]:
+    pods: dict[str, int] = {}
+    for values, count in assignment.domains:
+        domain = "/".join(values)
+        pods[domain] = pods.get(domain, 0) + count
+    return tuple(sorted(pods.items()))
+
+
+def _replayed_placement(history: WorkloadHistory) -> Placement:
+    topology = history.admissions[-1].topology
+    return tuple(sorted((name, _per_domain(assignment)) for name, assignment in topology.items()))
+
+
+def placement(workload: Mapping[str, Any]) -> Placement:
+    """Where a Workload holding quota puts its pods: each pod set's ``topologyAssignment``, in either encoding
+    (v1beta2's ``slices``, or v1beta1's ``domains``)."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    placed = []
+    for assigned in admission.get("podSetAssignments") or []:
+        raw = assigned.get("topologyAssignment")
+        if raw:
+            assignment = decode_domains(raw) if "domains" in raw else decode(raw)
+            placed.append((str(assigned["name"]), _per_domain(assignment)))
+    return tuple(sorted(placed))
 
 
 @dataclass(frozen=True, slots=True)
 class PhaseComparison:
     title: str
-    floor: frozenset[str]
-    kuota: frozenset[str]
-    kueue: frozenset[str]
+    floor: Snapshot
+    kuota: Snapshot
+    kueue: Snapshot
 
     @property
     def agree(self) -> bool:
         return self.floor == self.kuota == self.kueue
 
+    def _sides(self) -> tuple[tuple[str, Snapshot], ...]:
+        return (("floor", self.floor), ("kuota", self.kuota), ("Kueue", self.kueue))
+
     def differences(self) -> list[str]:
-        every = self.floor | self.kuota | self.kueue
+        every = set(self.floor) | set(self.kuota) | set(self.kueue)
         lines = []
         for key in sorted(every):
-            holders = [
-                name
-                for name, held in (("floor", self.floor), ("kuota", self.kuota), ("Kueue", self.kueue))
-                if key in held
-            ]
+            holders = [name for name, held in self._sides() if key in held]
             if len(holders) != 3:
                 lines.append(f"{key} holds quota under {', '.join(holders) or 'none'} only")
+            elif not self.floor[key] == self.kuota[key] == self.kueue[key]:
+                places = "; ".join(f"{name} {_where(held[key])}" for name, held in self._sides())
+                lines.append(f"{key} places its pods differently: {places}")
         return lines
+
+
+def _where(placed: Placement) -> str:
+    """``main: h100-0 x1, h100-1 x1``; pod sets apart by " | "."""
+    pod_sets = (f"{name}: {', '.join(f'{domain} x{pods}' for domain, pods in domains)}" for name, domains in placed)
+    return " | ".join(pod_sets) or "no topology assignment"
 
 
 def compare(
     scenario: Sequence[Phase],
-    floor: Sequence[frozenset[str]],
-    kuota: Sequence[frozenset[str]],
-    kueue: Sequence[frozenset[str]],
+    floor: Sequence[Snapshot],
+    kuota: Sequence[Snapshot],
+    kueue: Sequence[Snapshot],
 ) -> list[PhaseComparison]:
     if not len(scenario) == len(floor) == len(kuota) == len(kueue):
         raise MeasureError("compare: one snapshot per phase for each of floor, kuota and Kueue")
@@ -450,23 +626,26 @@ def compare(
 
 
 def render(comparisons: Sequence[PhaseComparison]) -> str:
-    def names(keys: frozenset[str]) -> str:
-        return " ".join(sorted(key.split("/", 1)[1] for key in keys))
-
+    """Per phase: same or DIFFERENT; where all agree, the holders and each one's pods per domain, else every
+    difference."""
     lines = []
     for index, comparison in enumerate(comparisons, start=1):
         verdict = "same" if comparison.agree else "DIFFERENT"
         lines.append(f"phase {index}: {comparison.title}: {verdict}")
-        lines.append(f"    holding quota: {names(comparison.floor)}" if comparison.agree else "")
-        for difference in comparison.differences():
-            lines.append(f"    {difference}")
-    return "\n".join(line for line in lines if line) + "\n"
+        if comparison.agree:
+            held = comparison.floor
+            lines.append(f"    holding quota: {' '.join(sorted(key.split('/', 1)[1] for key in held))}")
+            lines += [f"    {key.split('/', 1)[1]} {_where(held[key])}" for key in sorted(held) if held[key]]
+        lines += [f"    {difference}" for difference in comparison.differences()]
+    return "\n".join(lines) + "\n"
 
 
 def _manifest(workload: ScenarioWorkload, priorities: dict[str, int]) -> dict[str, Any]:
     """What is created for one scenario workload: the Workload itself, or the job the controller makes it of."""
     if workload.kind == WORKLOAD:
-        return workload_manifest(_line(workload, 0.0, 0.0), priority_values=priorities)
+        manifest = workload_manifest(_line(workload, 0.0, 0.0), priority_values=priorities)
+        manifest["spec"]["podSets"] = _with_topology_request(manifest["spec"]["podSets"], workload)
+        return manifest
     shape = (workload.name, namespace_of(workload.queue), LOCAL_QUEUE, priority_class(workload.priority), workload.cpu)
     if workload.kind == JOB:
         return kinds.job(*shape, schedulable=workload.pods_ready)
@@ -494,7 +673,7 @@ def _plan(phase: Phase, scenario: Sequence[Phase]) -> list[PlannedObject]:
     ]
 
 
-async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[frozenset[str]]:
+async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[dict[str, Placement]]:
     snapshots = []
     keys = {w.name: w.key for w in _workloads(scenario)}
     await live.open()
@@ -511,7 +690,7 @@ async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[frozenset[str]
                 live.check_watch()
                 await asyncio.sleep(0.2)
             await _quiet(live, [p.key for p in created], began)
-            snapshots.append(frozenset(live.holding()))
+            snapshots.append({key: placement(live.latest[key]) for key in live.holding()})
     finally:
         await live.close()
     return snapshots
@@ -533,15 +712,20 @@ async def _quiet(live: LiveRun, created: list[str], began: float) -> None:
         await asyncio.sleep(0.1)
 
 
-def run_live(name: str, scenario: Scenario = DECISIONS, keep_under: Path | None = None) -> list[frozenset[str]]:
-    """The holding set after each phase under controller ``name`` ("kuota" or "Kueue")."""
+def run_live(name: str, scenario: Scenario = DECISIONS, keep_under: Path | None = None) -> list[dict[str, Placement]]:
+    """The holders after each phase under controller ``name`` ("kuota" or "Kueue"), each with its placement."""
     all_plans = [planned for phase in scenario.phases for planned in _plan(phase, scenario.phases)]
     on_cluster = controller_on_fresh_cluster(
-        name, list(scenario.objects), keep_under, kinds.FRAMEWORKS, scenario.configuration
+        name,
+        list(scenario.objects),
+        keep_under,
+        kinds.FRAMEWORKS,
+        scenario.configuration,
+        node_labels=scenario.node_labels,
     )
     with on_cluster as (cluster, controller):
 
-        async def drive() -> list[frozenset[str]]:
+        async def drive() -> list[dict[str, Placement]]:
             async with api_for(cluster) as api:
                 return await _play(LiveRun(api, all_plans), scenario.phases)
 

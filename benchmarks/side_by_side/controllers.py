@@ -38,6 +38,7 @@ from tests.cluster.job_controllers import (
     install_crds,
     jobset_crds,
     kuberay_crds,
+    lws_crds,
     mpi_operator_crds,
     trainer_crds,
     training_operator_crds,
@@ -53,7 +54,13 @@ KUOTA_NAMESPACE = "kuota-system"
 # webhooks only default and validate, and Kueue makes their Workloads without them.
 _KUEUE_WEBHOOK_GROUPS = frozenset({"kueue.x-k8s.io", "batch"})
 POD_FRAMEWORK = "pod"
-POD_PARENT_FRAMEWORKS = frozenset({"deployment", "statefulset"})  # their pods are gated: the pod webhook too
+LEADERWORKERSET_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
+# The pod parents mark their pod templates in their own webhooks and their pods are gated: the pod webhook too.
+_POD_PARENT_WEBHOOK_GROUPS = {
+    "deployment": frozenset({"", "apps"}),
+    "statefulset": frozenset({"", "apps"}),
+    LEADERWORKERSET_FRAMEWORK: frozenset({"", "leaderworkerset.x-k8s.io"}),
+}
 # The CRDs each custom kind's integration needs on the control plane.
 _FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
     "jobset.x-k8s.io/jobset": jobset_crds,
@@ -66,6 +73,7 @@ _FRAMEWORK_CRDS: dict[str, Callable[[], list[Path]]] = {
     "kubeflow.org/mpijob": mpi_operator_crds,
     "trainer.kubeflow.org/trainjob": trainer_crds,
     "workload.codeflare.dev/appwrapper": appwrapper_crds,
+    LEADERWORKERSET_FRAMEWORK: lws_crds,
 }
 DEFAULT_FRAMEWORKS = ("batch/job",)
 _READY_SECONDS = 120.0
@@ -240,8 +248,8 @@ class KueueController:
         folder = self.module / "config" / "components" / "webhook"
         selectors = _release_namespace_selectors(folder / "kustomization.yaml")
         wanted = _KUEUE_WEBHOOK_GROUPS | ({""} if POD_FRAMEWORK in self.frameworks else set())
-        if POD_PARENT_FRAMEWORKS & set(self.frameworks):  # they mark their pod templates in their own webhooks
-            wanted |= {"", "apps"}
+        for framework in self.frameworks:
+            wanted |= _POD_PARENT_WEBHOOK_GROUPS.get(framework, frozenset())
         configurations = []
         for document in yaml.safe_load_all((folder / "manifests.yaml").read_text()):
             if not document:

@@ -75,15 +75,20 @@ def controller_on_fresh_cluster(
     keep_under: Path | None = None,
     frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS,
     configuration: Mapping[str, Any] | None = None,
+    *,
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Iterator[tuple[Cluster, Controller]]:
     """A new control plane with ``name``'s controller running (``frameworks``: the integrations it enables;
-    ``configuration``: more fields of its Configuration) and the queue objects applied and active (every
-    AdmissionCheck among them set Active by hand: no check controller runs); its folder (logs, etcd) is removed
-    afterwards unless ``keep_under`` is given."""
+    ``configuration``: more fields of its Configuration; ``node_labels``: labels added to its fake nodes, by node
+    name, before the controller starts) and the queue objects applied and active (every AdmissionCheck among them
+    set Active by hand: no check controller runs); its folder (logs, etcd) is removed afterwards unless
+    ``keep_under`` is given."""
     with _work_folder(name, keep_under) as folder:
         began = time.monotonic()
         cluster = Cluster.start(folder)
         try:
+            for node, labels in (node_labels or {}).items():
+                cluster.kubectl("label", "node", node, *(f"{key}={value}" for key, value in labels.items()))
             controller = CONTROLLERS[name](cluster, frameworks, configuration or {})
             controller.install()
             controller.start()

@@ -160,7 +160,7 @@ from kuota.engine.quota_engine import (
     WorkloadState,
     WorkloadStatus,
 )
-from kuota.engine.topology import TopologyAssignment
+from kuota.engine.topology import TopologyAssignment, pod_set_group_problem
 
 __all__ = [
     "HOSTNAME_LABEL",
@@ -219,6 +219,7 @@ __all__ = [
     "parse_workload",
     "parse_workload_priority_class",
     "pod_requests",
+    "pod_set_group_problem",
     "topology_node",
     "validate_cluster_queue",
     "validate_cohort",

@@ -239,6 +239,7 @@ def _read_topology_request(reader: FieldReader, raw: object, path: str) -> Topol
                 "podSetGroupName",
                 "podSetSliceRequiredTopology",
                 "podSetSliceSize",
+                "podsetSliceRequiredTopologyConstraints",
             }
         ),
     )
@@ -252,7 +253,23 @@ def _read_topology_request(reader: FieldReader, raw: object, path: str) -> Topol
     slice_level = reader.string(spec.get("podSetSliceRequiredTopology"), f"{path}.podSetSliceRequiredTopology")
     slice_size = reader.integer(spec.get("podSetSliceSize"), f"{path}.podSetSliceSize", minimum=1)
     group = reader.string(spec.get("podSetGroupName"), f"{path}.podSetGroupName")
-    return TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group)
+    layers_path = f"{path}.podsetSliceRequiredTopologyConstraints"
+    layers: list[tuple[str, int]] = []
+    for index, raw_layer in enumerate(reader.items(spec.get("podsetSliceRequiredTopologyConstraints"), layers_path, 3)):
+        where = f"{layers_path}[{index}]"
+        layer = reader.fields(raw_layer, where, frozenset({"topology", "size"}))
+        if layer is None:
+            continue
+        level = reader.string(layer.get("topology"), f"{where}.topology", required=True)
+        size = reader.integer(layer.get("size"), f"{where}.size", minimum=1, required=True)
+        if level is not None and size is not None:
+            layers.append((level, size))
+    # Only these ask for a topology (Kueue's IsExplicitlyRequestingTAS): a request naming just its pods' index
+    # label, as Kueue writes for every Job, asks nothing, and on a TAS-only queue is implied.
+    asked = (required, preferred, spec.get("unconstrained"), slice_level, slice_size)
+    if all(value is None for value in asked) and not layers:
+        return None
+    return TopologyRequest(required, preferred, unconstrained, slice_level, slice_size, group, tuple(layers))
 
 
 def _read_cluster_queue(reader: FieldReader, obj: object) -> ClusterQueue:

@@ -31,10 +31,12 @@ from kuota.engine.preemption import (
     Target,
     classic_candidates,
     fits,
+    needed_victims,
     victim_order,
 )
 from kuota.engine.queues import Group, Queue, Record, SortKey, Tree
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
+from kuota.engine.topology_admission import VictimCheck
 
 INFINITE_SHARE = 2**62
 
@@ -268,6 +270,7 @@ def fair_sharing_victims(
     cohort_queues: Iterable[str],
     strategies: tuple[FairSharingStrategy, ...],
     preemptor_order_time: float,
+    topology: VictimCheck | None = None,
 ) -> list[Target]:
     """Fair-sharing preemption: take victims from the queue with the highest share while the strategy allows.
 
@@ -277,7 +280,8 @@ def fair_sharing_victims(
     that stopped borrowing along the way is no target any more. Otherwise a victim in queue T is taken only if
     the preemptor's share with the new workload is <= T's share after losing it (LessThanOrEqualToFinalShare)
     or < T's share before (LessThanInitialShare). Each strategy is tried in turn; the first that makes the
-    workload fit wins.
+    workload fit wins. With ``topology``, it fits once its placement does too (Kueue's
+    ``workloadFitsForFairSharing``).
     """
     candidates = classic_candidates(
         preemptor,
@@ -327,18 +331,27 @@ def fair_sharing_victims(
                     pools.pop(queue, None)
                     continue
             tree.add_usage(queue, target.victim.assignment.usage, -1)
+            if topology is not None:
+                topology.take(target.victim.workload.key)
             removed.append(target)
-            fitted = fits(tree, cq.name, usage)
-        for target in removed:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-        if fitted:
-            return [
-                Target(
-                    t.victim,
-                    PreemptionReason.IN_CLUSTER_QUEUE
-                    if t.victim.cluster_queue == cq.name
-                    else PreemptionReason.IN_COHORT_FAIR_SHARING,
-                )
-                for t in removed
-            ]
+            fitted = fits(tree, cq.name, usage) and (topology is None or topology.fits())
+        if not fitted:
+            for target in removed:
+                tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+                if topology is not None:
+                    topology.give_back(target.victim.workload.key)
+            continue
+        # The victims not needed once the others are gone are given back, as Kueue's fairPreemptions does.
+        removed = needed_victims(
+            tree, topology, removed, lambda: fits(tree, cq.name, usage) and (topology is None or topology.fits())
+        )
+        return [
+            Target(
+                t.victim,
+                PreemptionReason.IN_CLUSTER_QUEUE
+                if t.victim.cluster_queue == cq.name
+                else PreemptionReason.IN_COHORT_FAIR_SHARING,
+            )
+            for t in removed
+        ]
     return []

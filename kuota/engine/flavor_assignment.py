@@ -147,6 +147,7 @@ class Assignment:
         never_fits: bool = False,
         short_needs: Mapping[FlavorResource, int] | None = None,
         probed: bool = False,
+        topology_refused: bool = False,
     ) -> None:
         self.pod_sets: Final = pod_sets
         self.mode: Final = mode
@@ -162,6 +163,9 @@ class Assignment:
         self.short_needs: Final[Mapping[FlavorResource, int]] = {} if short_needs is None else short_needs
         # Whether the flavor walk asked a PreemptionProbe: then admissions anywhere may change the choice.
         self.probed: Final = probed
+        # Whether the topology refused it (its quota fits, or preemption could make it fit): only capacity freed
+        # on its TAS flavors' nodes, or the flavor walk choosing other flavors, can change that.
+        self.topology_refused: Final = topology_refused
 
     def __repr__(self) -> str:
         return (
@@ -297,18 +301,27 @@ class FlavorAssigner:
                 only_flavor, covered = single
                 return self._assign_single(pod_sets[0], counts[0], names, only_flavor, covered)
         taken: dict[FlavorResource, int] = {}
-        results: list[PodSetAssignment] = []
+        results: dict[int, PodSetAssignment] = {}
         reasons: list[Reason] = []
         short: set[FlavorResource] = set()
         short_needs: dict[FlavorResource, int] = {}
         mode = Mode.FIT
         never_fits = False
         probed = False
-        for pod_set, count in zip(pod_sets, counts, strict=True):
-            requests = pod_set.requests
-            names = tuple(requests)
+        for members in _flavor_units(pod_sets):
+            pod_set = pod_sets[members[0]]
+            if len(members) == 1:
+                count = counts[members[0]]
+                usage = {resource: amount * count for resource, amount in pod_set.requests.items()}
+                others: tuple[PodSet, ...] = ()
+            else:  # a pod set group: one flavor per resource for all its pod sets, as Kueue assigns it
+                usage = {}
+                for member in members:
+                    for resource, amount in pod_sets[member].requests.items():
+                        usage[resource] = usage.get(resource, 0) + amount * counts[member]
+                others = tuple(pod_sets[member] for member in members[1:])
+            names = tuple(usage)
             uncovered, steps = self.plan(names)
-            usage = {resource: amount * count for resource, amount in requests.items()}
             for resource in uncovered:
                 reasons.append(
                     f"ClusterQueue {self.cq.name} does not cover resource {resource}: add it to "
@@ -322,7 +335,7 @@ class FlavorAssigner:
                 # One resource group covering the whole request, in its order: the usage is what it asks for.
                 requested = usage if resources == names else {r: usage[r] for r in resources}
                 flavor, group_mode, group_short, group_reasons, group_never, group_probed = self._pick(
-                    flavors, pod_set, requested, taken=taken, short_needs=short_needs, probe=probe
+                    flavors, pod_set, requested, taken=taken, short_needs=short_needs, probe=probe, others=others
                 )
                 probed = probed or group_probed
                 if group_reasons:
@@ -338,7 +351,16 @@ class FlavorAssigner:
                     chosen[resource] = flavor
                     fr: FlavorResource = (flavor, resource)
                     taken[fr] = taken[fr] + amount if fr in taken else amount
-            results.append(PodSetAssignment(pod_set.name, chosen, count, usage))
+            if not others:
+                results[members[0]] = PodSetAssignment(pod_set.name, chosen, count, usage)
+                continue
+            for member in members:
+                own = pod_sets[member]
+                flavors_of = {r: chosen[r] for r in own.requests if r in chosen}
+                if not own.requests:  # a leader asking for nothing still goes to the group's TAS flavor
+                    flavors_of = {r: f for r, f in chosen.items() if self._is_tas(f)}
+                own_usage = {resource: amount * counts[member] for resource, amount in own.requests.items()}
+                results[member] = PodSetAssignment(own.name, flavors_of, counts[member], own_usage)
         node_usage = self.node.usage
         subtree = self.node.subtree
         borrowing = False
@@ -349,8 +371,20 @@ class FlavorAssigner:
         if mode is not Mode.FIT:
             short = short or set(taken)
         return Assignment(
-            tuple(results), mode, borrowing, taken, tuple(reasons), frozenset(short), never_fits, short_needs, probed
+            tuple(results[index] for index in sorted(results)),
+            mode,
+            borrowing,
+            taken,
+            tuple(reasons),
+            frozenset(short),
+            never_fits,
+            short_needs,
+            probed,
         )
+
+    def _is_tas(self, flavor: str) -> bool:
+        model = self.flavors.get(flavor)
+        return model is not None and model.topology_name is not None
 
     def _topology_mismatch(self, flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
         """Kueue's ``checkPodSetAndFlavorMatchForTAS``: a pod set asking for a topology needs a TAS flavor, and a
@@ -414,7 +448,10 @@ class FlavorAssigner:
         taken: dict[FlavorResource, int],
         short_needs: dict[FlavorResource, int],
         probe: PreemptionProbe | None,
+        others: tuple[PodSet, ...] = (),
     ) -> tuple[str | None, Mode, set[FlavorResource], list[Reason], bool, bool]:
+        """The flavor for ``requested`` of ``pod_set`` (and of the ``others`` of its pod set group, which must
+        match it too)."""
         # The best flavor so far: its rank (NO_FIT 0, a Possibility, FIT), minus its borrowing level, its mode,
         # name and shortages.
         best: tuple[int, int, Mode, str, set[FlavorResource]] | None = None
@@ -433,6 +470,15 @@ class FlavorAssigner:
                 if mismatch is not None:
                     reasons.append(f"pod set {pod_set.name}: {mismatch}")
                     continue
+            mismatched = False
+            for other in others:
+                mismatch = flavor_mismatch(flavor, other) or self._topology_mismatch(flavor, other)
+                if mismatch is not None:
+                    reasons.append(f"pod set {other.name}: {mismatch}")
+                    mismatched = True
+                    break
+            if mismatched:
+                continue
             mode, level, short, never = self._flavor_mode(name, requested, taken, reasons, short_needs)
             all_never = all_never and never
             if mode is Mode.NO_FIT:
@@ -536,6 +582,17 @@ class FlavorAssigner:
             elif mode is Mode.FIT:
                 mode = Mode.PREEMPT
         return mode, (level if mode is Mode.FIT else short_level), short, never
+
+
+def _flavor_units(pod_sets: tuple[PodSet, ...]) -> list[tuple[int, ...]]:
+    """The pod sets' indexes, one tuple per flavor choice: each pod set alone, but the pod sets of one group
+    (``podSetGroupName``) together, where the group's first one stands (Kueue's ``orderedgroups``)."""
+    units: dict[object, list[int]] = {}
+    for index, pod_set in enumerate(pod_sets):
+        request = pod_set.topology_request
+        key: object = index if request is None or request.group is None else request.group
+        units.setdefault(key, []).append(index)
+    return [tuple(members) for members in units.values()]
 
 
 def reduce_counts(

@@ -253,7 +253,9 @@ class Topology:
 @dataclass(frozen=True, slots=True)
 class TopologyRequest:
     """A pod set's ``topologyRequest`` (v1beta2): at most one of ``required``, ``preferred`` and
-    ``unconstrained``; slices of ``slice_size`` pods each in one ``slice_level`` domain."""
+    ``unconstrained``; slices of ``slice_size`` pods each in one ``slice_level`` domain, or up to 3 layers of
+    slices (``slice_layers``: level and size, the widest first; each size divides the one before), which then
+    stand for ``slice_level`` and ``slice_size``; ``group``: its pod set group."""
 
     required: str | None = None
     preferred: str | None = None
@@ -261,6 +263,7 @@ class TopologyRequest:
     slice_level: str | None = None
     slice_size: int | None = None
     group: str | None = None
+    slice_layers: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

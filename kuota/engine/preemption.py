@@ -25,7 +25,7 @@ With fair sharing, ``fair_sharing.fair_sharing_victims`` chooses among ``classic
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import StrEnum
 from typing import Final
 
@@ -336,10 +336,21 @@ def fewest_victims(
         for target in removed:
             _take(tree, topology, target.victim, 1)
         return []
+    return needed_victims(
+        tree, topology, removed, lambda: fits(tree, cluster_queue, usage) and (topology is None or topology.fits())
+    )
+
+
+def needed_victims(
+    tree: QuotaTree, topology: VictimCheck | None, removed: list[Target], admissible: Callable[[], bool]
+) -> list[Target]:
+    """Of ``removed``, all taken and the preemptor ``admissible`` without them, those still needed once every
+    other is given back, the newest removal first and the last kept (Kueue's ``fillBackWorkloads``); the tree and
+    the placements are restored."""
     needed = list(removed)
     for target in reversed(removed[:-1]):
         _take(tree, topology, target.victim, 1)
-        if fits(tree, cluster_queue, usage) and (topology is None or topology.fits()):
+        if admissible():
             needed.remove(target)
         else:
             _take(tree, topology, target.victim, -1)
@@ -366,6 +377,7 @@ def nested_classic_victims(
     tree: QuotaTree,
     admitted: Mapping[str, Mapping[str, AdmittedWorkload]],
     preemptor_order_time: float,
+    topology: VictimCheck | None = None,
 ) -> list[Target]:
     """Classic preemption in a tree of nested cohorts, Kueue's hierarchical way (``classical`` package).
 
@@ -376,7 +388,8 @@ def nested_classic_victims(
     has the hierarchical advantage over the rest of the tree: those workloads are reclaimed per
     ``reclaimWithinCohort`` alone. The others may go while the preemptor borrows only per ``borrowWithinCohort``,
     else only if it ends up within its nominal quota. Candidates: advantaged ones, then the others, then its own
-    queue's, each in victim order; tried allowing borrowing and not, in Kueue's order.
+    queue's, each in victim order; tried allowing borrowing and not, in Kueue's order. With ``topology``, victims
+    are taken until the preemptor's placement fits too, and one is given back only while it still does.
     """
     node = tree.cluster_queues[cq.name]
     short = assignment.short
@@ -408,7 +421,9 @@ def nested_classic_victims(
     else:
         attempts = (True, False)
     for allow_borrowing in attempts:
-        victims = _fewest_valid_victims(node, usage, short, ordered, tree=tree, allow_borrowing=allow_borrowing)
+        victims = _fewest_valid_victims(
+            node, usage, short, ordered, tree=tree, allow_borrowing=allow_borrowing, topology=topology
+        )
         if victims:
             return victims
     return []
@@ -479,6 +494,7 @@ def _fewest_valid_victims(
     *,
     tree: QuotaTree,
     allow_borrowing: bool,
+    topology: VictimCheck | None,
 ) -> list[Target]:
     """``fewest_victims`` over nested cohorts: a candidate in another queue stays one only while its queue, and
     every cohort between it and the boundary, uses more than its quota; without borrowing, the preemptor must
@@ -503,29 +519,20 @@ def _fewest_valid_victims(
                 return False
             if not allow_borrowing and node.usage.get(fr, 0) + amount > node.subtree.get(fr, 0):
                 return False
-        return True
+        return topology is None or topology.fits()
 
     removed: list[Target] = []
     fitted = False
     for target in ordered:
         if not valid(target):
             continue
-        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
+        _take(tree, topology, target.victim, -1)
         removed.append(target)
         if admissible():
             fitted = True
             break
     if not fitted:
         for target in removed:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
+            _take(tree, topology, target.victim, 1)
         return []
-    needed = list(removed)
-    for target in reversed(removed[:-1]):
-        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-        if admissible():
-            needed.remove(target)
-        else:
-            tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, -1)
-    for target in needed:
-        tree.add_usage(target.victim.cluster_queue, target.victim.assignment.usage, 1)
-    return needed
+    return needed_victims(tree, topology, removed, admissible)

@@ -20,7 +20,9 @@ admissible (its ``WakeConditions``):
 - one whose own usage must fall before it may reclaim: a free in its own queue that reaches that limit;
 - one that could preempt a newly admitted workload (by priority and policy): that admission.
 - one whose flavor walk stopped at a flavor needing preemption that more usage could rule out, so that a
-  later flavor is tried (``whenCanPreempt: MayStopSearch``): any admission in its tree.
+  later flavor is tried (``whenCanPreempt: MayStopSearch``): any admission in its tree;
+- one the topology refused, or a TAS head that may preempt: capacity freed on its TAS flavors' nodes, in any
+  tree (``wake_on_topology_free``: the nodes are shared across cohorts).
 
 A set-aside group's reason is the one from its head's last attempt; as heads are tried only when they may
 succeed, the amounts "in use" it quotes can be older than the current ones. With fair sharing, every set-aside
@@ -154,6 +156,8 @@ class QueueManager:
         self._preempted_groups: list[Group] = []
         self.tree = QuotaTree({}, {})
         self.topology = TopologyPlacer()
+        # Set-aside groups waiting for capacity freed on a TAS flavor's nodes, by flavor (see WakeConditions).
+        self._topology_waiters: dict[str, dict[int, Group]] = {}
         # waitForPodsReady's blockAdmission: whether it is on, the admitted workloads whose pods a shell has not
         # reported ready (always empty while it is off), and the head held back while there are any.
         self.blocks_admission = False
@@ -204,6 +208,7 @@ class QueueManager:
             tree.queues.append(name)
             self.queues[name].heads = tree.heads
         self.dirty = set(self.trees)
+        self._topology_waiters = {}
         self._held = {}
         self._routes = {}
         self._preempted_groups = []
@@ -438,11 +443,14 @@ class QueueManager:
             tree.reclaimers[id(group)] = group
         if group.wake_conditions.any_admission:
             tree.any_admission_waiters[id(group)] = group
+        for flavor in group.wake_conditions.topology_flavors:
+            self._topology_waiters.setdefault(flavor, {})[id(group)] = group
         needs = group.wake_conditions.needs
         if needs is None:
             (group.queue.capped if group.wake_conditions.own_frees_only else tree.any_free)[id(group)] = group
             return
-        tree.awaiting_free.append((group.need_epoch, group))
+        if needs:
+            tree.awaiting_free.append((group.need_epoch, group))
         for fr, limit in group.wake_conditions.reclaim_limits.items():
             waiting = group.queue.reclaim_waiting.setdefault(fr, [])
             heapq.heappush(waiting, (-limit, next(self.sequence), group.epoch, group))
@@ -474,6 +482,7 @@ class QueueManager:
             queue.capped,
         ):
             index.pop(id(elder), None)
+        self._forget_topology_wait(elder)
         return elder
 
     def _index_by_need(self, tree: Tree, group: Group) -> None:
@@ -668,6 +677,7 @@ class QueueManager:
         tree.any_admission_waiters.pop(id(group), None)
         group.queue.own_waiters.pop(id(group), None)
         group.queue.capped.pop(id(group), None)
+        self._forget_topology_wait(group)
         group.epoch += 1
         group.need_epoch += 1
         if group.set_aside:
@@ -695,10 +705,19 @@ class QueueManager:
             self.queues[name].awaiting_own_free.clear()
         self.dirty.add(root)
 
-    def wake_everywhere(self) -> None:
-        """Every set-aside head may be admissible now (TAS capacity, shared across cohorts, was freed)."""
-        for root in self.trees:
-            self._wake_all(root)
+    def _forget_topology_wait(self, group: Group) -> None:
+        for flavor in group.wake_conditions.topology_flavors:
+            waiting = self._topology_waiters.get(flavor)
+            if waiting is not None:
+                waiting.pop(id(group), None)
+
+    def wake_on_topology_free(self, flavors: tuple[str, ...]) -> None:
+        """Capacity was freed on the nodes of ``flavors``: wake the set-aside heads waiting for it, in every tree."""
+        for flavor in flavors:
+            waiting = self._topology_waiters.get(flavor)
+            if waiting:
+                for group in list(waiting.values()):
+                    self._wake(group)
 
     def wake_on_free(self, queue: Queue, freed: Mapping[FlavorResource, int]) -> None:
         """Quota was freed in ``queue``: wake the set-aside heads it could help; the others stay set aside."""

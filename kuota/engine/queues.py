@@ -115,6 +115,7 @@ class Record:
                     tuple(sorted(p.node_selector.items())),
                     p.tolerations,
                     p.node_affinity,
+                    p.topology_request,  # where its pods must go, and with which pod sets
                 )
                 for p in workload.pod_sets
             )
@@ -144,12 +145,14 @@ class WakeConditions:
         reclaim_limits: Mapping[FlavorResource, int] | None = None,
         any_admission: bool = False,
         own_frees_only: bool = False,
+        topology_flavors: tuple[str, ...] = (),
     ) -> None:
         # an admission in its own queue: a new candidate for in-queue preemption
         self.own_queue: Final = own_queue
         # an admission elsewhere in the tree: a new borrower to reclaim from, or a fair-share change
         self.other_queues: Final = other_queues
-        # Freed quota helps only once one of these amounts is available; None: any freed quota may help.
+        # Freed quota helps only once one of these amounts is available (none of them: freed quota cannot help);
+        # None: any freed quota may help.
         self.needs: Final = needs
         # Once the queue's own usage is down to one of these, it fits its nominal quota and may reclaim.
         self.reclaim_limits: Final[Mapping[FlavorResource, int]] = {} if reclaim_limits is None else reclaim_limits
@@ -159,6 +162,9 @@ class WakeConditions:
         # Freed quota helps (needs is None) only when freed in its own queue: its borrowingLimit keeps it from
         # fitting even with all it may preempt there gone, and nothing elsewhere changes that.
         self.own_frees_only: Final = own_frees_only
+        # Capacity freed on the nodes of these TAS flavors, in any tree (a TAS workload leaving, a non-TAS pod
+        # going), may let it be placed.
+        self.topology_flavors: Final = topology_flavors
 
 
 class Group:

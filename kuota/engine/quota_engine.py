@@ -152,9 +152,11 @@ class QuotaEngine:
 
     def delete_pod_usage(self, key: str) -> None:
         """The pod ``key`` finished or went: its node's capacity is free for TAS again."""
-        if not self._manager.topology.forget_pod(key):
+        topology = self._manager.topology
+        node = topology.forget_pod(key)
+        if node is None:
             raise UnknownObjectError("Pod", key)
-        self._manager.wake_everywhere()
+        self._manager.wake_on_topology_free(topology.flavors_on(node))
 
     def priority_of(self, priority_class: str | None) -> int:
         """The value of a WorkloadPriorityClass (the ``default`` class when None; 0 when there is none)."""

@@ -127,7 +127,7 @@ class Scheduler:
         # the best while its group waits on; an admission or a wake asks again.
         best_waiting: tuple[SortKey, Group] | None = None
         best_waiting_epoch: int | None = None
-        need_index_drained = False
+        drained: set[str] = set()  # the queues whose set-aside heads a borrower's rivals were woken from
         while True:
             if fair:  # shares, not age, order the heads: every group in the need index that may fit now competes
                 while tree.by_need and (woken := self.manager.best_by_need(tree)) is not None:
@@ -161,8 +161,7 @@ class Scheduler:
             assignment = self._assign(queue, head, now)
             plan = self._plan(queue, head, assignment, now)
             if not fair and plan is not None and self._borrows(queue, plan):
-                lender = self._within_nominal_head(tree, queue, now, wake_waiting=not need_index_drained)
-                need_index_drained = True
+                lender = self._within_nominal_head(tree, queue, now, drained=drained)
                 if lender is not None:
                     queue, group, head, assignment, plan = lender
             wake_conditions = self._attempt(queue, head, assignment, plan, now=now, decisions=decisions)
@@ -171,6 +170,8 @@ class Scheduler:
             if wake_conditions is None:
                 best_waiting_epoch = None
                 budget[0] -= 1
+                if plan is not None and plan[1]:
+                    drained.clear()  # its victims' quota is free: what could not fit before may fit now
                 if fair:
                     step = TournamentStep()
                 continue
@@ -195,7 +196,7 @@ class Scheduler:
         return None
 
     def _within_nominal_head(
-        self, tree: Tree, borrower: Queue, now: float, *, wake_waiting: bool
+        self, tree: Tree, borrower: Queue, now: float, *, drained: set[str]
     ) -> tuple[Queue, Group, Record, Assignment, Plan] | None:
         """The best-ordered candidate of another queue that would be admitted within its nominal quota (its
         victims gone), with its assignment and plan: Kueue's cycle takes every entry that does not borrow before
@@ -204,19 +205,22 @@ class Scheduler:
         way, as an attempt would."""
         records = self.manager.records
         nodes = self.manager.tree.cluster_queues
-        if wake_waiting:
-            # A set-aside head of another queue with nominal quota to spare competes too, as every ClusterQueue's
-            # head does in Kueue's cycle: without this, the borrower taking a free would win by being the one the
-            # need index offered first. Once per tree and pass: admissions only take quota, so what could not fit
-            # then cannot now.
-            for name in tree.queues:
-                other = self.manager.queues[name]
-                node = nodes[name]
-                if other is borrower or all(node.usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()):
-                    continue
-                for group in list(other.groups.values()):
-                    if group.set_aside and group.wake_conditions.needs is not None:
-                        self.manager.wake_if_needs_available(tree, group)
+        # A set-aside head of another queue with nominal quota to spare competes too, as every ClusterQueue's head
+        # does in Kueue's cycle: without this, the borrower taking a free would win by being the one the need index
+        # offered first. Once per queue (``drained``) until a preemption frees quota: admissions only take quota, so
+        # what could not fit then cannot now; the borrower's own queue is not looked at, so a later borrower's
+        # rivals include it.
+        for name in tree.queues:
+            other = self.manager.queues[name]
+            if other is borrower or name in drained:
+                continue
+            drained.add(name)
+            node = nodes[name]
+            if all(node.usage.get(fr, 0) >= quota for fr, quota in node.subtree.items()):
+                continue
+            for group in list(other.groups.values()):
+                if group.set_aside and group.wake_conditions.needs is not None:
+                    self.manager.wake_if_needs_available(tree, group)
         candidates: list[tuple[SortKey, Queue, Group, Record, Assignment, Plan]] = []
         for name in tree.queues:
             queue = self.manager.queues[name]
@@ -335,15 +339,27 @@ class Scheduler:
             # A smaller admission may preempt where the full one may not: any admission (a new candidate, a
             # new borrower, a share change) and any free may make one possible.
             conditions = WakeConditions(True, True, None, {}, True)
-        if placing and assignment.mode is Mode.PREEMPT and not victims_possible:
-            # Only the topology refused (or preemption could not help): capacity freed anywhere may place it (a
-            # TAS workload leaving wakes every tree: the nodes are shared across cohorts).
-            conditions = WakeConditions(False, False, None, conditions.reclaim_limits)
-        elif assignment.probed or self._nested(queue) or len(workload.pod_sets) > 1 or placing:
+        tas_flavors = self.manager.topology.tas_flavors(queue.model) if placing else ()
+        if assignment.topology_refused and not victims_possible:
+            # Its quota fits: capacity freed on its flavors' nodes, in any tree, may place it. Quota freed or taken
+            # in its tree matters only where the flavor walk may then choose other flavors; otherwise an admission
+            # only takes capacity, and freed quota is not what it lacks.
+            assert queue.assigner is not None
+            chooses = queue.assigner.chooses_flavors
+            conditions = WakeConditions(
+                False, False, None if chooses else {}, conditions.reclaim_limits, chooses, topology_flavors=tas_flavors
+            )
+        elif (
+            assignment.probed
+            or self._nested(queue)
+            or len(workload.pod_sets) > 1
+            or (placing and may_preempt(queue.model, fair))
+        ):
             # What preemption can find, and in a nested tree whether a subtree is over its quota, change with
             # any admission or free anywhere in the tree; so does where an earlier pod set goes, and with it
-            # the room left for the later ones; and, for a TAS workload, whom preemption may pick.
-            conditions = WakeConditions(True, True, None, {}, True)
+            # the room left for the later ones; and, for a TAS workload, whom preemption may pick and whether
+            # the placement fits with them gone.
+            conditions = WakeConditions(True, True, None, {}, True, topology_flavors=tas_flavors)
         elif assignment.mode is Mode.PREEMPT and queue.preemption_may_stop_walk:
             conditions = WakeConditions(
                 conditions.own_queue,
@@ -500,6 +516,11 @@ class Scheduler:
         cq = queue.model
         fair = self.manager.configuration.fair_sharing
         cohort_queues = self.manager.trees[queue.root].queues
+        # Every path takes victims until the placement fits too; a flavor walk's probe (no pod sets yet) asks
+        # about quota alone.
+        check = None
+        if assignment.pod_sets and self.manager.topology.uses_topology(cq):
+            check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
         if fair is None and self._nested(queue):
             return nested_classic_victims(
                 record.workload,
@@ -508,6 +529,7 @@ class Scheduler:
                 tree=self.manager.tree,
                 admitted={name: self.manager.queues[name].admitted for name in cohort_queues},
                 preemptor_order_time=record.order_time,
+                topology=check,
             )
         if fair is None:
             ordered = classic_candidates_in_order(
@@ -519,9 +541,6 @@ class Scheduler:
                 cohort_queues=cohort_queues,
                 preemptor_order_time=record.order_time,
             )
-            check = None
-            if self.manager.topology.uses_topology(cq):
-                check = VictimCheck(self.manager.topology, cq, record.workload, assignment)
             return fewest_victims(
                 cq.name, assignment.usage, assignment.short, ordered, self.manager.tree, topology=check
             )
@@ -534,6 +553,7 @@ class Scheduler:
             cohort_queues=cohort_queues,
             strategies=fair.preemption_strategies,
             preemptor_order_time=record.order_time,
+            topology=check,
         )
 
     def _partial(self, queue: Queue, record: Record, now: float) -> Plan | None:
@@ -634,8 +654,9 @@ class Scheduler:
             queue.by_priority.remove(admitted)
             self.manager.tree.add_usage(admitted.cluster_queue, admitted.assignment.usage, -1)
             self.manager.wake_on_free(queue, admitted.assignment.usage)
-        if self.manager.topology.release(record.workload.key):
-            self.manager.wake_everywhere()
+        freed = self.manager.topology.release(record.workload.key)
+        if freed:
+            self.manager.wake_on_topology_free(freed)
         if now is not None:
             record.executed += max(0.0, now - admitted.admitted_at)
         if self.manager.blocks_admission:

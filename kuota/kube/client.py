@@ -10,7 +10,6 @@ every call's arguments; kuota sends and receives raw JSON and parses it once, at
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from kuota import __version__
+from kuota import __version__, strict_json
 from kuota.kube.credentials import ApiServerAccess, in_cluster, read_token
 from kuota.kube.errors import (
     ApiResponseError,
@@ -61,7 +60,7 @@ class ApiResponse:
     def _status(self) -> tuple[str, str]:
         """The ``message`` of a Kubernetes Status body (else the start of the body as text) and its ``reason``."""
         try:
-            document = json.loads(self.body)
+            document = strict_json.loads(self.body)
         except ValueError:
             document = None  # not a Status object: the raw text is the best message there is
         fields = document if isinstance(document, dict) else {}
@@ -86,7 +85,7 @@ class ApiResponse:
 
     def json(self) -> Any:
         try:
-            return json.loads(self.body)
+            return strict_json.loads(self.body)
         except ValueError as error:
             raise MalformedResponseError(
                 f"{self.method} {self.path}: HTTP {self.status} with a body that is not JSON ({error}): "
@@ -262,7 +261,7 @@ class KubeApi:
         data: bytes | None = None
         extra: dict[str, str] = {}
         if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+            data = body if isinstance(body, bytes) else strict_json.dumps(body)
             extra["Content-Type"] = content_type
         if client_timeout is None:
             timeout = self._timeout

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -29,6 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import aiohttp
 
+from kuota import strict_json
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import GoneError, KubeApiError, MalformedResponseError, error_for_status
 from kuota.kube.listing import list_all
@@ -243,7 +243,7 @@ class Reflector(Generic[T]):
 
 def _decode_event(line: bytes) -> _RawEvent:
     try:
-        document = json.loads(line)
+        document = strict_json.loads(line)
     except ValueError as error:
         raise MalformedResponseError(f"watch stream carried a line that is not JSON: {error}", 200) from error
     event_type = document.get("type") if isinstance(document, dict) else None

@@ -35,6 +35,7 @@ from kuota.engine import (
     Eviction,
     EvictionReason,
     QuotaEngine,
+    TopologyAssignment,
     TopologyNode,
 )
 from kuota.simulator.errors import WorkloadFileError
@@ -54,17 +55,24 @@ class Outcome(StrEnum):
 
 
 class AdmissionRecord:
-    """One admission of a workload. (This and the two below are plain classes, built per replayed decision:
-    see ``setup.py``.)"""
+    """One admission of a workload; ``topology``: where each pod set placed on a TAS flavor put its pods. (This
+    and the two below are plain classes, built per replayed decision: see ``setup.py``.)"""
 
-    def __init__(
-        self, at: float, flavors: dict[str, dict[str, str]], borrowing: bool, gpus: int, waited: float
+    def __init__(  # noqa: PLR0917 (positional, as the others here)
+        self,
+        at: float,
+        flavors: dict[str, dict[str, str]],
+        borrowing: bool,
+        gpus: int,
+        waited: float,
+        topology: dict[str, TopologyAssignment],
     ) -> None:
         self.at: Final = at
         self.flavors: Final = flavors
         self.borrowing: Final = borrowing
         self.gpus: Final = gpus
         self.waited: Final = waited
+        self.topology: Final = topology
 
     def __repr__(self) -> str:
         return f"AdmissionRecord(at={self.at!r}, flavors={self.flavors!r}, gpus={self.gpus!r})"
@@ -328,7 +336,12 @@ def _replay(
                 waited = now - history.waiting_since
                 history.admissions.append(
                     AdmissionRecord(
-                        now, {p.name: dict(p.flavors) for p in decision.pod_sets}, decision.borrowing, gpus, waited
+                        now,
+                        {p.name: dict(p.flavors) for p in decision.pod_sets},
+                        decision.borrowing,
+                        gpus,
+                        waited,
+                        {p.name: p.topology for p in decision.pod_sets if p.topology is not None},
                     )
                 )
                 history.cluster_queue = decision.cluster_queue

@@ -31,6 +31,7 @@ from kuota.engine import (
     parse_quantity,
     parse_required_node_affinity,
     parse_topology_request,
+    pod_set_group_problem,
 )
 from kuota.simulator.config_reading import local_queues, priority_values
 from kuota.simulator.errors import SourceSpecError, WorkloadFileError
@@ -332,6 +333,9 @@ def _workload(
     if not isinstance(raw_sets, list) or not 1 <= len(raw_sets) <= MAX_POD_SETS:
         raise WorkloadFileError(f"{where}: podSets must be a list of 1 to {MAX_POD_SETS} pod sets")
     pod_sets = tuple(_cached_pod_set(where, i, raw, amounts, parsed_pod_sets) for i, raw in enumerate(raw_sets))
+    group_problem = pod_set_group_problem(pod_sets)
+    if group_problem is not None:
+        raise WorkloadFileError(f"{where}: podSets: {group_problem}")
     workload = Workload(
         namespace=namespace,
         name=name,

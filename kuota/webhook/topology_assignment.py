@@ -4,7 +4,8 @@ Kueue v1beta2 (pkg/util/tas/tas_assignment.go) writes an assignment as slices of
 ``universal`` value shared by every domain of the slice, or ``individual`` values as ``roots`` between a common
 ``prefix`` and ``suffix``; pod counts likewise ``universal`` or ``individual``. kuota writes one slice (Kueue's
 single-slice encoding; Kueue v0.19+ may split hostnames into runs by prefix, and reads either), and reads any
-number of slices. Pure: JSON in and out.
+number of slices; v1beta1's form, every domain listed, is read too (:func:`decode_domains`). Pure: JSON in and
+out.
 """
 
 from __future__ import annotations
@@ -74,6 +75,15 @@ def decode(raw: Mapping[str, Any]) -> TopologyAssignment:
             universal = pod_counts.get("universal")
             domains.append((values, int(universal if universal is not None else pod_counts["individual"][index])))
     return TopologyAssignment(levels, tuple(domains))
+
+
+def decode_domains(raw: Mapping[str, Any]) -> TopologyAssignment:
+    """The assignment v1beta1's form says (``levels`` and every domain's ``values`` and pod ``count``), as Kueue
+    writes it before v1beta2 and serves it in v1beta1."""
+    domains = tuple(
+        (tuple(str(value) for value in domain["values"]), int(domain["count"])) for domain in raw.get("domains") or ()
+    )
+    return TopologyAssignment(tuple(str(level) for level in raw.get("levels") or ()), domains)
 
 
 def _value_at(values: Mapping[str, Any], index: int) -> str:

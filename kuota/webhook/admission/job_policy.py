@@ -38,7 +38,7 @@ from kuota.webhook.jobs.adapter import JobAdapter, PodSet, SuspendFieldAdapter
 from kuota.webhook.jobs.batch_job import ADAPTER as BATCH_JOB
 from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
-from kuota.webhook.jobs.topology import annotation_errors
+from kuota.webhook.jobs.topology import annotation_errors, pod_set_errors
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -200,6 +200,11 @@ def _pod_sets(obj: Mapping[str, Any], adapter: JobAdapter) -> list[PodSet]:
         return []
 
 
+def _annotations(pod_set: PodSet) -> Mapping[str, str]:
+    annotations: Mapping[str, str] = (pod_set.template.get("metadata") or {}).get("annotations") or {}
+    return annotations
+
+
 def _requests_gpus(templates: list[Mapping[str, Any]]) -> bool:
     """Whether any container of the pod templates asks for a GPU (nvidia.com/gpu or a MIG slice)."""
     return any(_template_requests_gpus(template) for template in templates)
@@ -239,14 +244,13 @@ def validate_job(
     problem = queue_name_problem(job)
     if problem is not None:
         return Verdict.deny(problem, code=422)
-    topology_errors = [
-        error
+    annotated = [
+        (f"pod set {pod_set.name}: template.metadata", pod_set.count, _annotations(pod_set))
         for pod_set in _pod_sets(request.object or {}, adapter)
-        for error in annotation_errors(
-            (pod_set.template.get("metadata") or {}).get("annotations") or {},
-            f"pod set {pod_set.name}: template.metadata",
-        )
     ]
+    topology_errors = [error for path, _, annotations in annotated for error in annotation_errors(annotations, path)]
+    if not topology_errors:  # these read the annotations the first ones found sound
+        topology_errors = pod_set_errors(annotated)
     if topology_errors:
         return Verdict.deny(f"{job.reference}: {'; '.join(topology_errors)}", code=422)
     by_kuota = policy.kuota.made(request.user)

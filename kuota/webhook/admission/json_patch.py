@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
+
+from kuota import strict_json
 
 
 class PatchOperation(TypedDict):
@@ -26,4 +27,4 @@ def add(value: Any, *tokens: str) -> PatchOperation:
 
 def encode(operations: Sequence[PatchOperation]) -> str:
     """The base64 of the JSON patch, as AdmissionResponse.patch carries it."""
-    return base64.b64encode(json.dumps(list(operations), separators=(",", ":")).encode()).decode()
+    return base64.b64encode(strict_json.dumps(list(operations))).decode()

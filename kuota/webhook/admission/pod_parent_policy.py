@@ -30,8 +30,9 @@ from kuota.webhook.admission.job_policy import (
     queued_by_kuota,
 )
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
-from kuota.webhook.jobs import pod_parents
-from kuota.webhook.jobs.pod_parents import DEPLOYMENT, STATEFULSET, PodParent
+from kuota.webhook.jobs import leaderworkerset, pod_parents
+from kuota.webhook.jobs.pod_parents import DEPLOYMENT, LEADERWORKERSET, STATEFULSET, PodParent
+from kuota.webhook.jobs.topology import annotation_errors, pod_set_errors
 
 
 def _read(obj: Mapping[str, Any] | None, request: AdmissionRequest, parent: PodParent, where: str) -> JobFacts:
@@ -107,17 +108,23 @@ def validate_parent(request: AdmissionRequest, policy: JobPolicy, facts: Cluster
     problem = queue_name_problem(job)
     if problem is not None:
         return Verdict.deny(problem, code=422)
+    assert request.object is not None  # _read refused a missing one
+    queued = queued_by_kuota(job, request.namespace, policy, facts)
+    if queued:
+        topology_errors = _topology_errors(parent, request.object)
+        if topology_errors:
+            return Verdict.deny(f"{job.reference}: {'; '.join(topology_errors)}", code=422)
     if request.operation == "CREATE":
         return Verdict.allow()
     old = _read(request.old_object, request, parent, "request.oldObject")
-    assert request.object is not None and request.old_object is not None  # _read refused missing ones
+    assert request.old_object is not None  # _read refused a missing one
     if old.queue_name != job.queue_name and (job.queue_name is None or pod_parents.ready_replicas(request.old_object)):
         return Verdict.deny(
             f"{job.reference}: label {QUEUE_NAME_LABEL} cannot change from {old.queue_name!r} to "
             f"{job.queue_name!r} while a replica is ready, nor be removed; scale it to 0 first",
             code=422,
         )
-    if parent != DEPLOYMENT and queued_by_kuota(job, request.namespace, policy, facts):
+    if parent != DEPLOYMENT and queued:
         problems = [pod_parents.template_shape_problem(parent, request.old_object, request.object)]
         if parent == STATEFULSET:
             problems.append(pod_parents.replicas_change_problem(request.old_object, request.object))
@@ -125,3 +132,27 @@ def validate_parent(request: AdmissionRequest, policy: JobPolicy, facts: Cluster
             if problem is not None:
                 return Verdict.deny(f"{job.reference}: {problem}", code=422)
     return Verdict.allow()
+
+
+def _topology_errors(parent: PodParent, obj: Mapping[str, Any]) -> list[str]:
+    """Kueue's checks of the pod templates' topology annotations, and of a LeaderWorkerSet's leader and workers
+    as one pod set group (``ValidateTASPodSetRequest``, ``ValidatePodSetGroupingTopology``)."""
+    annotated: list[tuple[str, int, Mapping[str, str]]] = []
+    for path in parent.templates:
+        if pod_parents.template_at(obj, path) is None:
+            continue
+        annotations = pod_parents.template_metadata(obj, path).get("annotations") or {}
+        annotated.append((".".join(path) + ".metadata", _pod_count(parent, obj, path), annotations))
+    errors = [error for where, _, annotations in annotated for error in annotation_errors(annotations, where)]
+    return errors or pod_set_errors(annotated)
+
+
+def _pod_count(parent: PodParent, obj: Mapping[str, Any], path: tuple[str, ...]) -> int:
+    """The pods of the pod set a template makes: a LeaderWorkerSet's leader is 1, its workers the rest of a group
+    (the API server has checked the sizes are integers)."""
+    if parent != LEADERWORKERSET:
+        return pod_parents.replicas(obj)
+    if path == parent.templates[1]:
+        return 1
+    size = leaderworkerset.group_size(obj)
+    return size if pod_parents.template_at(obj, parent.templates[1]) is None else size - 1

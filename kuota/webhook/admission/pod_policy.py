@@ -5,18 +5,19 @@ owner is of a managed kind, a Job's pods for instance, is never gated: its owner
 
 - no ``kueue.x-k8s.io/queue-name`` label and a LocalQueue ``default`` in the namespace: the label is set; likewise
   the ``kueue.x-k8s.io/priority-class`` label for a WorkloadPriorityClass ``default``;
-- a pod with a queue name gets the scheduling gate ``kueue.x-k8s.io/admission``, the label
-  ``kueue.x-k8s.io/managed: "true"`` and the finalizer ``kueue.x-k8s.io/managed``.
+- a pod with a queue name gets the scheduling gates ``kueue.x-k8s.io/admission`` and ``kueue.x-k8s.io/topology``,
+  the label ``kueue.x-k8s.io/managed: "true"`` and the finalizer ``kueue.x-k8s.io/managed``.
 
 ``manageJobsWithoutQueueName`` does not reach plain pods: it would gate every Deployment's pods.
 
 A pod marked by an enabled pod parent (annotation ``kueue.x-k8s.io/pod-suspending-parent``: a Deployment's or a
-StatefulSet's, :mod:`~kuota.webhook.jobs.pod_parents`) is gated whether or not ``pod`` is enabled, with no
+StatefulSet's, :mod:`~kuota.webhook.jobs.pod_parents`) is gated (both gates) whether or not ``pod`` is enabled, with no
 finalizer (its parent decides when it goes); a StatefulSet's pod also gets the ``managed`` label, its group
 (the StatefulSet's Workload name, from its controller reference), the role ``main`` and Kueue's serving mark.
 When only pod parents are enabled, every other pod is left alone.
 
-Validation (``/validate--v1-pod``): the queue-name label must be a valid name; a grouped pod needs a usable
+Validation (``/validate--v1-pod``): the queue-name label must be a valid name; a managed pod's topology
+annotations must be sound (Kueue's messages); a grouped pod needs a usable
 ``kueue.x-k8s.io/pod-group-total-count``; on UPDATE only kuota removes the admission gate of a managed pod.
 """
 
@@ -40,7 +41,7 @@ from kuota.webhook.admission.reviews import AdmissionRequest, Verdict
 from kuota.webhook.jobs import leaderworkerset, pod_parents
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, STATEFULSET, PodParent
-from kuota.webhook.jobs.topology import TOPOLOGY_GATE, topology_request
+from kuota.webhook.jobs.topology import TOPOLOGY_GATE, annotation_errors
 
 MUTATE_POD_PATH = "/mutate--v1-pod"
 VALIDATE_POD_PATH = "/validate--v1-pod"
@@ -108,17 +109,24 @@ def default_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFact
     finalizers = list(metadata.get("finalizers") or [])
     if pods.MANAGED_FINALIZER not in finalizers:
         patch.append(json_patch.add([*finalizers, pods.MANAGED_FINALIZER], "metadata", "finalizers"))
+    return Verdict.allow(patch + _gates_patch(pod))
+
+
+def _gates_patch(pod: Mapping[str, Any]) -> list[json_patch.PatchOperation]:
+    """The admission gate and the topology gate a managed pod starts with, as Kueue's pod webhook gates every pod
+    it suspends: a gate can only be removed later, never added, and whether the pod's Workload is placed by
+    topology (asked by annotation, or implied by a queue whose every flavor is a TAS flavor) is known only at
+    admission. The pod's ungating lifts the topology gate too when its pod set got no topology assignment;
+    otherwise the topology ungater lifts it once the pod's domain is known."""
     gates = list(pod["spec"].get("schedulingGates") or [])
-    wanted = [] if pods.is_gated(pod) else [{"name": pods.ADMISSION_GATE}]
-    # A pod that asks for a topology is created gated by it too, as Kueue's pod webhook does: a gate can only be
-    # removed later, never added, and the topology ungater lifts it once the pod's domain is known.
-    if topology_request(metadata.get("annotations") or {}) is not None and not any(
-        gate.get("name") == TOPOLOGY_GATE for gate in gates
-    ):
-        wanted.append({"name": TOPOLOGY_GATE})
-    if wanted:
-        patch.append(json_patch.add([*gates, *wanted], "spec", "schedulingGates"))
-    return Verdict.allow(patch)
+    wanted = [{"name": gate} for gate in (pods.ADMISSION_GATE, TOPOLOGY_GATE) if not _has_gate(gates, gate)]
+    if not wanted:
+        return []
+    return [json_patch.add([*gates, *wanted], "spec", "schedulingGates")]
+
+
+def _has_gate(gates: list[Any], name: str) -> bool:
+    return any(gate.get("name") == name for gate in gates)
 
 
 def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_patch.PatchOperation]:
@@ -149,10 +157,7 @@ def _parent_pod_patch(pod: Mapping[str, Any], parent: PodParent) -> list[json_pa
                 patch.append(json_patch.add(values, "metadata", field))
             else:
                 patch += [json_patch.add(value, "metadata", field, key) for key, value in values.items()]
-    if not pods.is_gated(pod):
-        gates = list(pod["spec"].get("schedulingGates") or [])
-        patch.append(json_patch.add([*gates, {"name": pods.ADMISSION_GATE}], "spec", "schedulingGates"))
-    return patch
+    return patch + _gates_patch(pod)
 
 
 def validate_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFacts) -> Verdict:
@@ -168,6 +173,10 @@ def validate_pod(request: AdmissionRequest, policy: JobPolicy, facts: ClusterFac
     problem = queue_name_problem(facts_of_pod)
     if problem is not None:
         return Verdict.deny(problem, code=422)
+    if pods.is_managed(pod):  # Kueue's pod webhook checks a managed pod's topology annotations
+        topology_errors = annotation_errors(pod["metadata"].get("annotations") or {}, "metadata")
+        if topology_errors:
+            return Verdict.deny(f"{reference}: {'; '.join(topology_errors)}", code=422)
     if pods.group_name(pod) is not None and pods.is_managed(pod) and not pods.is_serving(pod):
         count_problem = pods.total_count_problem(pod)
         if count_problem is not None:

@@ -5,11 +5,11 @@ Every check here is about the review's envelope; what the object must look like 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, TypedDict
+from typing import Any, Literal, TypedDict
 
+from kuota import strict_json
 from kuota.webhook.admission.errors import MalformedReviewError
 from kuota.webhook.admission.json_patch import PatchOperation, encode
 from kuota.webhook.jobs.adapter import GroupVersionKind
@@ -97,14 +97,10 @@ def response(uid: str, verdict: Verdict) -> AdmissionReviewResponse:
     return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": body}
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def decode_json(body: bytes) -> Any:
     """Strict JSON: no NaN/Infinity, and nesting or numbers too large to parse become MalformedReviewError."""
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        return strict_json.loads(body)
     except RecursionError as error:
         raise MalformedReviewError("request body is nested too deeply to be an AdmissionReview") from error
     except (ValueError, UnicodeDecodeError) as error:

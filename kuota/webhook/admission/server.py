@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from kuota.http_serving import HttpServer, ServingLimits, request_body, serve
+from kuota.http_serving import HttpServer, ServingLimits, json_response, request_body, serve
 from kuota.webhook.admission.errors import MalformedReviewError
 from kuota.webhook.admission.reviews import AdmissionRequest, Verdict, decode_json, parse_review, response
 
@@ -49,7 +49,7 @@ class AdmissionRoutes:
 
 
 def _bad_request(message: str) -> web.Response:
-    return web.json_response({"error": message}, status=400)
+    return json_response({"error": message}, status=400)
 
 
 def _review_handler(rule: Rule) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -60,7 +60,7 @@ def _review_handler(rule: Rule) -> Callable[[web.Request], Awaitable[web.Respons
         except MalformedReviewError as error:
             if error.uid is None:
                 return _bad_request(error.message)
-            return web.json_response(response(error.uid, Verdict.deny(error.message, code=400)))
+            return json_response(response(error.uid, Verdict.deny(error.message, code=400)))
         try:
             verdict = rule(review)
         except MalformedReviewError as error:
@@ -79,7 +79,7 @@ def _review_handler(rule: Rule) -> Callable[[web.Request], Awaitable[web.Respons
                 f"(uid {review.uid})",
                 code=500,
             )
-        return web.json_response(response(review.uid, verdict))
+        return json_response(response(review.uid, verdict))
 
     return handle
 

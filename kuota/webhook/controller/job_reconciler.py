@@ -27,7 +27,7 @@ from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import adapter as jobs
 from kuota.webhook.jobs.adapter import JobAdapter, PodSetPlacement
 from kuota.webhook.jobs.registry import Registry
-from kuota.webhook.jobs.topology import POD_SET_LABEL, TOPOLOGY_GATE, WORKLOAD_ANNOTATION
+from kuota.webhook.jobs.topology import POD_SET_LABEL, TOPOLOGY_GATE, UNCONSTRAINED, WORKLOAD_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ class JobReconciler:
         admission = workload["status"]["admission"]
         try:
             placements, flavor_names = placements_of(
-                admission, self._flavors, pod_set_updates(workload), workload=workload["metadata"]["name"]
+                admission, self._flavors, pod_set_updates(workload), workload=workload
             )
             patch = self._adapter.run_patch(job, placements, jobs.workload_pod_sets(workload))
         except (JobConflictError, ValueError) as error:
@@ -322,14 +322,16 @@ def placements_of(
     flavors: Reflector[dict[str, Any]],
     updates: Mapping[str, Mapping[str, Any]],
     *,
-    workload: str | None = None,
+    workload: Mapping[str, Any] | None = None,
 ) -> tuple[list[PodSetPlacement], list[str]]:
     """Each admitted pod set's placement (its flavors' nodeLabels and tolerations, read from the flavors' own JSON
     so tolerations reach the pods exactly as written, tolerationSeconds too; then its AdmissionChecks'
     ``podSetUpdates``), and every flavor's name in order. An update that gives a flavor's label another value
-    raises ValueError, as Kueue refuses it. A pod set placed by topology (``workload``: its Workload's name)
+    raises ValueError, as Kueue refuses it. A pod set placed by topology (``workload``: its Workload)
     starts with its pods gated by ``kueue.x-k8s.io/topology``, labelled with their pod set and annotated with
-    their Workload, as Kueue starts them, until the topology ungater sends each to its domain."""
+    their Workload, as Kueue starts them, until the topology ungater sends each to its domain; one placed without
+    asking (implied by a queue whose every flavor is a TAS flavor) is annotated unconstrained, as Kueue's
+    ``FromAssignment`` does."""
     placements: list[PodSetPlacement] = []
     names: list[str] = []
     for assignment in admission.get("podSetAssignments") or []:
@@ -359,7 +361,9 @@ def placements_of(
         gates: tuple[str, ...] = ()
         if assignment.get("topologyAssignment") is not None and workload is not None:
             labels[POD_SET_LABEL] = name
-            annotations[WORKLOAD_ANNOTATION] = workload
+            annotations[WORKLOAD_ANNOTATION] = workload["metadata"]["name"]
+            if _asks_no_level(workload, name):
+                annotations[UNCONSTRAINED] = "true"
             gates = (TOPOLOGY_GATE,)
         placements.append(
             PodSetPlacement(
@@ -373,3 +377,12 @@ def placements_of(
             )
         )
     return placements, names
+
+
+def _asks_no_level(workload: Mapping[str, Any], pod_set: str) -> bool:
+    """Whether the Workload's pod set ``pod_set`` names no required, preferred or unconstrained topology."""
+    for entry in workload.get("spec", {}).get("podSets") or []:
+        if entry.get("name") == pod_set:
+            request = entry.get("topologyRequest") or {}
+            return not any(key in request for key in ("required", "preferred", "unconstrained"))
+    return False

@@ -226,7 +226,7 @@ class PodReconciler:
                     workload["status"]["admission"],
                     self._flavors,
                     pod_set_updates(workload),
-                    workload=workload["metadata"]["name"],
+                    workload=workload,
                 )
             except ValueError as error:
                 self._events.record(workload, "Warning", "FlavorConflict", str(error))

@@ -73,7 +73,7 @@ class ProvisioningController:
         self._everything_dirty()
 
     def on_workload(self, event: Event[CompactCopy]) -> None:
-        if event.type is not EventType.DELETED and '"admissionChecks"' in event.value.json:
+        if event.type is not EventType.DELETED and b'"admissionChecks"' in event.value.json:
             self._mark(event.key)
 
     def _on_request(self, event: Event[dict[str, Any]]) -> None:

@@ -12,13 +12,13 @@ it needs it and never keeps its own reference.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kuota import strict_json
 from kuota.engine import Configuration, QuotaEngine, Workload
 from kuota.simulator.runtimes import EXPECTED_RUNTIME_ANNOTATION
 
@@ -56,10 +56,10 @@ class CompactCopy:
     version: int
     finished: bool
     expected_runtime: str | None
-    json: str
+    json: bytes
 
     def load(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = json.loads(self.json)
+        loaded: dict[str, Any] = strict_json.loads(self.json)
         return loaded
 
 
@@ -91,7 +91,7 @@ def _compact(obj: Mapping[str, Any]) -> CompactCopy:
         _version(obj),
         finished,
         None if expected_runtime is None else str(expected_runtime),
-        json.dumps(obj, separators=(",", ":"), ensure_ascii=False),
+        strict_json.dumps(obj),
     )
 
 

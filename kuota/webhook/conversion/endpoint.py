@@ -12,7 +12,7 @@ import logging
 
 from aiohttp import web
 
-from kuota.http_serving import request_body
+from kuota.http_serving import json_response, request_body
 from kuota.webhook.conversion.errors import ConversionError, MalformedConversionReviewError
 from kuota.webhook.conversion.reviews import convert_all, decode_review, failure, parse_review, success
 from kuota.webhook.crds.versions import CONVERSION_PATH
@@ -34,7 +34,7 @@ async def _convert(request: web.Request) -> web.Response:
     except Exception:
         log.exception("conversion webhook failed on review %s", uid or "(no uid)")
         answer = failure(uid, f"kuota's conversion webhook failed; see the manager log (uid {uid or 'none'})")
-    return web.json_response(answer)
+    return json_response(answer)
 
 
 def add_conversion_route(app: web.Application) -> None:

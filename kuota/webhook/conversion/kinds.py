@@ -30,16 +30,14 @@ pruned by the API server, as they are in v1beta2.
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from kuota.engine import TopologyAssignment
 from kuota.webhook.conversion.errors import UnconvertibleObjectError
 from kuota.webhook.crds.definitions import DEFINITIONS, GROUP, VERSION
 from kuota.webhook.crds.versions import FLAVOR_FUNGIBILITY_ALIASES, OLDER_VERSION, PRIORITY_CLASS_SOURCES
-from kuota.webhook.topology_assignment import decode, encode
+from kuota.webhook.topology_assignment import decode, decode_domains, encode
 
 V1BETA1 = f"{GROUP}/{OLDER_VERSION}"
 V1BETA2 = f"{GROUP}/{VERSION}"
@@ -51,8 +49,9 @@ Object = dict[str, Any]
 Step = Callable[[Object], None]
 
 
-def convert(obj: Mapping[str, Any], desired_api_version: str) -> Object:
-    """A copy of ``obj`` in ``desired_api_version``; UnconvertibleObjectError says which field prevents it."""
+def convert(obj: Object, desired_api_version: str) -> Object:
+    """``obj`` changed in place into ``desired_api_version`` (the API server sends each object once, freshly
+    decoded: a copy would be waste on every write); UnconvertibleObjectError says which field prevents it."""
     if desired_api_version not in API_VERSIONS:
         raise UnconvertibleObjectError(
             f"desiredAPIVersion {desired_api_version!r} is not served by kuota; it serves {', '.join(API_VERSIONS)}"
@@ -64,13 +63,12 @@ def convert(obj: Mapping[str, Any], desired_api_version: str) -> Object:
         )
     if kind not in KINDS:
         raise UnconvertibleObjectError(f"object kind {kind!r} is not one of kuota's kinds: {', '.join(KINDS)}")
-    converted = copy.deepcopy(dict(obj))
     if api_version != desired_api_version:
         steps = _TO_V1BETA2 if desired_api_version == V1BETA2 else _TO_V1BETA1
         for step in steps.get(kind, ()):
-            step(converted)
-    converted["apiVersion"] = desired_api_version
-    return converted
+            step(obj)
+    obj["apiVersion"] = desired_api_version
+    return obj
 
 
 def _section(container: Object, name: str, where: str) -> Object | None:
@@ -216,8 +214,7 @@ def _topology_assignments(convert_one: Callable[[Object], Object]) -> Step:
 
 
 def _domains_to_slices(raw: Object) -> Object:
-    domains = tuple((tuple(domain["values"]), int(domain["count"])) for domain in raw.get("domains") or ())
-    return encode(TopologyAssignment(tuple(raw.get("levels") or ()), domains))
+    return encode(decode_domains(raw))
 
 
 def _slices_to_domains(raw: Object) -> Object:

@@ -7,11 +7,11 @@ which it reports to its client with the message.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
+from kuota import strict_json
 from kuota.webhook.conversion.errors import MalformedConversionReviewError, UnconvertibleObjectError
 from kuota.webhook.conversion.kinds import convert
 
@@ -22,17 +22,13 @@ REVIEW_API_VERSION = "apiextensions.k8s.io/v1"
 class ConversionRequest:
     uid: str
     desired_api_version: str
-    objects: tuple[Mapping[str, Any], ...]
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
+    objects: tuple[dict[str, Any], ...]
 
 
 def decode_review(body: bytes) -> Any:
     """Strict JSON (no NaN/Infinity); a body that is not JSON, or nested too deeply, is a malformed review."""
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        return strict_json.loads(body)
     except RecursionError as error:
         raise MalformedConversionReviewError("request body is nested too deeply to be a ConversionReview") from error
     except (ValueError, UnicodeDecodeError) as error:

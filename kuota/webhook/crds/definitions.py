@@ -580,6 +580,18 @@ def _topology_request() -> Schema:
             "podSetGroupName": string("pod sets of one group are placed together", max_length=256),
             "podSetSliceRequiredTopology": {**level, "description": "each slice of pods in one domain of this level"},
             "podSetSliceSize": integer("pods per slice", minimum=1),
+            "podsetSliceRequiredTopologyConstraints": array(
+                obj(
+                    {
+                        "topology": {**level, "minLength": 1, "description": "the level of this layer's slices"},
+                        "size": integer("pods per slice of this layer", minimum=1),
+                    },
+                    "one layer of slices",
+                    required=["topology", "size"],
+                ),
+                "layers of slices, the widest first (TASMultiLayerTopology)",
+                max_items=3,
+            ),
         },
         "where the pod set's pods go in its flavor's Topology (topology-aware scheduling)",
         rules=[

@@ -35,6 +35,7 @@ from kuota.webhook.jobs.pod import (
     SINGLE_POD_SET,
 )
 from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, replicas, serving_workload
+from kuota.webhook.jobs.topology import topology_request
 
 LEADER_POD_SET = "leader"
 WORKER_POD_SET = "worker"
@@ -111,16 +112,23 @@ def _pod_set_template(template: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pod_sets(lws: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each group's pod sets: ``leader`` and ``worker`` with a leader template, else ``main`` of the whole group."""
+    """Each group's pod sets: ``leader`` and ``worker`` with a leader template, else ``main`` of the whole group;
+    each with the topology its template's annotations ask for (the leader and the workers as a pod set group when
+    they name one)."""
     size = group_size(lws)
     worker = _template(lws, "workerTemplate") or {}
     leader = _template(lws, "leaderTemplate")
     if leader is None:
-        return [{"name": SINGLE_POD_SET, "count": size, "template": _pod_set_template(worker)}]
-    return [
-        {"name": LEADER_POD_SET, "count": 1, "template": _pod_set_template(leader)},
-        {"name": WORKER_POD_SET, "count": size - 1, "template": _pod_set_template(worker)},
-    ]
+        return [_pod_set(SINGLE_POD_SET, size, worker)]
+    return [_pod_set(LEADER_POD_SET, 1, leader), _pod_set(WORKER_POD_SET, size - 1, worker)]
+
+
+def _pod_set(name: str, count: int, template: Mapping[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "count": count, "template": _pod_set_template(template)}
+    request = topology_request((template.get("metadata") or {}).get("annotations") or {})
+    if request is not None:
+        entry["topologyRequest"] = request
+    return entry
 
 
 def group_workload(lws: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from kuota.webhook.jobs.adapter import (
     placed_template,
     workload_name,
 )
-from kuota.webhook.jobs.topology import topology_request
+from kuota.webhook.jobs.topology import TOPOLOGY_GATE, topology_request
 
 POD_KIND = GroupVersionKind("", "v1", "Pod")
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
@@ -289,15 +289,20 @@ def group_workload(group: str, pods: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 
 def ungate_patch(pod: Mapping[str, Any], placement: PodSetPlacement | None) -> dict[str, Any]:
-    """The merge patch that lets an admitted pod be scheduled: the admission gate removed, the flavors'
-    nodeSelector and tolerations added, with the AdmissionChecks' ``podSetUpdates`` (labels and annotations too;
-    a pod's scheduling fields may only be added to while it is gated, so all go in one write). Raises
-    JobConflictError when the pod's own selector or labels contradict a flavor's or a check's."""
+    """The merge patch that lets an admitted pod be scheduled: the admission gate removed (the topology gate too,
+    unless its pod set was placed by topology), the flavors' nodeSelector and tolerations added, with the
+    AdmissionChecks' ``podSetUpdates`` (labels and annotations too; a pod's scheduling fields may only be added
+    to while it is gated, so all go in one write). Raises JobConflictError when the pod's own selector or labels
+    contradict a flavor's or a check's."""
     metadata = pod["metadata"]
-    gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != ADMISSION_GATE]
+    # Every managed pod was created with the topology gate too (the pod webhook); it stays for the topology
+    # ungater only when the pod's pod set was placed by topology, as Kueue's pod reconciler leaves it.
+    lifted = {ADMISSION_GATE}
+    if placement is None or TOPOLOGY_GATE not in placement.scheduling_gates:
+        lifted.add(TOPOLOGY_GATE)
+    gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") not in lifted]
     placed = placed_template(f"Pod {metadata['namespace']}/{metadata['name']}", pod, placement)
-    # A pod's gates can only be removed: a TAS pod was created with its topology gate (the pod webhook), which
-    # stays for the topology ungater.
+    # A pod's gates can only be removed: none is added here.
     placed["spec"].pop("schedulingGates", None)
     return {**placed, "spec": {"schedulingGates": gates or None, **placed["spec"]}}
 

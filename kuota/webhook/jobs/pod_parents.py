@@ -46,6 +46,7 @@ from kuota.webhook.jobs.pod import (
     SUSPENDING_PARENT_ANNOTATION,
     role_hash,
 )
+from kuota.webhook.jobs.topology import topology_request
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,17 @@ def statefulset_group(pod: Mapping[str, Any]) -> str | None:
 
 def statefulset_workload(sts: Mapping[str, Any]) -> dict[str, Any]:
     """The StatefulSet's Workload: one pod set ``main`` of ``replicas`` pods, its template's spec (as Kueue keeps
-    only the spec)."""
-    template_spec = dict((sts["spec"].get("template") or {}).get("spec") or {})
-    pod_sets = [{"name": SINGLE_POD_SET, "count": replicas(sts), "template": {"spec": template_spec}}]
-    return serving_workload(sts, STATEFULSET, statefulset_workload_name(sts), pod_sets)
+    only the spec), with the topology its template's annotations ask for."""
+    template = sts["spec"].get("template") or {}
+    pod_set: dict[str, Any] = {
+        "name": SINGLE_POD_SET,
+        "count": replicas(sts),
+        "template": {"spec": dict(template.get("spec") or {})},
+    }
+    request = topology_request((template.get("metadata") or {}).get("annotations") or {})
+    if request is not None:
+        pod_set["topologyRequest"] = request
+    return serving_workload(sts, STATEFULSET, statefulset_workload_name(sts), [pod_set])
 
 
 def serving_workload(

@@ -1,13 +1,15 @@
 """Topology-aware scheduling on the pods' side: a pod template's topology annotations (the Workload pod set's
 ``topologyRequest`` and the webhook's checks), and the gate, label and annotation a TAS-admitted pod starts with.
 
-Kueue's ``podSetTopologyRequestBuilder`` and ``ValidateTASPodSetRequest`` (pkg/controller/jobframework/tas.go,
-tas_validation.go): at most one of the required, preferred and unconstrained annotations; a slice level only with
-a slice size and the other way round; a pod set group only beside a required or preferred level. Pure.
+Kueue's ``podSetTopologyRequestBuilder``, ``ValidateTASPodSetRequest`` and ``ValidatePodSetGroupingTopology``
+(pkg/controller/jobframework/tas.go, tas_validation.go): at most one of the required, preferred and unconstrained
+annotations; a slice level only with a slice size and the other way round, or instead layers of slices; a pod set
+group only beside a required or preferred level, of 2 pod sets asking the same level, one of them of 1 pod. Pure.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,9 +47,11 @@ def topology_request(annotations: Mapping[str, str]) -> dict[str, Any] | None:
         request["preferred"] = annotations[PREFERRED]
     elif UNCONSTRAINED in annotations:
         request["unconstrained"] = annotations[UNCONSTRAINED] in _GO_TRUE
-    elif not (SLICE_REQUIRED in annotations and SLICE_SIZE in annotations):
+    elif not (SLICE_REQUIRED in annotations and SLICE_SIZE in annotations) and SLICE_CONSTRAINTS not in annotations:
         return None
-    if SLICE_REQUIRED in annotations and SLICE_SIZE in annotations:
+    if SLICE_CONSTRAINTS in annotations:
+        request["podsetSliceRequiredTopologyConstraints"] = json.loads(annotations[SLICE_CONSTRAINTS])
+    elif SLICE_REQUIRED in annotations and SLICE_SIZE in annotations:
         request["podSetSliceRequiredTopology"] = annotations[SLICE_REQUIRED]
         request["podSetSliceSize"] = int(annotations[SLICE_SIZE])
     if GROUP_NAME in annotations and (REQUIRED in annotations or PREFERRED in annotations):
@@ -94,7 +98,120 @@ def annotation_errors(annotations: Mapping[str, str], path: str) -> list[str]:
         errors.append(f"{where}[{SLICE_SIZE}]: Required value: must be set when '{SLICE_REQUIRED}' is specified")
     if SLICE_REQUIRED not in annotations and size is not None:
         errors.append(f"{where}[{SLICE_SIZE}]: Forbidden: may not be set when '{SLICE_REQUIRED}' is not specified")
+    if SLICE_CONSTRAINTS in annotations:
+        errors += _slice_layer_errors(annotations, where)
     return errors
+
+
+def _slice_layer_errors(annotations: Mapping[str, str], where: str) -> list[str]:
+    """Kueue's ``validateSliceRequiredTopologyConstraintsAnnotation`` (TASMultiLayerTopology, on by default since
+    v0.19): a JSON list of 1 to 3 layers ``{"topology": <level>, "size": <pods>}``, the widest first, instead of the
+    single slice annotations; each level named once, each size dividing the one before."""
+    key = f"{where}[{SLICE_CONSTRAINTS}]"
+    errors = [
+        f"{key}: Forbidden: may not be set when '{other}' is specified"
+        for other in (SLICE_REQUIRED, SLICE_SIZE)
+        if other in annotations
+    ]
+    if GROUP_NAME in annotations:
+        errors.append(f"{where}[{GROUP_NAME}]: Forbidden: may not be set when '{SLICE_CONSTRAINTS}' is specified")
+    text = annotations[SLICE_CONSTRAINTS]
+    try:
+        layers = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:  # nested past Python's stack: no layer list either
+        return [*errors, f"{key}: Invalid value: {text!r}: must be a valid JSON array: {error}"]
+    if not isinstance(layers, list) or not all(
+        isinstance(layer, dict)
+        and isinstance(layer.get("topology", ""), str)
+        and isinstance(layer.get("size", 0), int)
+        and not isinstance(layer.get("size", 0), bool)
+        for layer in layers
+    ):
+        return [*errors, f"{key}: Invalid value: {text!r}: must be a valid JSON array of {{topology, size}} objects"]
+    if not 1 <= len(layers) <= 3:
+        return [*errors, f"{key}: Invalid value: {text!r}: topology constraints must contain between 1 and 3 entries"]
+    seen: dict[str, int] = {}
+    for index, layer in enumerate(layers):
+        level, size = layer.get("topology", ""), layer.get("size", 0)
+        problem = _label_name_problem(level)
+        if problem is not None:
+            errors.append(f"{key}[{index}].topology: Invalid value: {level!r}: {problem}")
+        if size < 1:
+            errors.append(f"{key}[{index}].size: Invalid value: {size}: must be greater than or equal to 1")
+        if level in seen:
+            errors.append(f'{key}[{index}].topology: Duplicate value: "{level} (also at index {seen[level]})"')
+        else:
+            seen[level] = index
+    for index in range(len(layers) - 1):
+        outer, inner = layers[index].get("size", 0), layers[index + 1].get("size", 0)
+        if inner > 0 and outer % inner != 0:
+            errors.append(
+                f"{key}[{index + 1}].size: Invalid value: {inner}: must evenly divide the parent layer size {outer}"
+            )
+    return errors
+
+
+def pod_set_errors(pod_sets: Sequence[tuple[str, int, Mapping[str, str]]]) -> list[str]:
+    """What is wrong with a job's pod sets' topology (each: its template metadata's path, its count and its
+    annotations), once each one's annotations are sound: a slice (the outermost layer's) larger than its pod set
+    (``ValidateSliceSizeAnnotationUpperBound``), and its pod set groups (:func:`group_errors`)."""
+    errors: list[str] = []
+    for path, count, asked in pod_sets:
+        where = f"{path}.annotations"
+        if SLICE_SIZE in asked and int(asked[SLICE_SIZE]) > count:
+            errors.append(
+                f"{where}[{SLICE_SIZE}]: Invalid value: {asked[SLICE_SIZE]!r}: must not be greater than pod set "
+                f"count {count}"
+            )
+        outer = json.loads(asked[SLICE_CONSTRAINTS])[0]["size"] if SLICE_CONSTRAINTS in asked else 0
+        if outer > count:
+            errors.append(
+                f"{where}[{SLICE_CONSTRAINTS}]: Invalid value: {outer}: must not be greater than pod set count {count}"
+            )
+    return errors + group_errors(pod_sets)
+
+
+def group_errors(pod_sets: Sequence[tuple[str, int, Mapping[str, str]]]) -> list[str]:
+    """What is wrong with a job's pod set groups (each pod set: its template metadata's path, its count and its
+    annotations), in Kueue's words (``ValidatePodSetGroupingTopology``): a group is exactly 2 pod sets, one of
+    them of 1 pod, both asking for the same required or preferred level."""
+    groups: dict[str, list[tuple[str, int, Mapping[str, str]]]] = {}
+    for pod_set in pod_sets:
+        group = pod_set[2].get(GROUP_NAME)
+        if group is not None:
+            groups.setdefault(group, []).append(pod_set)
+    errors: list[str] = []
+    for group, members in groups.items():
+        if len(members) != 2:
+            errors.extend(
+                f"{path}.annotations[{GROUP_NAME}]: Invalid value: {group!r}: can only define groups of exactly 2 "
+                f"pod sets, got: {len(members)} pod set(s)"
+                for path, _, _ in members
+            )
+            continue
+        (first, first_count, first_annotations), (second, second_count, second_annotations) = members
+        if first_count != 1 and second_count != 1:
+            errors.extend(
+                f"{path}.annotations[{GROUP_NAME}]: Invalid value: {group!r}: can only define groups where at least "
+                f"one pod set has only 1 replica, got: {first_count} replica(s) and {second_count} replica(s) in the "
+                "group"
+                for path in (first, second)
+            )
+        if not _same_level(first_annotations, second_annotations):
+            errors.extend(
+                f"{path}.annotations: Invalid value: must specify '{REQUIRED}' or '{PREFERRED}' topology consistent "
+                f"with '{other}.annotations' in group '{group}'"
+                for path, other in ((first, second), (second, first))
+            )
+    return errors
+
+
+def _same_level(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
+    """Kueue's ``topologyRequestsValid``: both ask for a required or preferred level, the same."""
+    levels = [topology_request(annotations) or {} for annotations in (first, second)]
+    if any("required" not in level and "preferred" not in level for level in levels):
+        return False
+    return all(levels[0].get(key) == levels[1].get(key) for key in ("required", "preferred"))
 
 
 def _label_name_problem(value: str) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from kuota.engine import QuotaEngine
-from kuota.http_serving import Handler
+from kuota.http_serving import Handler, json_response
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
 from kuota.webhook.access_reviews import DEFAULT_CACHE_TIMES, AccessReviews, CacheTimes
@@ -81,7 +81,7 @@ def status(code: int, reason: str, message: str, details: Mapping[str, Any] | No
     }
     if details:
         body["details"] = dict(details)
-    return web.json_response(body, status=code)
+    return json_response(body, status=code)
 
 
 def _not_found(kind: str, name: str) -> web.Response:
@@ -178,13 +178,13 @@ def add_visibility_routes(app: web.Application, state: StateSource, access: Visi
 
     async def group(request: web.Request) -> web.Response:
         del request
-        return web.json_response(api_group())
+        return json_response(api_group())
 
     async def resources(request: web.Request) -> web.Response:
         version = version_of(request)
         if version is None:
             return status(404, "NotFound", f"the server could not find the requested resource ({request.path})")
-        return web.json_response(api_resources(version))
+        return json_response(api_resources(version))
 
     def current(request: web.Request) -> tuple[str, VisibleState] | web.Response:
         version = version_of(request)
@@ -209,7 +209,7 @@ def add_visibility_routes(app: web.Application, state: StateSource, access: Visi
         if order is None:
             return _not_found("clusterqueue", name)
         listed = cluster_queue_window(order, window)
-        return web.json_response(summary(version, listed, visible.metadata, visible.extra))
+        return json_response(summary(version, listed, visible.metadata, visible.extra))
 
     async def local_queue(request: web.Request) -> web.Response:
         answer = current(request)
@@ -226,7 +226,7 @@ def add_visibility_routes(app: web.Application, state: StateSource, access: Visi
         if order is None:
             return _not_found("localqueue", name)
         listed = local_queue_window(order, namespace, name, window)
-        return web.json_response(summary(version, listed, visible.metadata, visible.extra))
+        return json_response(summary(version, listed, visible.metadata, visible.extra))
 
     app.router.add_get(PREFIX, group)
     app.router.add_get(PREFIX + "/{version}", resources)

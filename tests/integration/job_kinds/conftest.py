@@ -17,6 +17,7 @@ from tests.cluster.job_controllers import (
     install_crds,
     jobset_crds,
     kuberay_crds,
+    lws_crds,
     mpi_operator_crds,
     start_appwrapper,
     start_jobset,
@@ -35,10 +36,10 @@ KUOTA_NAMESPACE = "kuota-system"
 
 @pytest.fixture(scope="session")
 def upstream_crds(cluster: Cluster) -> list[str]:
-    """The CRDs of JobSet, KubeRay, the training-operator, the mpi-operator and Trainer v2, from their Go modules,
-    on the session's cluster."""
+    """The CRDs of JobSet, KubeRay, the training-operator, the mpi-operator, Trainer v2, AppWrapper and
+    LeaderWorkerSet, from their Go modules, on the session's cluster."""
     crds = [*jobset_crds(), *kuberay_crds(), *training_operator_crds(), *mpi_operator_crds(), *trainer_crds()]
-    crds += appwrapper_crds()
+    crds += [*appwrapper_crds(), *lws_crds()]
     return install_crds(cluster, crds)
 
 

@@ -29,6 +29,7 @@ FRAMEWORKS = (
     "workload.codeflare.dev/appwrapper",
     "deployment",
     "statefulset",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
     "pod",
 )
 # Pods last: a pod group is its pods (the manager releases their finalizers).
@@ -37,7 +38,7 @@ JOB_KINDS = ("jobsets.jobset.x-k8s.io", "rayjobs.ray.io", "rayservices.ray.io", 
              "jaxjobs.kubeflow.org",
              "mpijobs.kubeflow.org", "trainjobs.trainer.kubeflow.org",
              "appwrappers.workload.codeflare.dev", "jobs", "deployments.apps", "statefulsets.apps",
-             "pods")  # fmt: skip
+             "leaderworkersets.leaderworkerset.x-k8s.io", "pods")  # fmt: skip
 QUEUE = "team-queue"
 GPUS = 16
 FLAVOR_LABELS = {"gpu-type": "h100"}

@@ -1,12 +1,13 @@
 """kuota makes the Workload Kueue v0.17.0 makes: for one JobSet, one RayJob, one RayCluster, one RayService, each
 training-operator kind (PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob), one MPIJob (v2beta1), one TrainJob (its
 ClusterTrainingRuntime on each side), one AppWrapper, one pod group, a Deployment's pods and a StatefulSet (both run by
-the control plane's kube-controller-manager on each side), the same pod sets (names, counts, each pod's requests), the
-same name and owners. Kueue runs on a control plane of its own (its CRDs and kuota's may never share one) with the CRDs
-of those kinds installed, those integrations and ``pod`` enabled and its pod webhook registered as its release
-registers it; no controller of those kinds is needed there, Kueue makes the Workload from the object alone. A pod
-group's pod sets are named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored
-exactly as Kueue does."""
+the control plane's kube-controller-manager on each side) and a LeaderWorkerSet's groups, the same pod sets (names,
+counts, each pod's requests), the same name and owners. Kueue runs on a control plane of its own (its CRDs and
+kuota's may never share one) with the CRDs of those kinds installed, those integrations and ``pod`` enabled and its
+pod webhook registered as its release registers it; no controller of those kinds is needed there, Kueue makes the
+Workload from the object alone (a LeaderWorkerSet's groups' Workloads before any pod exists). A pod group's pod
+sets are named by Kueue's hash of each pod's shape, so equal names mean kuota hashes the pods as stored exactly as
+Kueue does."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from benchmarks.side_by_side.controllers import KueueController
 from kuota.webhook.jobs.adapter import GroupVersionKind, workload_name
 from kuota.webhook.jobs.pod import GROUP_NAME_LABEL, POD_KIND
-from kuota.webhook.jobs.pod_parents import STATEFULSET
+from kuota.webhook.jobs.pod_parents import LEADERWORKERSET, STATEFULSET
 from tests.cluster import Cluster
 from tests.integration.job_kinds.manifests import (
     KubeflowKind,
@@ -43,7 +44,8 @@ pytestmark = pytest.mark.integration
 KUEUE_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset", "ray.io/rayjob",
                     "ray.io/raycluster", "ray.io/rayservice", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
                     "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob",
-                    "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper")  # fmt: skip
+                    "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper",
+                    "leaderworkerset.x-k8s.io/leaderworkerset")  # fmt: skip
 TFJOB = KubeflowKind("TFJob", "tfReplicaSpecs", "tensorflow")
 XGBOOSTJOB = KubeflowKind("XGBoostJob", "xgbReplicaSpecs", "xgboost")
 PADDLEJOB = KubeflowKind("PaddleJob", "paddleReplicaSpecs", "paddle")
@@ -265,3 +267,76 @@ def test_kuota_and_kueue_make_the_same_workloads_for_a_deployment_and_a_stateful
         assert (owner["kind"], owner["name"], owner.get("controller")) == ("StatefulSet", "kv", None)
         assert workload["metadata"]["name"] == workload_name("kv", owner["uid"], STATEFULSET.kind)
     assert our_set["spec"]["queueName"] == their_set["spec"]["queueName"] == "team-queue"
+
+
+def _leaderworkerset(leader: bool) -> dict[str, Any]:
+    """A queued LeaderWorkerSet of 2 groups of 3 one-GPU pods, with a leader template of its own or without."""
+    resources = {"requests": {"nvidia.com/gpu": "1", "cpu": "2"}, "limits": {"nvidia.com/gpu": "1"}}
+    worker = {"spec": {"containers": [{"name": "worker", "image": "ghcr.io/your-org/llm:1.0", "resources": resources}]}}
+    groups: dict[str, Any] = {"size": 3, "workerTemplate": worker}
+    if leader:
+        lead = {"requests": {"cpu": "4"}}
+        groups["leaderTemplate"] = {
+            "spec": {"containers": [{"name": "leader", "image": "ghcr.io/your-org/llm:1.0", "resources": lead}]}
+        }
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llm", "namespace": "any", "labels": {"kueue.x-k8s.io/queue-name": "team-queue"}},
+        # What the LeaderWorkerSet's own webhook (not run here) defaults: Kueue's webhook writes the object back
+        # whole, its empty rolloutStrategy.type and startupPolicy included, which the CRD's enums refuse.
+        "spec": {
+            "replicas": 2,
+            "leaderWorkerTemplate": groups,
+            "rolloutStrategy": {"type": "RollingUpdate"},
+            "startupPolicy": "LeaderCreated",
+        },
+    }
+
+
+def _group_workloads_under(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Workloads of each of the LeaderWorkerSet's groups, by name, once there is one per group."""
+    created = create(cluster, _in(namespace, obj))
+    uid, groups = created["metadata"]["uid"], created["spec"]["replicas"]
+
+    def found() -> list[dict[str, Any]] | None:
+        selector = f"kueue.x-k8s.io/job-uid={uid}"
+        items: list[dict[str, Any]] = get_json(cluster, "workloads", "-n", namespace, "-l", selector)["items"]
+        return sorted(items, key=lambda w: w["metadata"]["name"]) if len(items) == groups else None
+
+    return wait_until(found, f"the {groups} group Workloads of LeaderWorkerSet {namespace}/{uid}")
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+@pytest.mark.parametrize(
+    "case",
+    [(True, [("leader", 1), ("worker", 2)]), (False, [("main", 3)])],
+    ids=["leader-and-workers", "workers-only"],
+)
+def test_kuota_and_kueue_make_the_same_workloads_for_a_leaderworkerset(
+    cluster: Cluster,
+    kueue_cluster: Cluster,
+    upstream_crds: list[str],
+    team: str,
+    case: tuple[bool, list[tuple[str, int]]],
+) -> None:
+    """One Workload per group, named after the LeaderWorkerSet and the group's index, owned by it (not as its
+    controller), with pod sets leader (1) and worker (size - 1), or main (size) without a leader template."""
+    del upstream_crds
+    leader, pod_sets = case  # a leader template or not, and the pod sets (name, count) Kueue is known to make
+    obj = _leaderworkerset(leader)
+    kueue_cluster.kubectl("create", "namespace", team, check=False)
+    theirs = _group_workloads_under(kueue_cluster, team, obj)
+    ours = _group_workloads_under(cluster, team, obj)
+
+    for their_group, our_group in zip(theirs, ours, strict=True):
+        assert [(name, count) for name, count, _ in _shape(their_group)] == pod_sets
+        assert _shape(our_group) == _shape(their_group)
+        assert our_group["spec"]["queueName"] == their_group["spec"]["queueName"] == "team-queue"
+    for workloads in (ours, theirs):
+        uid = workloads[0]["metadata"]["labels"]["kueue.x-k8s.io/job-uid"]
+        names = [workload_name(f"llm-{index}", uid, LEADERWORKERSET.kind) for index in range(2)]
+        assert [w["metadata"]["name"] for w in workloads] == sorted(names)
+        for workload in workloads:
+            [owner] = workload["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner.get("controller")) == ("LeaderWorkerSet", "llm", None)

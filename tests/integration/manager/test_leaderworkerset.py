@@ -2,7 +2,8 @@
 created with a queue label, each group is one Workload with pod sets ``leader`` and ``worker``; a group's pods wait
 gated until its whole Workload fits, start with the flavor's nodeSelector and tolerations, are preempted as Kueue
 preempts pods (deleted; the controller recreates the group, gated), and resume once quota frees. A rolling update
-with ``maxSurge`` has its surge group governed as any other: a Workload, gated until admitted, gone after."""
+with ``maxSurge`` has its surge group governed as any other: a Workload, gated until admitted, gone after. On a TAS
+flavor, the leader and its workers, one pod set group, are placed together in the domain they require."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.integration
 
 NAMESPACE = "lws-serving"
+API = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
 NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
@@ -286,3 +288,93 @@ def test_a_rolling_update_with_surge_governs_the_surge_group_and_leaves_nothing_
     # the surge group ran (briefly: the controller removes it once an old group is updated and ready) admitted
     surge_events = events_of(cluster, NAMESPACE, "Workload", surge["metadata"]["name"])
     assert any(reason == "Admitted" for _, reason, _ in surge_events)
+
+
+RACK = "example.com/rack"
+
+
+@pytest.fixture
+def tas_queue(cluster: Cluster) -> Iterator[dict[str, str]]:
+    """The first three fake 8-GPU nodes in two racks (r1: two nodes, r2: one), a Topology of racks and hosts, a TAS
+    flavor on them and a queue with GPU quota to spare: only the topology decides. Each node's rack by name."""
+    first, second, third = cluster.node_names[:3]
+    by_node = {first: "r1", second: "r1", third: "r2"}
+    for node, rack in by_node.items():
+        cluster.kubectl("label", "node", node, f"{RACK}={rack}", "--overwrite")
+    levels = [{"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]
+    flavors = [{"name": "lws-h100-tas", "resources": [{"name": GPU, "nominalQuota": 48}]}]
+    apply(
+        cluster,
+        {"apiVersion": API, "kind": "Topology", "metadata": {"name": "lws-racks"}, "spec": {"levels": levels}},
+        {
+            "apiVersion": API,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "lws-h100-tas"},
+            "spec": {"nodeLabels": {"gpu-type": "h100"}, "topologyName": "lws-racks", "tolerations": [GPU_TOLERATION]},
+        },
+        {
+            "apiVersion": API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "lws-tas"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": flavors}],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "LocalQueue",
+            "metadata": {"name": "tas-queue", "namespace": NAMESPACE},
+            "spec": {"clusterQueue": "lws-tas"},
+        },
+    )
+    try:
+        yield by_node
+    finally:
+        cluster.kubectl("delete", "leaderworkersets", "--all", "-n", NAMESPACE, "--wait=false", check=False)
+        wait_until(lambda: not group_workloads(cluster), "the group Workloads to go", 90)
+        cluster.kubectl("delete", "localqueue", "tas-queue", "-n", NAMESPACE, "--ignore-not-found")
+        cluster.kubectl("delete", "clusterqueue", "lws-tas", "--ignore-not-found")
+        cluster.kubectl("delete", "resourceflavor", "lws-h100-tas", "--ignore-not-found")
+        cluster.kubectl("delete", "topology", "lws-racks", "--ignore-not-found")
+        for node in by_node:
+            cluster.kubectl("label", "node", node, f"{RACK}-", check=False)
+
+
+def test_a_groups_leader_and_worker_share_the_rack_they_require(cluster: Cluster, tas_queue: dict[str, str]) -> None:
+    # Kueue's pod set groups: a 4-GPU leader and an 8-GPU worker, each requiring one rack, in group "llm". Placed
+    # one by one, the leader would take r2 (the fullest rack that holds it) and leave the worker no room there;
+    # placed together, both go to r1, on two nodes, and each pod is sent there through its topology gate.
+    lws = leaderworkerset(replicas=1, size=2)
+    lws["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "tas-queue"
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    for name, gpus in (("leaderTemplate", 4), ("workerTemplate", 8)):
+        templates[name]["metadata"]["annotations"] = {
+            "kueue.x-k8s.io/podset-required-topology": RACK,
+            "kueue.x-k8s.io/podset-group-name": "llm",
+        }
+        container = templates[name]["spec"]["containers"][0]
+        container["resources"] = {"requests": {GPU: gpus}, "limits": {GPU: gpus}}
+    apply(cluster, lws)
+    (workload,) = wait_until(
+        lambda: w if len(w := group_workloads(cluster)) == 1 and admitted(w[0]) else None,
+        "the group's Workload admitted",
+        90,
+    )
+    requests = {s["name"]: s.get("topologyRequest") for s in workload["spec"]["podSets"]}
+    assert requests == {name: {"required": RACK, "podSetGroupName": "llm"} for name in ("leader", "worker")}
+    assignments = workload["status"]["admission"]["podSetAssignments"]
+    assert all(assigned.get("topologyAssignment") for assigned in assignments)
+
+    def placed() -> list[dict[str, Any]] | None:
+        pods = lws_pods(cluster)
+        return pods if len(pods) == 2 and all(map(running, pods)) else None
+
+    pods = wait_until(placed, "the leader and the worker running", 120)
+    nodes = {pod["spec"]["nodeName"] for pod in pods}
+    assert {tas_queue[node] for node in nodes} == {"r1"}
+    assert len(nodes) == 2
+    for pod in pods:
+        assert not pod["spec"].get("schedulingGates")
+        assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == pod["spec"]["nodeName"]
+        assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] in {"leader", "worker"}

@@ -391,3 +391,21 @@ def test_a_pod_group_requiring_one_rack_lands_in_one_rack(cluster: Cluster, tas_
     placed = [running(cluster, f"gang-{index}") for index in range(2)]
     assert {tas_queue[p["spec"]["nodeName"]] for p in placed} == {"r1"}
     assert all(not p["spec"].get("schedulingGates") for p in placed)
+
+
+def test_an_unannotated_pod_on_a_tas_only_queue_is_sent_to_its_host_by_implied_topology(
+    cluster: Cluster, tas_queue: dict[str, str]
+) -> None:
+    # Kueue's implied TAS: every flavor of the pod's ClusterQueue is a TAS flavor, so the pod, gated by topology at
+    # creation as Kueue's pod webhook gates every pod, is placed unconstrained and sent to its host.
+    manifest = gpu_pod("implied", 8)
+    manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "tas-queue"
+    manifest["spec"]["tolerations"] = [GPU_TOLERATION]
+    created = create(cluster, manifest)
+    assert {"name": "kueue.x-k8s.io/topology"} in created["spec"]["schedulingGates"]
+    (assignment,) = admitted(cluster, single_workload_name(created))["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"] == ["kubernetes.io/hostname"]
+    started = running(cluster, "implied")
+    assert not started["spec"].get("schedulingGates")
+    assert started["spec"]["nodeSelector"]["kubernetes.io/hostname"] == started["spec"]["nodeName"]
+    assert started["metadata"]["annotations"]["kueue.x-k8s.io/podset-unconstrained-topology"] == "true"

@@ -1,9 +1,11 @@
 """Topology-aware scheduling on the test control plane: the three fake 8-GPU nodes labelled into two racks (two
 nodes, one node), a gang that requires one rack is admitted only where a rack holds it, its pods are gated until
-kuota sends each to its domain, and kube-scheduler places them there."""
+kuota sends each to its domain, and kube-scheduler places them there; layers of slices reach the Workload and
+place whole host slices."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,3 +183,43 @@ def test_a_pod_outside_tas_on_the_single_node_rack_sends_a_rack_gang_to_the_othe
     admitted_workload(cluster, namespace, after["metadata"]["uid"])
     (pod,) = running_pods(cluster, namespace, "after-holder", 1)
     assert racks[pod["spec"]["nodeName"]] == "r2"
+
+
+def _layered_job(name: str, namespace: str, pods: int, gpus: int, layers: list[tuple[str, int]]) -> dict[str, Any]:
+    job = _rack_job(name, namespace, pods)
+    template = job["spec"]["template"]
+    resources = {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}}
+    template["spec"]["containers"][0]["resources"] = resources
+    constraints = json.dumps([{"topology": level, "size": size} for level, size in layers])
+    template["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-required-topology-constraints"] = constraints
+    return job
+
+
+def test_layers_of_slices_reach_the_workload_and_place_whole_host_slices_in_one_rack(
+    cluster: Cluster, manager: ManagerProcess, guide_namespaces: tuple[str, ...], racks: dict[str, str]
+) -> None:
+    # Kueue's TASMultiLayerTopology (on by default since v0.19): 4 pods of 4 GPUs in rack slices of 4 made of host
+    # slices of 2 fill r1's two nodes two by two; 2 pods of 8 GPUs cannot make a host slice of 2 anywhere.
+    namespace = "research"
+    apply(cluster, *_tas_queue(namespace))
+    layered = create_job(cluster, _layered_job("layered", namespace, 4, 4, [(RACK, 4), (HOSTNAME, 2)]))
+    workload = admitted_workload(cluster, namespace, layered["metadata"]["uid"])
+    (pod_set,) = workload["spec"]["podSets"]
+    assert pod_set["topologyRequest"]["podsetSliceRequiredTopologyConstraints"] == [
+        {"topology": RACK, "size": 4},
+        {"topology": HOSTNAME, "size": 2},
+    ]
+    pods = running_pods(cluster, namespace, "layered", 4)
+    per_node: dict[str, int] = {}
+    for pod in pods:
+        per_node[pod["spec"]["nodeName"]] = per_node.get(pod["spec"]["nodeName"], 0) + 1
+    assert sorted(per_node.values()) == [2, 2]
+    assert {racks[node] for node in per_node} == {"r1"}
+
+    unfit = create_job(cluster, _layered_job("unfit", namespace, 2, 8, [(RACK, 2), (HOSTNAME, 2)]))
+    message = wait_until(
+        lambda: _pending_message(cluster, namespace, unfit["metadata"]["uid"]),
+        "the job that makes no host slice to wait with a reason",
+        timeout=60,
+    )
+    assert "doesn't allow to fit; 0/1 slice(s) fit on level example.com/rack; 0/1 slice(s) fit on level" in message

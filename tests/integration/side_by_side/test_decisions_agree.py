@@ -7,6 +7,10 @@ the scenario stays where v0.17 decides the same (v0.17 still matches a pod set's
 label keys of all a resource group's flavors, v0.19 against the flavor's own; v0.20 also lets a queue that may
 preempt within itself simulate preemption past its nominal quota).
 
+Then, on control planes of their own, the topology scenario: the three fake nodes labelled into two racks,
+gangs that require or prefer a rack (or a node) arriving and finishing, each holder's pods per node decoded from
+the controller's ``topologyAssignment`` (Kueue v0.17 writes v1beta2's compact form, as kuota).
+
 The floor's snapshots are the hand-derived decisions (tests/unit/benchmarks/side_by_side/test_scenarios.py), so each
 controller matching the floor means kuota and Kueue hold exactly the same workloads after every phase. Each
 test starts its own control plane: Kueue's CRDs and kuota's may never share one, and the session's cluster
@@ -23,10 +27,10 @@ from tests.cluster.binaries import ensure_kueue
 pytestmark = pytest.mark.integration
 
 
-def _assert_matches_floor(name: str) -> None:
-    floor = agreement.floor_snapshots()
-    live = agreement.run_live(name)
-    comparisons = agreement.compare(agreement.SCENARIO, floor, live, live)
+def _assert_matches_floor(name: str, scenario: agreement.Scenario = agreement.DECISIONS) -> None:
+    floor = agreement.floor_snapshots(scenario)
+    live = agreement.run_live(name, scenario)
+    comparisons = agreement.compare(scenario.phases, floor, live, live)
     assert all(c.agree for c in comparisons), f"{name} differs from the floor:\n" + agreement.render(comparisons)
 
 
@@ -38,3 +42,13 @@ def test_kueue_holds_the_floors_workloads_after_every_phase() -> None:
 
 def test_kuota_holds_the_floors_workloads_after_every_phase() -> None:
     _assert_matches_floor("kuota")
+
+
+@pytest.mark.timeout(1500)  # room for a cold build of Kueue when the cache lacks it
+def test_kueue_holds_and_places_the_floors_gangs_after_every_phase() -> None:
+    ensure_kueue()
+    _assert_matches_floor("Kueue", agreement.TOPOLOGY)
+
+
+def test_kuota_holds_and_places_the_floors_gangs_after_every_phase() -> None:
+    _assert_matches_floor("kuota", agreement.TOPOLOGY)

@@ -181,6 +181,25 @@ def test_fair_sharing_preempts_from_the_queue_with_the_highest_share() -> None:
     assert admitted(decisions) == ["b/b2"]
 
 
+def test_fair_sharing_gives_back_the_victims_it_did_not_need() -> None:
+    # Kueue's fairPreemptions ends with fillBackWorkloads, as classic preemption does: small-low, taken first
+    # (lowest priority), is not needed once big-mid is gone.
+    config = Configuration(fair_sharing=FairSharing())
+    engine = engine_with(
+        gpu_queue("a", 8, preemption={"withinClusterQueue": "LowerPriority"}),
+        gpu_queue("b", 4),
+        configuration=config,
+    )
+    engine.submit(workload("a", "small-low", 2, priority=1, at=0))
+    engine.submit(workload("a", "big-mid", 6, priority=2, at=1))
+    engine.submit(workload("b", "b1", 4, at=1))
+    engine.schedule(1)
+    engine.submit(workload("a", "urgent", 6, priority=9, at=2))
+    decisions = engine.schedule(2)
+    assert evicted(decisions) == ["a/big-mid"]
+    assert decisions[0].preemption_reason is PreemptionReason.IN_CLUSTER_QUEUE  # type: ignore[union-attr]
+
+
 def test_less_than_initial_share_refuses_to_equalize_past_the_target() -> None:
     engine = _fair_engine(FairSharingStrategy.LESS_THAN_INITIAL_SHARE)
     engine.submit(workload("a", "a1", 8))

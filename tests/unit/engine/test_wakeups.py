@@ -107,3 +107,21 @@ def test_a_head_is_woken_when_a_resource_it_may_not_reclaim_frees_and_leaves_one
     engine.finish("gpus/a")
     decisions = engine.schedule(3)
     assert (evicted(decisions), admitted(decisions)) == (["gpus/b"], ["cpus/w"])
+
+
+def test_a_borrower_gives_way_to_a_set_aside_head_of_the_queue_whose_own_borrower_could_not_go() -> None:
+    # The scheduler rule (architecture.md): a workload that would borrow gives way to another queue's first
+    # workload that can be admitted within its nominal quota. b's borrower hb was passed over for a's la and then
+    # no longer fits; c's borrower hc must then give way to b's sb, set aside behind hb, which fits b's quota.
+    engine = engine_with(gpu_queue("a", 8), gpu_queue("b", 8), gpu_queue("c", 0))
+    engine.submit(workload("a", "a1", 8, priority=5))
+    engine.submit(workload("b", "b1", 8, priority=5))
+    assert admitted(engine.schedule(0)) == ["a/a1", "b/b1"]
+    engine.submit(workload("b", "hb", 16, at=1, priority=3))
+    engine.submit(workload("a", "la", 8, at=1))
+    engine.submit(workload("b", "sb", 8, at=1))
+    engine.submit(workload("c", "hc", 8, at=1, priority=2))
+    assert admitted(engine.schedule(1)) == []
+    engine.finish("a/a1")
+    engine.finish("b/b1")
+    assert admitted(engine.schedule(2)) == ["a/la", "b/sb"]

@@ -54,3 +54,17 @@ def test_a_line_gives_exactly_one_of_duration_and_lifetime(
     assert main(["simulate", "--config", str(config), "--workloads", str(workloads)]) != 0
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "exactly one of 'duration'" in error[0] and "workloads.jsonl:1:" in error[0]
+
+
+def test_a_leaderworkerset_group_is_one_serving_line_of_a_leader_and_its_workers(tmp_path: Path) -> None:
+    """docs/simulate.md's LeaderWorkerSet row: a group of size 3 is pod sets leader (1) and worker (2)."""
+    group = _serving("llm-0", 0, 1, 300)
+    group["podSets"] = [
+        {**group["podSets"][0], "name": "leader"},
+        {**group["podSets"][0], "name": "worker", "count": 2},
+    ]
+    document = _simulate(tmp_path, [group, _line("job", 10, 2, 20)])
+    llm, job = document["workloads"]
+    assert llm["admissions"][0]["flavors"] == {"leader": {"nvidia.com/gpu": "gpu"}, "worker": {"nvidia.com/gpu": "gpu"}}
+    assert llm["status"] == "Deleted"
+    assert job["admissions"][0]["at"] == 300.0  # the group's 3 GPUs of 4 held until its deletion

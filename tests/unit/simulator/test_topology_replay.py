@@ -128,3 +128,43 @@ def test_a_bad_inventory_is_one_line(
     error = capsys.readouterr().err
     assert message in error
     assert error.count("\n") == 1
+
+
+def _leader_and_worker(name: str, at: float, group: str | None) -> dict[str, Any]:
+    request: dict[str, Any] = {"required": "example.com/rack"}
+    if group is not None:
+        request["podSetGroupName"] = group
+    pod_sets = [
+        {"name": role, "count": 1, "requests": {"nvidia.com/gpu": "8"}, "topologyRequest": request}
+        for role in ("leader", "worker")
+    ]
+    return {"name": name, "namespace": "team", "queue": "q", "submitAt": at, "duration": 3600, "podSets": pod_sets}
+
+
+def _replay(tmp_path: Path, lines: list[dict[str, Any]], racks: dict[str, int]) -> int:
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    (tmp_path / "nodes.json").write_text(json.dumps(_pools(racks)))
+    (tmp_path / "workloads.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    arguments = ["--config", str(tmp_path / "config.yaml"), "--workloads", str(tmp_path / "workloads.jsonl")]
+    return main(["simulate", *arguments, "--nodes", str(tmp_path / "nodes.json"), "--output", str(tmp_path / "o")])
+
+
+def test_a_pod_set_group_must_share_its_rack_where_its_pod_sets_apart_would_split(tmp_path: Path) -> None:
+    # Two racks of one 8-GPU node: the leader and the worker of a group need one rack for both and never fit; the
+    # same two pod sets without a group each take a rack.
+    lines = [_leader_and_worker("grouped", 0, "llm"), _leader_and_worker("apart", 1, None)]
+    assert _replay(tmp_path, lines, {"a": 1, "b": 1}) == 0
+    replayed = {w["name"]: w for w in json.loads((tmp_path / "o").read_text())["workloads"]}
+    assert replayed["grouped"]["admissions"] == []
+    assert [admission["at"] for admission in replayed["apart"]["admissions"]] == [1.0]
+
+
+def test_a_group_of_pod_sets_asking_different_levels_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _leader_and_worker("split", 0, "llm")
+    line["podSets"][1]["topologyRequest"] = {"preferred": "example.com/rack", "podSetGroupName": "llm"}
+    assert _replay(tmp_path, [line], {"a": 1}) == 2
+    error = capsys.readouterr().err
+    assert 'pod set group "llm": both pod sets must ask for the same required or preferred level' in error
+    assert error.count("\n") == 1

@@ -9,7 +9,9 @@ from benchmarks.side_by_side import agreement, kinds
 from benchmarks.side_by_side.errors import MeasureError
 from benchmarks.side_by_side.floor import floor_timelines, history_timeline
 from benchmarks.side_by_side.plans import job_plan, scaled_spec, total_quota_cpu, workload_plan
+from kuota.engine import TopologyAssignment
 from kuota.simulator.replay import AdmissionRecord, EvictionRecord, WorkloadHistory
+from kuota.webhook.topology_assignment import encode
 from tests.cluster import RUN_SECONDS_ANNOTATION
 
 
@@ -41,7 +43,7 @@ def test_workload_and_job_plans_carry_the_same_arrivals() -> None:
 
 def test_a_replayed_history_becomes_holds_paired_with_their_evictions() -> None:
     history = WorkloadHistory("w", "ns", submit_at=1.0, duration=2.0, remaining=0.0)
-    history.admissions = [AdmissionRecord(2.0, {}, False, 0, 1.0), AdmissionRecord(5.0, {}, False, 0, 1.0)]
+    history.admissions = [AdmissionRecord(2.0, {}, False, 0, 1.0, {}), AdmissionRecord(5.0, {}, False, 0, 1.0, {})]
     history.evictions = [EvictionRecord(3.0, "Preempted", "ns/x", "InCohortReclamation")]
     history.finished_at = 6.0
     timeline = history_timeline(history, "small", 1.0)
@@ -56,7 +58,7 @@ def test_the_floor_admits_and_finishes_every_harness_workload() -> None:
     assert all(t.finished_at is not None for t in timelines)
 
 
-def _names(snapshot: frozenset[str]) -> list[str]:
+def _names(snapshot: agreement.Snapshot) -> list[str]:
     return sorted(key.split("/", 1)[1] for key in snapshot)
 
 
@@ -86,8 +88,8 @@ def test_the_agreement_scenario_floor_matches_the_hand_derived_decisions() -> No
 
 
 def test_comparison_lists_each_workload_held_under_only_some_controllers() -> None:
-    floor = [frozenset({"agree-a/a-0", "agree-b/b-0"})]
-    kueue = [frozenset({"agree-a/a-0", "agree-b/b-1"})]
+    floor: list[agreement.Snapshot] = [{"agree-a/a-0": (), "agree-b/b-0": ()}]
+    kueue: list[agreement.Snapshot] = [{"agree-a/a-0": (), "agree-b/b-1": ()}]
     (comparison,) = agreement.compare(agreement.SCENARIO[:1], floor, floor, kueue)
     assert not comparison.agree
     assert comparison.differences() == [
@@ -153,3 +155,56 @@ def test_a_job_whose_pod_is_never_ready_selects_a_node_label_no_node_has() -> No
     # the fake nodes are tainted for their GPUs: a pod that runs tolerates that
     assert running["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert stuck["containers"][0]["resources"]["requests"] == {"cpu": "5"}
+
+
+def _on(*pods: tuple[str, int]) -> agreement.Placement:
+    """One pod set, main, with these pods per node."""
+    return (("main", tuple(pods)),)
+
+
+def test_the_topology_scenario_floor_places_each_gang_where_only_it_fits() -> None:
+    """Nodes h100-0 and h100-1 in rack r1, h100-2 in r2, 8 GPUs each: each gang has one place only."""
+    snapshots = [{key.split("/", 1)[1]: placed for key, placed in s.items()} for s in agreement.floor_snapshots(
+        agreement.TOPOLOGY
+    )]  # fmt: skip
+    spread = _on(("h100-0", 1), ("h100-1", 1), ("h100-2", 1))
+    assert snapshots == [
+        {"t-a": spread},  # no rack holds 3 x 8: preferred, it spans both
+        {"t-a": spread},  # t-b requires a rack: none has room
+        {"t-b": _on(("h100-0", 1), ("h100-1", 1)), "t-c": _on(("h100-2", 1))},  # r1 the only rack of 16
+        {"t-c": _on(("h100-2", 1)), "t-d": _on(("h100-0", 2), ("h100-1", 2))},  # t-b, admitted late, finished
+        {"t-d": _on(("h100-0", 2), ("h100-1", 2)), "t-e": _on(("h100-2", 2))},  # one node of 8 free
+    ]
+    comparisons = agreement.compare(agreement.TOPOLOGY_PHASES, *[agreement.floor_snapshots(agreement.TOPOLOGY)] * 3)
+    assert "    t-d main: h100-0 x2, h100-1 x2\n" in agreement.render(comparisons)
+
+
+def test_a_placement_is_read_from_either_encoding_of_the_topology_assignment() -> None:
+    hosts = TopologyAssignment(("kubernetes.io/hostname",), ((("h100-0",), 2), (("h100-1",), 1)))
+    slices = encode(hosts)
+    domains = {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["h100-0"], "count": 2},
+                                                                {"values": ["h100-1"], "count": 1}]}  # fmt: skip
+    for raw in (slices, domains):
+        assigned = [{"name": "workers", "topologyAssignment": raw}, {"name": "driver", "count": 1}]
+        workload = {"status": {"admission": {"podSetAssignments": assigned}}}
+        assert agreement.placement(workload) == (("workers", (("h100-0", 2), ("h100-1", 1))),)
+    assert agreement.placement({"status": {"admission": {"podSetAssignments": [{"name": "main"}]}}}) == ()
+
+
+def test_comparison_lists_each_holder_whose_pods_go_elsewhere() -> None:
+    floor: list[agreement.Snapshot] = [{"agree-t/t-a": _on(("h100-0", 1))}]
+    kueue: list[agreement.Snapshot] = [{"agree-t/t-a": _on(("h100-1", 1))}]
+    (comparison,) = agreement.compare(agreement.TOPOLOGY_PHASES[:1], floor, floor, kueue)
+    assert not comparison.agree
+    assert comparison.differences() == [
+        "agree-t/t-a places its pods differently: floor main: h100-0 x1; kuota main: h100-0 x1; Kueue main: h100-1 x1"
+    ]
+
+
+def test_a_finish_of_a_workload_holding_nothing_is_refused() -> None:
+    phases = (*agreement.TOPOLOGY_PHASES[:2], agreement.Phase("t-b finishes while it waits", finish=("t-b",)))
+    scenario = agreement.Scenario(
+        phases, tuple(agreement.topology_objects(phases)), node_labels=agreement.TOPOLOGY.node_labels
+    )
+    with pytest.raises(MeasureError, match="t-b holds no quota for its finish, in phase 3"):
+        agreement.floor_snapshots(scenario)

@@ -268,3 +268,21 @@ def test_a_queued_job_whose_pod_sets_cannot_be_read_here_is_let_through_for_the_
     # refuse it nor fail on it, or the user meets an internal error instead of that reason.
     review = dataclasses.replace(request(obj), kind=adapter.kind)
     assert validate_job(review, POLICY, StaticClusterFacts(), adapter).allowed
+
+
+def test_a_job_whose_only_pod_set_names_a_group_or_a_slice_larger_than_itself_is_refused() -> None:
+    # Kueue's job webhook: ValidatePodSetGroupingTopology and ValidateSliceSizeAnnotationUpperBound on its pod set
+    grouped = job({QUEUE_NAME_LABEL: "q"}, suspend=True)
+    grouped["spec"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack", "kueue.x-k8s.io/podset-group-name": "g"}
+    }
+    denied = validate_job(request(grouped), POLICY, StaticClusterFacts())
+    assert (denied.allowed, denied.code) == (False, 422)
+    assert "can only define groups of exactly 2 pod sets, got: 1 pod set(s)" in denied.message
+    sliced = job({QUEUE_NAME_LABEL: "q"}, suspend=True)
+    sliced["spec"]["parallelism"] = 2
+    slices = {"kueue.x-k8s.io/podset-slice-required-topology": "rack", "kueue.x-k8s.io/podset-slice-size": "4"}
+    sliced["spec"]["template"]["metadata"] = {"annotations": slices}
+    denied = validate_job(request(sliced), POLICY, StaticClusterFacts())
+    assert not denied.allowed
+    assert "must not be greater than pod set count 2" in denied.message

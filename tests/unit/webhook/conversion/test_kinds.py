@@ -21,6 +21,11 @@ ADMISSION = {
 }
 
 
+def converted(obj: dict[str, Any], desired_api_version: str) -> dict[str, Any]:
+    """``convert`` changes its argument in place: each case converts a copy, so it can compare with the original."""
+    return convert(copy.deepcopy(obj), desired_api_version)
+
+
 def _object(api_version: str, kind: str, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": "x", "uid": "1234", "resourceVersion": "7", "labels": {"team": "a"}}
     if namespace is not None:
@@ -202,18 +207,18 @@ PAIRS = {
 def test_v1beta1_converts_to_its_v1beta2_twin_and_back(case: str) -> None:
     v1beta1, v1beta2 = PAIRS[case]
     sent = copy.deepcopy(v1beta1)
-    up = convert(v1beta1, V1BETA2)
+    up = converted(v1beta1, V1BETA2)
     assert up == v1beta2
-    assert convert(up, V1BETA1) == v1beta1
+    assert converted(up, V1BETA1) == v1beta1
     assert v1beta1 == sent, "the input must not be modified"
 
 
 @pytest.mark.parametrize("case", sorted(PAIRS))
 def test_v1beta2_converts_to_its_v1beta1_twin_and_back(case: str) -> None:
     v1beta1, v1beta2 = PAIRS[case]
-    down = convert(v1beta2, V1BETA1)
+    down = converted(v1beta2, V1BETA1)
     assert down == v1beta1
-    assert convert(down, V1BETA2) == v1beta2
+    assert converted(down, V1BETA2) == v1beta2
 
 
 @pytest.mark.parametrize(("field", "alias"), [("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")])
@@ -221,23 +226,23 @@ def test_kueues_deprecated_fungibility_names_are_stored_as_may_stop_search(field
     """TestClusterQueueConvertTo's "FlavorFungibility Borrow/Preempt to MayStopSearch"; TryNextFlavor is kept."""
     other = "whenCanPreempt" if field == "whenCanBorrow" else "whenCanBorrow"
     queue = _object(V1BETA1, "ClusterQueue", {"spec": {"flavorFungibility": {field: alias, other: "TryNextFlavor"}}})
-    up = convert(queue, V1BETA2)
+    up = converted(queue, V1BETA2)
     assert up["spec"]["flavorFungibility"] == {field: "MayStopSearch", other: "TryNextFlavor"}
-    assert convert(up, V1BETA1)["spec"]["flavorFungibility"] == {field: "MayStopSearch", other: "TryNextFlavor"}
+    assert converted(up, V1BETA1)["spec"]["flavorFungibility"] == {field: "MayStopSearch", other: "TryNextFlavor"}
 
 
 def test_v1beta1_admission_checks_are_stored_as_a_strategy_for_every_flavor() -> None:
     """TestClusterQueueConvertTo's "AdmissionChecks to AdmissionChecksStrategy"; the strategy stays one in v1beta1."""
     queue = _object(V1BETA1, "ClusterQueue", {"spec": {"admissionChecks": ["budget", "capacity"]}})
-    up = convert(queue, V1BETA2)
+    up = converted(queue, V1BETA2)
     strategy = {"admissionChecks": [{"name": "budget"}, {"name": "capacity"}]}
     assert up["spec"] == {"admissionChecksStrategy": strategy}
-    assert convert(up, V1BETA1)["spec"] == {"admissionChecksStrategy": strategy}
+    assert converted(up, V1BETA1)["spec"] == {"admissionChecksStrategy": strategy}
 
 
 def test_an_object_already_in_the_desired_version_comes_back_unchanged() -> None:
     _, queue = PAIRS["ClusterQueue spec.cohort is spec.cohortName (TestClusterQueueConvertTo)"]
-    assert convert(queue, V1BETA2) == queue
+    assert converted(queue, V1BETA2) == queue
 
 
 @pytest.mark.parametrize(
@@ -252,10 +257,10 @@ def test_a_priority_class_ref_v1beta1_cannot_express_round_trips_through_an_anno
     reference: dict[str, str],
 ) -> None:
     workload = _object(V1BETA2, "Workload", {"spec": {"priorityClassRef": reference}}, "research")
-    down = convert(workload, V1BETA1)
+    down = converted(workload, V1BETA1)
     assert down["spec"] == {"priorityClassName": "high"}
     assert PRIORITY_CLASS_REF_ANNOTATION in down["metadata"]["annotations"]
-    assert convert(down, V1BETA2) == workload
+    assert converted(down, V1BETA2) == workload
 
 
 def test_a_stashed_reference_is_dropped_once_v1beta1_names_another_class() -> None:
@@ -265,9 +270,9 @@ def test_a_stashed_reference_is_dropped_once_v1beta1_names_another_class() -> No
         {"spec": {"priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "PriorityClass", "name": "high"}}},
         "research",
     )
-    edited = convert(workload, V1BETA1)
+    edited = converted(workload, V1BETA1)
     edited["spec"]["priorityClassName"] = "low"
-    up = convert(edited, V1BETA2)
+    up = converted(edited, V1BETA2)
     assert up["spec"] == {"priorityClassRef": {"name": "low"}}
     assert "annotations" not in up["metadata"]
 
@@ -284,7 +289,7 @@ def test_a_stashed_reference_is_dropped_once_v1beta1_names_another_class() -> No
 def test_an_annotation_v1beta2_would_refuse_is_not_restored(stashed: str) -> None:
     workload = _object(V1BETA1, "Workload", {"spec": {"priorityClassName": "high"}}, "research")
     workload["metadata"]["annotations"] = {PRIORITY_CLASS_REF_ANNOTATION: stashed}
-    up = convert(workload, V1BETA2)
+    up = converted(workload, V1BETA2)
     assert up["spec"] == {"priorityClassRef": {"name": "high"}}
     assert "annotations" not in up["metadata"]
 
@@ -293,9 +298,9 @@ def test_other_annotations_are_kept_when_the_stash_is_removed() -> None:
     reference = {"group": "kueue.x-k8s.io", "kind": "PriorityClass", "name": "high"}
     workload = _object(V1BETA2, "Workload", {"spec": {"priorityClassRef": reference}}, "research")
     workload["metadata"]["annotations"] = {"owner": "ml-platform"}
-    down = convert(workload, V1BETA1)
+    down = converted(workload, V1BETA1)
     assert set(down["metadata"]["annotations"]) == {"owner", PRIORITY_CLASS_REF_ANNOTATION}
-    assert convert(down, V1BETA2) == workload
+    assert converted(down, V1BETA2) == workload
 
 
 @pytest.mark.parametrize(
@@ -338,5 +343,5 @@ def test_other_annotations_are_kept_when_the_stash_is_removed() -> None:
 )
 def test_what_cannot_be_converted_is_named(obj: dict[str, Any], desired: str, message: str) -> None:
     with pytest.raises(UnconvertibleObjectError) as raised:
-        convert(obj, desired)
+        converted(obj, desired)
     assert message in raised.value.message

@@ -214,3 +214,41 @@ def test_the_framework_turns_on_kueues_webhook_paths_and_the_pod_gate() -> None:
     assert registry.pod_parents == (LEADERWORKERSET,) and registry.gates_pods
     assert mutate_path(LEADERWORKERSET) == "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset"
     assert select([FRAMEWORK]).unimplemented == ()
+
+
+def _grouped(lws: dict[str, Any], leader_level: str, worker_level: str) -> dict[str, Any]:
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    for name, level in (("leaderTemplate", leader_level), ("workerTemplate", worker_level)):
+        annotations = templates[name].setdefault("metadata", {}).setdefault("annotations", {})
+        annotations.update({"kueue.x-k8s.io/podset-required-topology": level, "kueue.x-k8s.io/podset-group-name": "g"})
+    return lws
+
+
+def test_a_queued_lws_leader_and_workers_must_ask_one_level_as_one_pod_set_group() -> None:
+    # Kueue's LeaderWorkerSet webhook: ValidateTASPodSetRequest on each template, ValidatePodSetGroupingTopology
+    # on the leader (1 pod) and the workers (size - 1).
+    rack = "example.com/rack"
+    sound = defaulted(_grouped(an_lws({QUEUE: "inference"}), rack, rack))
+    assert validate_parent(review(sound), LWS_ONLY, StaticClusterFacts(), LEADERWORKERSET).allowed
+    split = defaulted(_grouped(an_lws({QUEUE: "inference"}), rack, "kubernetes.io/hostname"))
+    refused = validate_parent(review(split), LWS_ONLY, StaticClusterFacts(), LEADERWORKERSET)
+    assert not refused.allowed
+    assert (
+        "spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations: Invalid value: must specify "
+        "'kueue.x-k8s.io/podset-required-topology' or 'kueue.x-k8s.io/podset-preferred-topology' topology "
+        "consistent with 'spec.leaderWorkerTemplate.workerTemplate.metadata.annotations' in group 'g'"
+    ) in refused.message
+    unqueued = _grouped(an_lws(None), rack, "kubernetes.io/hostname")
+    assert validate_parent(review(unqueued), LWS_ONLY, StaticClusterFacts(), LEADERWORKERSET).allowed
+
+
+def test_each_groups_pod_sets_carry_their_templates_topology_requests() -> None:
+    # Kueue's LeaderWorkerSet reconciler builds each pod set's topologyRequest from its template's annotations.
+    rack = "example.com/rack"
+    sets = leaderworkerset.pod_sets(_grouped(an_lws({QUEUE: "inference"}), rack, rack))
+    wanted = {"required": rack, "podSetGroupName": "g"}
+    assert [(s["name"], s["count"], s.get("topologyRequest")) for s in sets] == [
+        ("leader", 1, wanted),
+        ("worker", 2, wanted),
+    ]
+    assert all("topologyRequest" not in s for s in leaderworkerset.pod_sets(an_lws({QUEUE: "inference"})))

@@ -10,6 +10,7 @@ import pytest
 from kuota.webhook.controller.errors import JobConflictError
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs.adapter import Finished, PodSetPlacement
+from kuota.webhook.jobs.topology import TOPOLOGY_GATE
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -101,6 +102,17 @@ def test_ungating_removes_only_kueues_gate_and_adds_the_flavors_placement() -> N
         }
     }
     assert pods.ungate_patch(pod("x"), None)["spec"]["schedulingGates"] is None
+
+
+def test_the_topology_gate_stays_only_for_a_pod_set_placed_by_topology() -> None:
+    # Kueue's pod reconciler (prepare): the topology gate every managed pod starts with is lifted with the
+    # admission gate unless the pod set's placement carries it, for the topology ungater to lift.
+    gated = pod("p")
+    gated["spec"]["schedulingGates"].append({"name": TOPOLOGY_GATE})
+    plain = PodSetPlacement("main", {}, [])
+    assert pods.ungate_patch(gated, plain)["spec"]["schedulingGates"] is None
+    placed = PodSetPlacement("main", {}, [], scheduling_gates=(TOPOLOGY_GATE,))
+    assert pods.ungate_patch(gated, placed)["spec"]["schedulingGates"] == [{"name": TOPOLOGY_GATE}]
 
 
 def test_an_admission_checks_pod_set_updates_go_on_the_pod_with_its_ungating() -> None:

@@ -112,6 +112,7 @@ def test_a_deployments_pod_is_gated_without_a_finalizer_and_other_pods_are_left_
     pod = a_pod_of(deployment, "ReplicaSet", "llm-7d9f", "rs-uid")
     gated = apply_patch(pod, list(default_pod(pod_review(pod), PARENTS_ONLY, StaticClusterFacts()).patch))
     assert pods.is_gated(gated) and pods.is_managed(gated)
+    assert {"name": "kueue.x-k8s.io/topology"} in gated["spec"]["schedulingGates"]  # as Kueue gates every pod
     assert "finalizers" not in gated["metadata"]
     assert gated["metadata"]["labels"][QUEUE] == "inference"
     named = {**gated, "metadata": {**gated["metadata"], "uid": "p-uid"}}
@@ -148,6 +149,17 @@ def test_a_statefulsets_workload_is_one_pod_set_main_of_replicas_owned_by_it() -
     [pod_set] = workload["spec"]["podSets"]
     assert (pod_set["name"], pod_set["count"]) == ("main", 3)
     assert pod_set["template"] == {"spec": sts["spec"]["template"]["spec"]}
+    assert "topologyRequest" not in pod_set
+
+
+def test_a_statefulsets_template_annotations_give_its_pod_set_a_topology_request() -> None:
+    # Kueue's StatefulSet reconciler: NewPodSetTopologyRequest(template metadata)
+    sts = a_parent(STATEFULSET, {QUEUE: "inference"}, replicas=2)
+    sts["spec"]["template"].setdefault("metadata", {})["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": "example.com/rack"
+    }
+    [pod_set] = pod_parents.statefulset_workload(sts)["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == {"required": "example.com/rack"}
 
 
 def test_a_queued_statefulset_scales_only_to_or_from_zero_as_in_kueue() -> None:

@@ -57,10 +57,17 @@ def request(
 
 
 def test_a_labelled_pod_is_gated_marked_managed_and_held_by_kueues_finalizer() -> None:
+    # Kueue's pod webhook gates every pod it suspends by topology too, TopologyAwareScheduling being on by default
+    # ("pod with TAS", pod_webhook_test.go; its other cases turn the gate off): whether the pod's Workload is placed
+    # by topology (asked, or implied by a TAS-only queue) is known only at admission, and a gate cannot be added
+    # later.
     labelled = a_pod({"kueue.x-k8s.io/queue-name": "research-queue"})
     verdict = default_pod(request(labelled), POLICY, StaticClusterFacts())
     defaulted = apply_patch(labelled, list(verdict.patch))
-    assert defaulted["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert defaulted["spec"]["schedulingGates"] == [
+        {"name": "kueue.x-k8s.io/admission"},
+        {"name": "kueue.x-k8s.io/topology"},
+    ]
     assert defaulted["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
     assert defaulted["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     again = default_pod(request(defaulted), POLICY, StaticClusterFacts())
@@ -159,3 +166,17 @@ def test_a_hostile_pod_is_answered_or_named_never_a_crash(obj: dict[str, Any], o
         except MalformedObjectError:
             pass
     warn_unmanaged(request(obj, kind=DEPLOYMENT), POLICY)
+
+
+def test_a_managed_pods_bad_topology_annotations_are_refused_in_kueues_words() -> None:
+    # Kueue's pod webhook: ValidateTASPodSetRequest on a managed pod's metadata
+    pod = a_pod({"kueue.x-k8s.io/queue-name": "research-queue", pods.MANAGED_LABEL: "true"}, gates=True)
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-slice-size": "2"}
+    denied = validate_pod(request(pod), POLICY, StaticClusterFacts())
+    assert (denied.allowed, denied.code) == (False, 422)
+    assert denied.message == (
+        "Pod research/notebook: metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Forbidden: may not be set "
+        "when 'kueue.x-k8s.io/podset-slice-required-topology' is not specified"
+    )
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": "example.com/rack"}
+    assert validate_pod(request(pod), POLICY, StaticClusterFacts()).allowed
