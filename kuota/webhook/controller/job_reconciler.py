@@ -54,6 +54,7 @@ class JobReconciler:
         self._resource = Resource(adapter.kind.group, adapter.kind.version, adapter.plural)
         self._state = state
         self._view = state.jobs.setdefault(self._kind, NewestCopies())
+        state.remade_when_gone.add(self._kind)
         self._metrics = metrics
         self._writer = writer
         self._sync = sync
@@ -110,6 +111,9 @@ class JobReconciler:
             if finished is not None:
                 if not status.is_true(workload, "Finished"):
                     await self._finish_workload(workload, finished)
+                return
+            if adapter.serving and not jobs.matches_workload(adapter.pod_sets(job), workload):
+                await self._replace_workload(job, workload)
                 return
             if status.admitted_pod_sets(workload) is not None and status.is_true(workload, "Admitted"):
                 if adapter.is_suspended(job):
@@ -168,6 +172,42 @@ class JobReconciler:
             self._resource, job["metadata"]["namespace"], job["metadata"]["name"], patch
         )
         self._view.wrote(written)
+
+    async def _replace_workload(self, job: Mapping[str, Any], workload: Mapping[str, Any]) -> None:
+        """A serving job whose pod sets are no longer its Workload's (a RayService's rayClusterConfig scaled or
+        reshaped, which KubeRay applies to the running cluster), as Kueue's job framework answers it: a running
+        job is stopped, its templates put back as the Workload has them, and that Workload deleted, so a new one
+        made from the job queues; a suspended job's Workload without quota is updated in place (it keeps its
+        place in the queue); one with quota is deleted."""
+        if workload["metadata"].get("deletionTimestamp"):
+            return  # going: its deletion brings the job back here, to get a new Workload
+        adapter = self._adapter
+        metadata = workload["metadata"]
+        key = key_of(workload)
+        job_name = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        log.info("%s %s no longer matches its Workload %s: replacing it", adapter.kind.kind, job_name, key)
+        if not adapter.is_suspended(job):
+            # One write, as Kueue's stopJob: a new Workload is made from the templates as they are after it.
+            stop = adapter.suspend_patch(job)
+            restore = adapter.restore_patch(job, jobs.workload_pod_sets(workload))
+            await self._patch_job(job, stop if restore is None else jobs.merged_patches(stop, restore))
+            why = "No matching Workload; restoring pod templates according to existent Workload"
+            self._events.record(job, "Normal", "Stopped", why)
+        elif status.admitted_pod_sets(workload) is None:
+            pod_sets = [pod_set.manifest() for pod_set in adapter.pod_sets(job)]
+            patch = {"metadata": {"resourceVersion": metadata["resourceVersion"]}, "spec": {"podSets": pod_sets}}
+            written = await self._writer.merge_patch(WORKLOADS, metadata["namespace"], metadata["name"], patch)
+            self._state.workloads.wrote(written)
+            self._sync.sync(key)
+            self._events.record(
+                job, "Normal", "UpdatedWorkload", f"Updated not matching Workload for suspended job: {key}"
+            )
+            return
+        answer = await self._writer.delete(
+            WORKLOADS, metadata["namespace"], metadata["name"], metadata["resourceVersion"]
+        )
+        self._state.take_fresh(key, answer if answer.get("kind") == "Workload" else None)
+        self._events.record(job, "Normal", "DeletedWorkload", f"Deleted not matching Workload: {key}")
 
     async def _create_workload(self, job: Mapping[str, Any]) -> None:
         state = self._state

@@ -1,7 +1,8 @@
 """A queued LeaderWorkerSet's Workloads (:mod:`kuota.webhook.jobs.leaderworkerset`): one per group index below
-``replicas``, made from the LeaderWorkerSet before the group's pods exist (Kueue's prebuilt Workloads), those of
-the groups beyond ``replicas`` deleted (scaled down, or the LeaderWorkerSet deleted), so their quota is freed at
-once. Its pods are put in their groups here, then followed by the pod reconciler as serving pod groups.
+``replicas`` (and the surge groups' during a rolling update with ``maxSurge``), made from the LeaderWorkerSet
+before the group's pods exist (Kueue's prebuilt Workloads), those of the other groups deleted (scaled down, a
+rolling update's surge over, or the LeaderWorkerSet deleted), so their quota is freed at once. Its pods are put
+in their groups here, then followed by the pod reconciler as serving pod groups.
 
 Keys: ``("LeaderWorkerSet.leaderworkerset.x-k8s.io", namespace/name)``; the pod reconciler files a
 LeaderWorkerSet's pods not yet in a group under the same key.
@@ -55,7 +56,7 @@ class LeaderWorkerSetReconciler:
         for workload in self._workloads_of(key):
             if workload["metadata"]["name"] in wanted:
                 continue
-            why = f"LeaderWorkerSet {key} was {'scaled down' if live else 'deleted'}"
+            why = f"LeaderWorkerSet {key} {'has fewer groups' if live else 'was deleted'}"
             if not await self._pods.delete_workload(workload, why):
                 pending_deletes = True
         if pending_deletes:
@@ -64,7 +65,7 @@ class LeaderWorkerSetReconciler:
             if not pending_deletes:
                 self._deleted.pop(key, None)
             return
-        for index in range(pod_parents.replicas(lws)):
+        for index in range(leaderworkerset.governed_groups(lws)):
             name = leaderworkerset.group_workload_name(lws, index)
             if state.workloads.get(f"{namespace}/{name}") is None:
                 await self._pods.create_workload(leaderworkerset.group_workload(lws, index), lws)

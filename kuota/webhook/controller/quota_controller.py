@@ -46,7 +46,7 @@ from kuota.engine import (
     topology_node,
 )
 from kuota.kube.client import KubeApi
-from kuota.kube.reflector import Event, EventType, Reflector
+from kuota.kube.reflector import Event, EventType, Reflector, ResourceType
 from kuota.webhook.controller.admission_checks import AdmissionCheckGate
 from kuota.webhook.controller.api_writes import ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
@@ -89,6 +89,7 @@ from kuota.webhook.controller.watches import PROVISIONING_REQUESTS_CRD, Watches,
 from kuota.webhook.controller.workload_retention import expire_finished
 from kuota.webhook.controller.workload_sync import WorkloadSync
 from kuota.webhook.jobs import pod_parents
+from kuota.webhook.jobs.adapter import ReferencingAdapter
 from kuota.webhook.jobs.registry import DEFAULT_REGISTRY, Registry
 
 log = logging.getLogger(__name__)
@@ -296,9 +297,12 @@ class QuotaController:
             self._ungater.on_workload(event.key)
         if self.workloads.observe(event.key, value):
             self.state.dirty_workloads.add(event.key)
-            owner = owner_job(value.load()) if value is not None else None
-            if owner is not None:
-                self.state.dirty_jobs.add(owner)
+            if value is None:
+                self.state.workload_gone(event.value.load())
+            else:
+                owner = owner_job(value.load())
+                if owner is not None:
+                    self.state.dirty_jobs.add(owner)
             self.state.wake.set()
 
     def _job_handler(self, kind: str) -> Callable[[Event[CompactCopy]], None]:
@@ -331,6 +335,13 @@ class QuotaController:
             log.info("CRD %s is installed: running the ProvisioningRequest admission check controller", event.key)
             self._started_late.put_nowait(requests)
             return
+        referenced = None if event.type is EventType.DELETED else self.watches.referenced_installed(event.key)
+        if referenced is not None:
+            naming, named = referenced
+            named.subscribe(self._referenced_handler(naming, named.resource))
+            log.info("CRD %s is installed: watching it for the %s jobs that name its objects", event.key, naming.kind)
+            self._started_late.put_nowait(named)
+            return
         installed = None if event.type is EventType.DELETED else self.watches.crd_installed(event.key)
         if installed is None:
             return
@@ -338,6 +349,28 @@ class QuotaController:
         reflector.subscribe(self._job_handler(job_kind(adapter)))
         log.info("CRD %s is installed: managing %s", event.key, adapter.kind)
         self._started_late.put_nowait(reflector)
+
+    def _referenced_handler(
+        self, adapter: ReferencingAdapter, resource: ResourceType
+    ) -> Callable[[Event[dict[str, Any]]], None]:
+        """A runtime created or changed: the jobs naming it are reconciled (one that had no Workload for want of it
+        gets one now). Before the controller is ready the rebuild reconciles every job anyway."""
+        kind = job_kind(adapter)
+
+        def handle(event: Event[dict[str, Any]]) -> None:
+            if event.type is EventType.DELETED or not self.ready.is_set():
+                return
+            metadata = event.value["metadata"]
+            named = (resource.plural, metadata.get("namespace"), metadata["name"])
+            view = self.state.jobs[kind]
+            for key in list(view):
+                job = view.get(key)
+                reference = adapter.reference(job) if job is not None else None
+                if reference is not None and (reference.plural, reference.namespace, reference.name) == named:
+                    self.state.dirty_jobs.add((kind, key))
+                    self.state.wake.set()
+
+        return handle
 
     async def _start_late_reflectors(self) -> None:
         async with asyncio.TaskGroup() as group:

@@ -191,6 +191,8 @@ class NewestCopies:
     def wrote(self, obj: Mapping[str, Any]) -> None:
         key = key_of(obj)
         current = self._objects.get(key)
+        if current is None and (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return  # its deletion was watched while this answer was on its way: kept, it would never go
         if current is None or _version(obj) > current.version:
             self._objects[key] = self._compact(obj)
 
@@ -225,6 +227,7 @@ class ControllerState:
         self.jobs: dict[str, NewestCopies] = {}  # per kind (the first part of a JobKey)
         self.dirty_workloads: set[str] = set()
         self.dirty_jobs: set[JobKey] = set()
+        self.remade_when_gone: set[str] = set()  # the job kinds whose job gets a new Workload when its own goes
         # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.
         self.writing: dict[str, int] = {}
         self.needs_rebuild = False
@@ -234,13 +237,24 @@ class ControllerState:
 
     def take_fresh(self, key: str, fresh: dict[str, Any] | None) -> None:
         """A copy read from the API (None: gone) becomes the view, and the engine hears of it next cycle: its
-        watch event, arriving later, will look like an echo."""
+        watch event, arriving later, will look like an echo (so a Workload found gone is :meth:`workload_gone`
+        here)."""
         if fresh is None:
-            self.workloads.observe(key, None)
+            last = self.workloads.get(key)
+            if self.workloads.observe(key, None) and last is not None:
+                self.workload_gone(last)
         else:
             self.workloads.wrote(fresh)
         self.dirty_workloads.add(key)
         self.wake.set()
+
+    def workload_gone(self, last_copy: Mapping[str, Any]) -> None:
+        """A Workload is gone: its job is reconciled again if its kind is one whose job then gets a new one (the
+        suspendable kinds, :attr:`remade_when_gone`, as Kueue's job framework does: a job whose Workload was
+        replaced, or deleted by hand); the pod-based kinds follow their own rules."""
+        owner = owner_job(last_copy)
+        if owner is not None and owner[0] in self.remade_when_gone:
+            self.dirty_jobs.add(owner)
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run ``coroutine`` without waiting for it."""

@@ -1,8 +1,9 @@
 """What the quota controller watches, one reflector a kind: Kueue's configuration kinds and Namespaces, Workloads,
 each managed job kind, the pods kuota's webhook marked managed, the StatefulSets (when that integration is on), the
 Nodes, the pods bound to them and the pods started gated by topology (topology-aware scheduling), the
-ProvisioningRequestConfigs and the ProvisioningRequests kuota made (:mod:`provisioning_controller`), and the CRDs'
-names (for the kinds whose CRD is not installed yet).
+ProvisioningRequestConfigs and the ProvisioningRequests kuota made (:mod:`provisioning_controller`), the objects
+a kind's pod sets are made from (a TrainJob's runtimes: only their names, to know when one comes or changes), and
+the CRDs' names (for the kinds whose CRD is not installed yet).
 
 Kinds served by the API server itself are watched from the start; a custom resource's kind once its CRD is
 there (the CRDs are watched: installing one later is enough). Each reflector keeps the controller's compact
@@ -23,7 +24,7 @@ from kuota.webhook.controller.topology_nodes import BOUND_PODS_SELECTOR, bound_p
 from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
 from kuota.webhook.jobs import pod_parents
-from kuota.webhook.jobs.adapter import JobAdapter
+from kuota.webhook.jobs.adapter import JobAdapter, ReferencingAdapter
 from kuota.webhook.jobs.pod_parents import PodParent
 from kuota.webhook.jobs.registry import BUILT_IN_GROUPS, Registry
 from kuota.webhook.jobs.topology import POD_SET_LABEL
@@ -61,11 +62,19 @@ class Watches:
         self.jobs: dict[str, Reflector[CompactCopy]] = {}  # per job kind (the first part of a JobKey)
         # The kinds whose CRD is not installed yet, by CRD name (``plural.group``).
         self.waiting_for_crds: dict[str, JobAdapter | PodParent] = {}
+        # The objects jobs name (a TrainJob's runtimes) whose CRD is not watched yet, by CRD name, with the kind
+        # of the jobs that name them.
+        self.waiting_for_referenced: dict[str, tuple[ReferencingAdapter, ResourceType]] = {}
         for adapter in registry.adapters:
             if adapter.kind.group in BUILT_IN_GROUPS:
                 self.jobs[job_kind(adapter)] = self._job_reflector(adapter)
             else:
                 self.waiting_for_crds[f"{adapter.plural}.{adapter.kind.group}"] = adapter
+            if isinstance(adapter, ReferencingAdapter):
+                for plural in adapter.reads:
+                    # Listed across namespaces: the path is the same for a namespaced kind and a cluster one.
+                    resource = ResourceType(adapter.kind.group, adapter.kind.version, plural, namespaced=False)
+                    self.waiting_for_referenced[f"{plural}.{adapter.kind.group}"] = (adapter, resource)
         if registry.gates_pods:  # only the pods kuota's webhook marked managed
             managed = ResourceType("", "v1", "pods", namespaced=True, label_selector=f"{pods.MANAGED_LABEL}=true")
             self.jobs[POD] = Reflector(api, managed, compact_pod)
@@ -76,7 +85,7 @@ class Watches:
             self.waiting_for_crds[f"{lws.plural}.{lws.kind.group}"] = lws
         self.provisioning_configs = Reflector(api, _PROVISIONING_CONFIGS, compact_config)
         self.provisioning_requests: Reflector[dict[str, Any]] | None = None  # once its CRD is installed
-        self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _crd_essence)
+        self.crds: Reflector[dict[str, Any]] = Reflector(api, _CRDS, _identity)
         # Topology-aware scheduling: the nodes' capacity, the pods bound to them, and the pods started gated by
         # topology.
         self.nodes: Reflector[dict[str, Any]] = Reflector(api, _NODES, node_essence)
@@ -105,6 +114,15 @@ class Watches:
         self.jobs[job_kind(adapter)] = reflector
         return adapter, reflector
 
+    def referenced_installed(self, crd: str) -> tuple[ReferencingAdapter, Reflector[dict[str, Any]]] | None:
+        """The kind of the jobs that name objects of ``crd``, now installed, and those objects' new reflector (not
+        started: not in :attr:`all`); None if no job names that CRD's kind."""
+        waiting = self.waiting_for_referenced.pop(crd, None)
+        if waiting is None:
+            return None
+        adapter, resource = waiting
+        return adapter, Reflector(self._api, resource, _identity)
+
     def provisioning_requests_installed(self, crd: str) -> Reflector[dict[str, Any]] | None:
         """The ProvisioningRequests' new reflector (not started: not in :attr:`all`) when ``crd`` is their CRD, seen
         for the first time; None otherwise."""
@@ -125,6 +143,9 @@ def job_kind(adapter: JobAdapter | PodParent) -> str:
     return group_kind(adapter.kind.api_version, adapter.kind.kind)
 
 
-def _crd_essence(crd: Mapping[str, Any]) -> dict[str, Any]:
-    """A CRD's name is all the controller reads of it (the schemas are large)."""
-    return {"metadata": {"name": crd["metadata"]["name"], "resourceVersion": crd["metadata"].get("resourceVersion")}}
+def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's name (and namespace) is all the controller reads of a CRD (the schemas are large) or of a runtime
+    a job names (read whole, when a Workload is made from it)."""
+    metadata = obj["metadata"]
+    kept = {key: metadata[key] for key in ("name", "namespace", "resourceVersion") if key in metadata}
+    return {"metadata": kept}

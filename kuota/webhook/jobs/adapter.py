@@ -184,7 +184,9 @@ class ReferencingAdapter(JobAdapter, Protocol):
 
     @property
     def reads(self) -> tuple[str, ...]:
-        """The plurals, in the kind's own group, that :meth:`reference` may name (the manager may ``get`` them)."""
+        """The plurals, in the kind's own group and version, that :meth:`reference` may name: the manager gets one
+        as it makes a job's Workload, and watches them all, so a job naming one is reconciled as it is created or
+        changed."""
 
     def reference(self, job: Mapping[str, Any]) -> ObjectReference:
         """The object the job's pod sets are made from."""
@@ -272,6 +274,29 @@ def workload_manifest(job: Mapping[str, Any], adapter: JobAdapter) -> dict[str, 
         },
         "spec": spec,
     }
+
+
+def _requested(template: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What admission reads of a pod template: each container's and init container's name and resources, and the
+    pod overhead (what the controller keeps of a Workload's templates besides their scheduling fields)."""
+    spec = template.get("spec") or {}
+    containers = tuple(
+        tuple((c.get("name"), c.get("resources") or {}) for c in spec.get(field) or [] if isinstance(c, Mapping))
+        for field in ("containers", "initContainers")
+    )
+    return containers, spec.get("overhead") or {}
+
+
+def matches_workload(pod_sets: Sequence[PodSet], workload: Mapping[str, Any]) -> bool:
+    """Whether a job's pod sets are still its Workload's, as Kueue's equivalence check has it, in what quota
+    counts: the same pod sets in order, of the same counts, each template asking the same resources. The
+    scheduling fields an admission injects into a running job's templates are not compared."""
+    theirs = workload_pod_sets(workload)
+    return len(pod_sets) == len(theirs) and all(
+        (ours.name, ours.count, ours.min_count, _requested(ours.template))
+        == (other.name, other.count, other.min_count, _requested(other.template))
+        for ours, other in zip(pod_sets, theirs, strict=True)
+    )
 
 
 def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSet]:
@@ -373,6 +398,18 @@ def restored_template(template: Mapping[str, Any], original: Mapping[str, Any]) 
     if metadata:
         restored["metadata"] = metadata
     return restored or None
+
+
+def merged_patches(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """One merge patch doing what ``first`` then ``second`` do (objects merged key by key, ``second`` winning
+    elsewhere), for a change that must reach the job in one write."""
+    merged = dict(first)
+    for key, value in second.items():
+        earlier = merged.get(key)
+        merged[key] = (
+            merged_patches(earlier, value) if isinstance(earlier, Mapping) and isinstance(value, Mapping) else value
+        )
+    return merged
 
 
 def by_name(placements: Sequence[PodSetPlacement]) -> dict[str, PodSetPlacement]:

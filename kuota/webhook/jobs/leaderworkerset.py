@@ -9,7 +9,9 @@ with the suspending parent, the serving-group annotation and the queue and prior
   ``leaderworkerset-<name>-<group index>-<hash>`` (:func:`group_workload_name`), owned by the LeaderWorkerSet
   (a plain owner reference, as Kueue's), with pod sets ``leader`` (1 pod) and ``worker`` (``size - 1``), or one
   pod set ``main`` of ``size`` pods when there is no leader template. The group is serving: it never finishes;
-  scaled down, the groups beyond ``replicas`` lose their Workloads.
+  scaled down, the groups beyond ``replicas`` lose their Workloads. During a rolling update with ``maxSurge``,
+  the surge groups the LeaderWorkerSet controller makes beyond ``replicas`` have Workloads too
+  (:func:`governed_groups`).
 - Its pods are put in their group from the LeaderWorkerSet once they exist (:func:`group_patch`, as Kueue's
   reconciler does: the group index is a label the LeaderWorkerSet's own webhook and controller write), and from
   then on are a serving pod group (:mod:`~kuota.webhook.jobs.pod`): ungated once the group's Workload is admitted,
@@ -61,8 +63,36 @@ def group_workload_name(lws: Mapping[str, Any], index: int | str) -> str:
     return workload_name(f"{metadata['name']}-{index}", metadata["uid"], LEADERWORKERSET.kind)
 
 
+def _rolling_update_with_surge(lws: Mapping[str, Any]) -> bool:
+    """Kueue's ``isRollingUpdateWithSurge``: ``maxSurge`` above 0 and fewer than ``replicas`` groups updated yet;
+    or, beyond Kueue, the LeaderWorkerSet still saying ``UpdateInProgress``. Its controller counts the surge groups
+    among the updated ones and removes them only once an old group is updated and ready, so by Kueue's rule alone a
+    surge group would run on without a Workload meanwhile. A percentage above 0% counts as surge too (the
+    controller surges at least one group for it; Kueue's ``IntValue`` reads it as 0, leaving those groups gated)."""
+    spec = lws.get("spec") or {}
+    surge = ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("maxSurge") or 0
+    if isinstance(surge, str):
+        # Any other string the LeaderWorkerSet controller cannot scale either: it makes no surge group.
+        surge = int(surge.removesuffix("%")) if surge.removesuffix("%").isdigit() else 0
+    status = lws.get("status") or {}
+    updating = any(
+        c.get("type") == "UpdateInProgress" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return int(surge) > 0 and (int(status.get("updatedReplicas") or 0) < replicas(lws) or updating)
+
+
+def governed_groups(lws: Mapping[str, Any]) -> int:
+    """How many groups (indices from 0) have a Workload: ``replicas``, or ``status.replicas`` (the groups the
+    controller runs) where that is more during a rolling update with surge (Kueue's ``filterWorkloads``). Outside
+    a rolling update ``status.replicas`` above ``replicas`` is a scale-down not seen through yet, whose groups lose
+    their Workloads at once."""
+    wanted = replicas(lws)
+    current = int((lws.get("status") or {}).get("replicas") or 0)
+    return current if current > wanted and _rolling_update_with_surge(lws) else wanted
+
+
 def group_workload_names(lws: Mapping[str, Any]) -> list[str]:
-    return [group_workload_name(lws, index) for index in range(replicas(lws))]
+    return [group_workload_name(lws, index) for index in range(governed_groups(lws))]
 
 
 def _pod_set_template(template: Mapping[str, Any]) -> dict[str, Any]:

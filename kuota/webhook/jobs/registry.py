@@ -99,9 +99,10 @@ class Registry:
             {"apiGroups": [a.kind.group], "resources": [a.plural], "verbs": ["get", "list", "watch", "update", "patch"]}
             for a in self.adapters
         ]
-        # What a kind's pod sets are made from (a TrainJob's runtime) is read when its Workload is made.
+        # What a kind's pod sets are made from (a TrainJob's runtime) is read when its Workload is made, and
+        # watched, so a job naming one that comes later gets its Workload then.
         rules += [
-            {"apiGroups": [a.kind.group], "resources": list(a.reads), "verbs": ["get"]}
+            {"apiGroups": [a.kind.group], "resources": list(a.reads), "verbs": ["get", "list", "watch"]}
             for a in self.adapters
             if isinstance(a, ReferencingAdapter)
         ]

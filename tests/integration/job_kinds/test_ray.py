@@ -1,6 +1,8 @@
 """RayJob, RayCluster and RayService under kuota with the real KubeRay operator: suspended at creation, admitted
 as one Workload (``head``, the worker groups and the RayJob's ``submitter``), the flavor in every pod, preempted as
-a whole and resumed, the quota back when a RayJob finishes or any of them is deleted."""
+a whole and resumed, the quota back when a RayJob finishes or any of them is deleted; a running RayService whose
+cluster config asks other pods is stopped and resumes on a new Workload of its new size, and a queued one's Workload
+is updated to its new size, as Kueue has it."""
 
 from __future__ import annotations
 
@@ -165,6 +167,64 @@ def test_a_rayservice_waits_suspended_until_it_fits_runs_placed_is_preempted_who
     wait_until(
         lambda: workload_of(cluster, team, uid) is None, "the deleted RayService's Workload to be deleted", timeout=60
     )
+
+
+def test_a_running_rayservice_scaled_is_stopped_and_resumes_on_a_new_workload_of_its_new_size(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    created = create(cluster, rayservice(team, "scaled", workers=1, gpus=4))
+    uid = created["metadata"]["uid"]
+    first = admitted_workload(cluster, team, uid)
+    wait_until(lambda: _cluster_config(cluster, team, "scaled")["suspend"] is False, "the RayService started")
+
+    # One worker more: KubeRay would grow the running cluster, so the Workload of one worker no longer holds it.
+    cluster.kubectl("patch", "rayservice", "scaled", "-n", team, "--type=json", "-p", "[" + ", ".join(
+        f'{{"op": "replace", "path": "/spec/rayClusterConfig/workerGroupSpecs/0/{field}", "value": 2}}'
+        for field in ("replicas", "minReplicas", "maxReplicas")) + "]")  # fmt: skip
+
+    def replaced() -> dict[str, Any] | None:
+        workload = workload_of(cluster, team, uid)
+        new = workload is not None and workload["metadata"]["uid"] != first["metadata"]["uid"]
+        return workload if new and (workload.get("status") or {}).get("admission") else None
+
+    second = wait_until(replaced, "a new Workload of the RayService's new size, admitted", 90)
+    assert second["metadata"]["name"] == first["metadata"]["name"]
+    assert [(p["name"], p["count"]) for p in second["spec"]["podSets"]] == [("head", 1), ("gpu", 2)]
+    events = get_json(cluster, "events", "-n", team, "--field-selector=involvedObject.name=scaled")["items"]
+    said = {(e["reason"], e["message"]) for e in events}
+    assert ("Stopped", "No matching Workload; restoring pod templates according to existent Workload") in said
+    assert ("DeletedWorkload", f"Deleted not matching Workload: {team}/{first['metadata']['name']}") in said
+    resumed = wait_until(
+        lambda: (config := _cluster_config(cluster, team, "scaled"))["suspend"] is False and config,
+        "the RayService resumed on its new Workload",
+    )
+    assert resumed["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == FLAVOR_LABELS
+
+
+def test_a_queued_rayservice_scaled_keeps_its_workload_updated_to_its_new_size(
+    cluster: Cluster, kuberay_operator: UpstreamController, team: str
+) -> None:
+    del kuberay_operator
+    blocker = create(cluster, raycluster(team, "blocker", workers=3, gpus=4))  # 12 of 16 GPUs
+    admitted_workload(cluster, team, blocker["metadata"]["uid"])
+    created = create(cluster, rayservice(team, "queued", workers=2, gpus=4))  # 8 GPUs: only 4 are free
+    uid = created["metadata"]["uid"]
+    queued = wait_until(lambda: workload_of(cluster, team, uid), "the RayService's Workload")
+
+    # One worker fewer: 4 GPUs, which fit. Its Workload holds no quota yet, so it is updated, not replaced.
+    cluster.kubectl("patch", "rayservice", "queued", "-n", team, "--type=json", "-p", "[" + ", ".join(
+        f'{{"op": "replace", "path": "/spec/rayClusterConfig/workerGroupSpecs/0/{field}", "value": 1}}'
+        for field in ("replicas", "minReplicas", "maxReplicas")) + "]")  # fmt: skip
+    updated = admitted_workload(cluster, team, uid)
+    assert updated["metadata"]["uid"] == queued["metadata"]["uid"]
+    assert [(p["name"], p["count"]) for p in updated["spec"]["podSets"]] == [("head", 1), ("gpu", 1)]
+    events = get_json(cluster, "events", "-n", team, "--field-selector=involvedObject.name=queued")["items"]
+    key = f"{team}/{queued['metadata']['name']}"
+    assert ("UpdatedWorkload", f"Updated not matching Workload for suspended job: {key}") in {
+        (e["reason"], e["message"]) for e in events
+    }
+    wait_until(lambda: _cluster_config(cluster, team, "queued")["suspend"] is False, "the RayService started")
 
 
 def _cluster_config(cluster: Cluster, namespace: str, service: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A Kubeflow Trainer v2 TrainJob under kuota with the real trainer controller (and the JobSet controller under it):
 suspended at creation, its pod sets made from the ClusterTrainingRuntime it names, held whole while they do not fit,
 the flavor in every pod through Kueue's runtime patch, preempted as a whole and resumed; one naming a runtime that
-does not exist gets one clear reason and no Workload, and the next TrainJob is admitted as if it were not there."""
+does not exist gets one clear reason and no Workload, and the next TrainJob is admitted as if it were not there; once
+that runtime is created, the TrainJob gets its Workload and runs (kuota watches the runtimes)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,26 @@ def test_a_trainjob_naming_a_runtime_that_does_not_exist_is_told_why_and_the_nex
     running_pods(cluster, team, _selector("whole"), 5)
     assert workload_of(cluster, team, lost["metadata"]["uid"]) is None
     assert get_json(cluster, "trainjob", "lost", "-n", team)["spec"]["suspend"] is True
+
+
+def test_a_trainjob_whose_runtime_is_created_after_it_gets_its_workload_then_and_is_admitted(
+    cluster: Cluster, team: str
+) -> None:
+    # No trainer controller asked for: run alone, nothing but kuota's watch of the runtimes brings the TrainJob
+    # back (the trainer, retrying a TrainJob whose runtime is missing, writes its status once the runtime exists).
+    name = f"{team}-late"
+    late = create(cluster, trainjob(team, "late", name, nodes=2))
+    wait_until(lambda: _compose_errors(cluster, team, "late"), "the TrainJob's ErrWorkloadCompose Event")
+    assert workload_of(cluster, team, late["metadata"]["uid"]) is None
+    apply(cluster, cluster_training_runtime(name, gpus=3))
+    try:
+        workload = admitted_workload(cluster, team, late["metadata"]["uid"], timeout=30)
+        assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("node", 2)]
+        started = wait_until(
+            lambda: j if (j := get_json(cluster, "trainjob", "late", "-n", team))["spec"]["suspend"] is False else None,
+            "kuota to start the TrainJob",
+        )
+        [patch] = [p for p in started["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager"]
+        assert patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    finally:
+        cluster.kubectl("delete", "clustertrainingruntime", name, "--ignore-not-found", "--wait=false")

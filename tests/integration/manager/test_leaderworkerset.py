@@ -1,8 +1,9 @@
 """A LeaderWorkerSet against the real LeaderWorkerSet controller (v0.8.0, Kueue v0.17's, its webhooks registered):
 created with a queue label, each group is one Workload with pod sets ``leader`` and ``worker``; a group's pods wait
 gated until its whole Workload fits, start with the flavor's nodeSelector and tolerations, are preempted as Kueue
-preempts pods (deleted; the controller recreates the group, gated), and resume once quota frees. On a TAS flavor,
-the leader and its workers, one pod set group, are placed together in the domain they require."""
+preempts pods (deleted; the controller recreates the group, gated), and resume once quota frees. A rolling update
+with ``maxSurge`` has its surge group governed as any other: a Workload, gated until admitted, gone after. On a TAS
+flavor, the leader and its workers, one pod set group, are placed together in the domain they require."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.cluster import Cluster
 from tests.cluster.job_controllers import UpstreamController, install_crds, lws_crds, start_lws, stop_lws
-from tests.integration.manager.conftest import KUOTA_NAMESPACE, apply, ensure_namespace, get_json
+from tests.integration.manager.conftest import KUOTA_NAMESPACE, apply, ensure_namespace, events_of, get_json
 from tests.integration.manager.test_guide import GPU_TOLERATION
 from tests.integration.manager.test_serving import admitted, gated, quota_reserved_message, running, training_job
 from tests.manager_process import ManagerProcess
@@ -207,6 +208,86 @@ def test_each_group_is_one_workload_gated_until_it_fits_placed_preempted_and_res
     cluster.kubectl("patch", "leaderworkerset", "llm", "-n", NAMESPACE, "--type=merge", "-p",
                     '{"spec": {"replicas": 1}}')  # fmt: skip
     wait_until(lambda: len(group_workloads(cluster)) == 1 or None, "the groups scaled away to lose their Workloads", 60)
+
+
+def ungoverned(cluster: Cluster) -> list[str]:
+    """The running pods of the LeaderWorkerSet whose group's Workload was admitted neither just before nor just
+    after the pods were read (so one admitted, or deleted, between the reads is not taken for ungoverned)."""
+
+    def admitted_names() -> set[str]:
+        return {w["metadata"]["name"] for w in group_workloads(cluster) if admitted(w)}
+
+    before = admitted_names()
+    pods = lws_pods(cluster)
+    governed = before | admitted_names()
+    return [
+        pod["metadata"]["name"]
+        for pod in pods
+        if running(pod) and pod["metadata"]["labels"].get(GROUP_LABEL) not in governed
+    ]
+
+
+def test_a_rolling_update_with_surge_governs_the_surge_group_and_leaves_nothing_over(cluster: Cluster) -> None:
+    # 2 groups of a leader and a worker take the 4 GPUs; maxSurge 1 with maxUnavailable 0: the controller makes a
+    # third group with the new template and rolls no old group until that one is ready.
+    lws = leaderworkerset(replicas=2, size=2)
+    lws["spec"]["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    apply(cluster, lws)
+    wait_until(
+        lambda: sum(map(running, lws_pods(cluster))) == 4 and sum(map(admitted, group_workloads(cluster))) == 2,
+        "both groups admitted and running",
+        120,
+    )
+    image = "ghcr.io/your-org/llm:2.0"
+    cluster.kubectl("patch", "leaderworkerset", "llm", "-n", NAMESPACE, "--type=json", "-p",
+                    f'[{{"op": "replace", "path": "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/image",'
+                    f' "value": "{image}"}}]')  # fmt: skip
+
+    def surge_waiting() -> dict[str, Any] | None:
+        assert not ungoverned(cluster)
+        surge = [w for w in group_workloads(cluster) if w["metadata"]["name"].startswith("leaderworkerset-llm-2-")]
+        if not surge or not quota_reserved_message(surge[0]):
+            return None
+        pods = by_group(lws_pods(cluster)).get(surge[0]["metadata"]["name"], [])
+        return surge[0] if pods and all(map(gated, pods)) else None
+
+    surge = wait_until(surge_waiting, "the surge group's Workload, waiting for quota, its pods gated", 90)
+    assert not admitted(surge) and GPU in (quota_reserved_message(surge) or "")
+    [owner] = surge["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("LeaderWorkerSet", "llm")
+
+    # 2 GPUs more: the surge group is admitted and runs, then the old groups roll onto the new template; at no
+    # point does a pod run in a group whose Workload is not admitted
+    cluster.kubectl("patch", "clusterqueue", "lws-cq", "--type=json", "-p",
+                    '[{"op": "replace", "path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota", '
+                    '"value": 6}]')  # fmt: skip
+
+    def rolled_and_settled() -> bool:
+        assert not ungoverned(cluster)
+        status = get_json(cluster, "leaderworkerset", "llm", "-n", NAMESPACE).get("status") or {}
+        pods = lws_pods(cluster)
+        workloads = group_workloads(cluster)
+        return (
+            status.get("updatedReplicas") == 2
+            and len(workloads) == 2
+            and all(map(admitted, workloads))
+            and len(pods) == 4
+            and all(running(p) for p in pods)
+            and all(
+                p["spec"]["containers"][0]["image"] == image
+                for p in pods
+                if p["metadata"]["labels"]["role"] == "worker"
+            )
+        )
+
+    wait_until(rolled_and_settled, "the rollout done: 2 groups on the new template, the surge Workload gone", 180)
+    assert not any(w["metadata"]["name"] == surge["metadata"]["name"] for w in group_workloads(cluster))
+    # the surge group ran (briefly: the controller removes it once an old group is updated and ready) admitted
+    surge_events = events_of(cluster, NAMESPACE, "Workload", surge["metadata"]["name"])
+    assert any(reason == "Admitted" for _, reason, _ in surge_events)
 
 
 RACK = "example.com/rack"

@@ -161,3 +161,17 @@ def test_the_watchs_echo_of_our_own_write_replaces_our_copy_so_the_view_and_the_
     echo = state.compact_workload(workload)
     assert not view.observe("research/" + workload["metadata"]["name"], echo)  # no news
     assert view._objects["research/" + workload["metadata"]["name"]] is echo
+
+
+def test_the_answer_to_a_write_that_arrives_after_the_watch_saw_the_object_deleted_is_not_kept() -> None:
+    view = state.NewestCopies(state.compact_workload)
+    workload = _workload()
+    key = "research/" + workload["metadata"]["name"]
+    assert view.observe(key, state.compact_workload(workload))
+    deleting = copy.deepcopy(workload)  # the answer to the finalizer's release, the API deleting it meanwhile
+    deleting["metadata"] |= {"resourceVersion": "13", "deletionTimestamp": "2026-12-06T07:00:00Z", "finalizers": []}
+    assert view.observe(key, None)  # the watch's DELETED event first
+    view.wrote(deleting)
+    assert view.get(key) is None and len(view) == 0
+    view.wrote(workload)  # a copy that is not being deleted (one made again) is kept
+    assert view.get(key) is not None

@@ -97,6 +97,41 @@ def test_each_group_has_its_own_workload_named_as_kueue_names_it() -> None:
     assert len(set(names)) == 3
 
 
+def rolling(
+    replicas: int, status_replicas: int, updated: int, max_surge: int | str | None, *, updating: bool = False
+) -> dict[str, Any]:
+    """A LeaderWorkerSet as its controller reports it mid-rollout (``status.replicas``: its leader StatefulSet's)."""
+    lws = an_lws({QUEUE: "inference"}, replicas=replicas)
+    if max_surge is not None:
+        lws["spec"]["rolloutStrategy"] = {"rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": max_surge}}
+    condition = {"type": "UpdateInProgress", "status": "True" if updating else "False", "reason": "GroupsUpdating"}
+    lws["status"] = {"replicas": status_replicas, "updatedReplicas": updated, "conditions": [condition]}
+    return lws
+
+
+def test_the_surge_groups_of_a_rolling_update_have_workloads_too() -> None:
+    # Kueue's leaderworkerset_reconciler_test "should keep surge workloads during active rolling update with
+    # maxSurge": replicas 2, status.replicas 3, 1 group updated, maxSurge 1: groups 0, 1 and 2 keep Workloads.
+    lws = rolling(2, 3, 1, 1)
+    assert leaderworkerset.group_workload_names(lws) == [leaderworkerset.group_workload_name(lws, i) for i in range(3)]
+    # a percentage surges at least one group in the LeaderWorkerSet controller, so it is surge as well
+    assert leaderworkerset.governed_groups(rolling(2, 3, 1, "50%")) == 3
+    # the surge group counts as updated: with an old group updated too, "2 of 2 updated" while group 0 is still
+    # old and the surge group runs until the controller removes it: it keeps its Workload while the update is on
+    assert leaderworkerset.governed_groups(rolling(2, 3, 2, 1, updating=True)) == 3
+
+
+def test_outside_a_rolling_update_with_surge_the_groups_beyond_replicas_lose_their_workloads() -> None:
+    # Kueue's "should delete excess workload on scale down with maxSurge configured but no active rolling update":
+    # replicas 1, status.replicas 2 (the scale-down not seen through yet), 1 group updated: only group 0.
+    assert leaderworkerset.governed_groups(rolling(1, 2, 1, 1)) == 1
+    assert leaderworkerset.governed_groups(rolling(2, 3, 1, 0)) == 2  # no surge: maxSurge 0
+    assert leaderworkerset.governed_groups(rolling(2, 3, 1, None)) == 2  # nor none
+    assert leaderworkerset.governed_groups(rolling(2, 3, 1, "0%")) == 2
+    assert leaderworkerset.governed_groups(rolling(2, 3, 2, 1)) == 2  # every group updated: the surge is over
+    assert leaderworkerset.governed_groups(rolling(3, 1, 0, 1)) == 3  # scaling up: status.replicas lags behind
+
+
 def test_a_groups_workload_has_a_leader_and_size_minus_one_workers_and_belongs_to_the_lws() -> None:
     lws = an_lws({QUEUE: "inference"}, size=4)
     lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"][leaderworkerset.NAME_LABEL] = "llm"

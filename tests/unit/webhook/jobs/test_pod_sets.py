@@ -3,6 +3,7 @@ it from the status its controller writes."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -10,9 +11,18 @@ import pytest
 
 from kuota.simulator.lines import SERVING_ANNOTATION
 from kuota.webhook.controller.errors import InvalidJobError
+from kuota.webhook.controller.state import compact_workload
 from kuota.webhook.jobs import jobset, kubeflow, raycluster, rayjob, rayservice
-from kuota.webhook.jobs.adapter import Finished, workload_manifest
+from kuota.webhook.jobs.adapter import (
+    Finished,
+    PodSetPlacement,
+    matches_workload,
+    merged_patches,
+    workload_manifest,
+    workload_pod_sets,
+)
 from tests.unit.webhook.jobs import objects
+from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
 
 
 def test_a_jobset_has_one_pod_set_per_replicated_job_of_replicas_times_parallelism_capped_by_completions() -> None:
@@ -189,3 +199,38 @@ def test_a_pytorchjob_is_held_by_its_run_policy_and_finishes_with_its_succeeded_
         {"type": "Succeeded", "status": "True", "message": "PyTorchJob ddp is successfully completed."}
     )
     assert kubeflow.PYTORCHJOB.finished(job) == Finished(True, "PyTorchJob ddp is successfully completed.")
+
+
+def test_a_running_rayservice_matches_its_workload_until_its_cluster_config_asks_other_pods() -> None:
+    service = objects.rayservice()
+    # the Workload as the controller keeps it (templates cut to what it reads), and the service started placed
+    workload = compact_workload(workload_manifest(service, rayservice.ADAPTER)).load()
+    originals = workload_pod_sets(workload)
+    placements = [PodSetPlacement(p.name, {"gpu-type": "h100"}, [objects.GPU_TOLERATION]) for p in originals]
+    started = apply_merge_patch(service, rayservice.ADAPTER.run_patch(service, placements, originals))
+    assert matches_workload(rayservice.ADAPTER.pod_sets(started), workload)
+    upgraded = copy.deepcopy(started)  # another image: quota counts the same pods
+    upgraded["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = "b:2"
+    assert matches_workload(rayservice.ADAPTER.pod_sets(upgraded), workload)
+
+    scaled = copy.deepcopy(started)
+    scaled["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] = 3
+    assert not matches_workload(rayservice.ADAPTER.pod_sets(scaled), workload)
+    # stopped in one write, its templates as the Workload has them: the next Workload is made from those
+    restore = rayservice.ADAPTER.restore_patch(scaled, originals)
+    assert restore is not None
+    stopped = apply_merge_patch(scaled, merged_patches(rayservice.ADAPTER.suspend_patch(scaled), restore))
+    assert rayservice.ADAPTER.is_suspended(stopped)
+    for pod_set in rayservice.ADAPTER.pod_sets(stopped):  # the flavor's placement gone
+        assert not pod_set.template["spec"].get("nodeSelector") and not pod_set.template["spec"].get("tolerations")
+    assert [p.count for p in rayservice.ADAPTER.pod_sets(stopped)] == [1, 6, 1]
+    bigger = copy.deepcopy(started)
+    bigger["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"nvidia.com/gpu": "1"}
+    }
+    assert not matches_workload(rayservice.ADAPTER.pod_sets(bigger), workload)
+    grown = copy.deepcopy(started)
+    grown["spec"]["rayClusterConfig"]["workerGroupSpecs"].append(
+        {"groupName": "more", "template": objects.pod_template(1)}
+    )
+    assert not matches_workload(rayservice.ADAPTER.pod_sets(grown), workload)

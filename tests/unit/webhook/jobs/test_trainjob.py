@@ -8,6 +8,7 @@ import pytest
 from kuota.webhook.controller.errors import InvalidJobError
 from kuota.webhook.jobs import trainjob
 from kuota.webhook.jobs.adapter import Finished, ObjectReference, PodSetPlacement, workload_manifest
+from kuota.webhook.jobs.registry import select
 from tests.unit.webhook.jobs import objects
 from tests.unit.webhook.jobs.merge_patch import apply_merge_patch
 
@@ -43,6 +44,18 @@ def test_the_runtime_referenced_is_the_cluster_runtime_by_default_or_the_namespa
     job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
     assert ADAPTER.reference(job).plural == "trainingruntimes"
     assert ADAPTER.reference(job).namespace == "research"
+
+
+def test_the_manager_may_list_and_watch_the_runtimes_so_a_trainjob_gets_its_workload_when_its_runtime_comes() -> None:
+    rules = select([ADAPTER.framework]).registry.rbac_rules()
+    runtimes = [rule for rule in rules if "trainingruntimes" in rule["resources"]]
+    assert runtimes == [
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["trainingruntimes", "clustertrainingruntimes"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
 
 
 def test_a_trainjob_naming_a_runtime_that_does_not_exist_makes_no_workload_and_says_so() -> None:
