@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kuota.engine import Eviction, EvictionReason, Toleration
-from kuota.webhook.controller.node_failures import has_failed
+from kuota.webhook.controller.node_failures import has_failed, multiple_failures
 from kuota.webhook.controller.workload_status import eviction_patch
 
 GPU_TOLERATION = (Toleration("nvidia.com/gpu", "Exists", "", None),)
@@ -80,3 +80,23 @@ def test_no_replacement_evicts_with_reason_node_failures_naming_the_nodes_and_cl
     )
     assert patch["status"]["unhealthyNodes"] is None
     assert patch["status"]["admission"] is None
+
+
+def test_a_node_failing_while_another_is_unreplaced_evicts_naming_both() -> None:
+    # Kueue's "Two Nodes Unhealthy (NotReady), delay passed - workload evicted": the second node's failure finds the
+    # first in unhealthyNodes and evicts, "Workload eviction triggered due to multiple TAS assigned node failures,
+    # including: <first>, <second>"
+    assert multiple_failures([], ["x1"]) == []
+    assert multiple_failures(["x1"], ["x1"]) == []  # the recorded node itself, not yet replaced: replaced
+    assert multiple_failures(["x1"], ["x2"]) == ["x1", "x2"]
+    assert multiple_failures([], ["x1", "x2"]) == ["x1", "x2"]
+    workload = {
+        "metadata": {"name": "w", "namespace": "r", "resourceVersion": "3"},
+        "status": {"unhealthyNodes": [{"name": "x1"}, {"name": "x2"}], "conditions": []},
+    }
+    patch = eviction_patch(workload, Eviction("r/w", "q", EvictionReason.NODE_FAILURES, 100.0))
+    evicted = next(c for c in patch["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (
+        "NodeFailures",
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: x1, x2",
+    )
