@@ -4,7 +4,8 @@ TASReplaceNodeOnPodTermination and TASReplaceNodeOnNodeTaints) and the second pa
 
 A node named in an admitted Workload's ``topologyAssignment`` has failed for that Workload when it is gone or has
 no Ready condition; or when it is not Ready, or has a ``NoExecute`` or ``NoSchedule`` taint that a pod set placed
-there does not tolerate (with its ResourceFlavor's tolerations), and none of the Workload's pods there still runs
+there does not tolerate for ever (with its ResourceFlavor's tolerations; one with ``tolerationSeconds`` only for
+a while), and none of the Workload's pods there still runs
 (each finished or being deleted). The node is written into ``status.unhealthyNodes``; then the engine moves that
 node's pods (``engine.replace_node``) and the new ``topologyAssignment`` is written, ``unhealthyNodes`` cleared:
 the job's controller makes the missing pods again, gated, and the ungater sends them where the new assignment
@@ -45,8 +46,10 @@ def has_failed(
     if not ready:
         return True
     taints = [t for t in topology_node(node).taints if t.effect.value in _SCHEDULING_EFFECTS]
+    # A taint tolerated only for tolerationSeconds counts as untolerated: the pods leave once they pass, and the
+    # node fails when none still runs (Kueue's "temporarily tolerated" taint).
     untolerated = any(
-        not any(toleration.tolerates(taint) for toleration in tolerated)
+        not any(toleration.tolerates(taint) for toleration in tolerated if toleration.seconds is None)
         for tolerated in tolerations
         for taint in taints
     )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine import Eviction, EvictionReason, Toleration
+from kuota.engine import Eviction, EvictionReason, TaintEffect, Toleration
+from kuota.engine.field_reader import FieldReader
+from kuota.engine.kubernetes_fields import read_tolerations
 from kuota.webhook.controller.node_failures import has_failed, multiple_failures
 from kuota.webhook.controller.workload_status import eviction_patch
 
@@ -99,4 +101,22 @@ def test_a_node_failing_while_another_is_unreplaced_evicts_naming_both() -> None
     assert (evicted["reason"], evicted["message"]) == (
         "NodeFailures",
         "Workload eviction triggered due to multiple TAS assigned node failures, including: x1, x2",
+    )
+
+
+def test_a_taint_tolerated_only_for_toleration_seconds_fails_the_node_once_its_pods_are_gone() -> None:
+    # "Node has NoExecute taint with TolerationSeconds -> Healthy (wait for eviction)", "Node has NoExecute taint
+    # with TolerationSeconds, pod terminating -> Unhealthy"; a toleration without seconds beside it tolerates for ever
+    tainted = node("True", ("maintenance", "NoExecute"))
+    for_a_while = (Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE, 300),)
+    assert not has_failed(tainted, [for_a_while], [RUNNING])
+    assert has_failed(tainted, [for_a_while], [DELETING])
+    for_ever = (*for_a_while, Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE))
+    assert not has_failed(tainted, [for_ever], [DELETING])
+
+
+def test_toleration_seconds_are_read_into_the_toleration() -> None:
+    toleration = {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    assert read_tolerations(FieldReader(), [toleration], "tolerations", None) == (
+        Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE, 300),
     )
