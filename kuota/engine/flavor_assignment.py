@@ -32,13 +32,14 @@ from kuota.engine.model import (
     ReclaimPolicy,
     ResourceFlavor,
     ResourceGroup,
+    Topology,
     WhenCanBorrow,
     WhenCanPreempt,
     WithinClusterQueuePolicy,
 )
 from kuota.engine.quantities import format_quantity
 from kuota.engine.quota_tree import FlavorResource, QuotaNode, QuotaTree
-from kuota.engine.topology import TopologyAssignment
+from kuota.engine.topology import TopologyAssignment, has_level
 
 
 class Mode(IntEnum):
@@ -231,6 +232,7 @@ class FlavorAssigner:
         tree: QuotaTree,
         flavors: Mapping[str, ResourceFlavor],
         fair_sharing: bool,
+        topologies: Mapping[str, Topology] | None = None,
     ) -> None:
         self.cq = cluster_queue
         self.tree = tree
@@ -262,6 +264,7 @@ class FlavorAssigner:
         self._limits: dict[FlavorResource, _Limits] = {}
         # Every flavor of the queue is a TAS flavor: pod sets without a topology request get one implied.
         self.tas_only = tas_only(cluster_queue, flavors)
+        self.topologies: Mapping[str, Topology] = {} if topologies is None else topologies
 
     def plan(self, resources: tuple[str, ...]) -> _Plan:
         plan = self._plans.get(resources)
@@ -388,10 +391,17 @@ class FlavorAssigner:
 
     def _topology_mismatch(self, flavor: ResourceFlavor, pod_set: PodSet) -> str | None:
         """Kueue's ``checkPodSetAndFlavorMatchForTAS``: a pod set asking for a topology needs a TAS flavor, and a
-        TAS flavor takes only such pod sets, unless every flavor of the queue is one (implied TAS)."""
-        if pod_set.topology_request is not None and flavor.topology_name is None:
+        TAS flavor takes only such pod sets, unless every flavor of the queue is one (implied TAS), and only if its
+        Topology has every level they name."""
+        request = pod_set.topology_request
+        if request is not None and flavor.topology_name is None:
             return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
-        if pod_set.topology_request is None and flavor.topology_name is not None and not self.tas_only:
+        if request is not None and flavor.topology_name is not None:
+            # A missing Topology is left to the placement, which names the flavor's missing TAS information.
+            topology = self.topologies.get(flavor.topology_name)
+            if topology is not None and not has_level(topology, request):
+                return f'Flavor "{flavor.name}" does not contain the requested level'
+        if request is None and flavor.topology_name is not None and not self.tas_only:
             return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
         return None
 

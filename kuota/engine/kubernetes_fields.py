@@ -145,7 +145,8 @@ def read_tolerations(reader: FieldReader, value: object, path: str, max_items: i
             if effect in (None, "")
             else reader.choice(effect, f"{where}.effect", TaintEffect, TaintEffect.NO_SCHEDULE)
         )
-        result.append(Toleration(key, operator, toleration_value, parsed))
+        seconds = reader.integer(spec.get("tolerationSeconds"), f"{where}.tolerationSeconds")
+        result.append(Toleration(key, operator, toleration_value, parsed, seconds))
     return tuple(result)
 
 

@@ -79,6 +79,8 @@ class Toleration:
     operator: str  # "Equal" or "Exists"
     value: str
     effect: TaintEffect | None
+    # tolerationSeconds: a NoExecute taint is tolerated only that long (None: for ever).
+    seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect is not None and self.effect != taint.effect:

@@ -199,7 +199,7 @@ class QueueManager:
             cq = self.cluster_queues[name]
             root = "cohort/" + self.tree.cluster_queues[name].root().name if cq.cohort else "queue/" + name
             inactive, condition = self._inactive_reason(cq)
-            assigner = None if inactive else FlavorAssigner(cq, self.tree, self.flavors, fair)
+            assigner = None if inactive else FlavorAssigner(cq, self.tree, self.flavors, fair, self.topology.topologies)
             self.queues[name] = Queue(cq, assigner, root, inactive, condition)
             tree = self.trees.get(root)
             if tree is None:

@@ -277,6 +277,16 @@ def _sorted(domains: list[_Domain], least_free: bool, fill: _Fill) -> list[_Doma
     return sorted(domains, key=lambda d: (-slices[d.index], pods[d.index], d.values))
 
 
+def has_level(topology: Topology, request: TopologyRequest | None) -> bool:
+    """Kueue's ``HasLevel``: whether every level ``request`` names is one of ``topology``'s."""
+    if request is None:
+        return True
+    levels = topology.levels
+    named = [request.required, request.preferred, request.slice_level]
+    named += [level for level, _ in request.slice_layers]
+    return all(level is None or level in levels for level in named)
+
+
 class TopologySnapshot:
     """The domains of one TAS flavor's Topology, their free capacity and the TAS usage admitted on them."""
 
@@ -338,15 +348,6 @@ class TopologySnapshot:
         else:
             parent.children.append(domain)
         return domain
-
-    def has_level(self, request: TopologyRequest | None) -> bool:
-        """Whether every level ``request`` names is one of this topology's."""
-        levels = self.topology.levels
-        if request is None:
-            return True
-        named = [request.required, request.preferred, request.slice_level]
-        named += [level for level, _ in request.slice_layers]
-        return all(level is None or level in levels for level in named)
 
     def add_usage(self, assignment: TopologyAssignment, requests: Mapping[str, int]) -> None:
         """Counts an admitted pod set's assignment (``requests``: one pod's) against its leaves."""

@@ -4,11 +4,13 @@ TASReplaceNodeOnPodTermination and TASReplaceNodeOnNodeTaints) and the second pa
 
 A node named in an admitted Workload's ``topologyAssignment`` has failed for that Workload when it is gone or has
 no Ready condition; or when it is not Ready, or has a ``NoExecute`` or ``NoSchedule`` taint that a pod set placed
-there does not tolerate (with its ResourceFlavor's tolerations), and none of the Workload's pods there still runs
+there does not tolerate for ever (with its ResourceFlavor's tolerations; one with ``tolerationSeconds`` only for
+a while), and none of the Workload's pods there still runs
 (each finished or being deleted). The node is written into ``status.unhealthyNodes``; then the engine moves that
 node's pods (``engine.replace_node``) and the new ``topologyAssignment`` is written, ``unhealthyNodes`` cleared:
 the job's controller makes the missing pods again, gated, and the ungater sends them where the new assignment
-says. With no replacement the Workload is evicted, reason ``NodeFailures`` (FailFast).
+says. With no replacement the Workload is evicted, reason ``NodeFailures`` (FailFast); so it is when a node fails
+while another is still unreplaced (``multiple_failures``), as Kueue's node controller evicts.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ def has_failed(
     if not ready:
         return True
     taints = [t for t in topology_node(node).taints if t.effect.value in _SCHEDULING_EFFECTS]
+    # A taint tolerated only for tolerationSeconds counts as untolerated: the pods leave once they pass, and the
+    # node fails when none still runs (Kueue's "temporarily tolerated" taint).
     untolerated = any(
-        not any(toleration.tolerates(taint) for toleration in tolerated)
+        not any(toleration.tolerates(taint) for toleration in tolerated if toleration.seconds is None)
         for tolerated in tolerations
         for taint in taints
     )
@@ -104,17 +108,24 @@ class NodeFailures:
             return
         engine = self._state.engine
         for key in sorted(engine.workloads()):
+            admission = engine.admission(key)
+            parsed = self._state.parsed.get(key)
+            obj = self._state.workloads.get(key)
+            if admission is None or parsed is None or obj is None:
+                continue
+            failed = []
             for name in suspects:
-                admission = engine.admission(key)  # again: a replacement or eviction just changed it
-                parsed = self._state.parsed.get(key)
-                if admission is None or parsed is None:
-                    break
                 placed = _placed_on(name, admission.assignment.pod_sets)
-                if not placed:
-                    continue
                 tolerations = [self._tolerations(parsed, pod_set) for pod_set in placed]
-                if has_failed(self._nodes.get(name), tolerations, self._pods_of(key, name)):
-                    await self._replace(key, name, now)
+                if placed and has_failed(self._nodes.get(name), tolerations, self._pods_of(key, name)):
+                    failed.append(name)
+            if not failed:
+                continue
+            several = multiple_failures(status.unhealthy_nodes(obj), failed)
+            if several:
+                await self._evict_for_multiple_failures(key, obj, several, now)
+            else:
+                await self._replace(key, failed[0], now)
 
     def _tolerations(self, workload: Workload, assigned: PodSetAssignment) -> tuple[Toleration, ...]:
         pod_set = next(p for p in workload.pod_sets if p.name == assigned.name)
@@ -166,6 +177,16 @@ class NodeFailures:
             return
         log.info("workload %s: the pods of node %s moved", key, node)
 
+    async def _evict_for_multiple_failures(
+        self, key: str, obj: Mapping[str, Any], nodes: list[str], now: float
+    ) -> None:
+        """Kueue's ``evictWorkloadIfNeeded``: every failed node recorded, then the Workload evicted, its message
+        naming them all (``workload_status.eviction_cause``)."""
+        log.info("workload %s: nodes %s failed before a replacement; evicting", key, ", ".join(nodes))
+        if await self._write(key, {"unhealthyNodes": [{"name": node} for node in nodes]}, obj) is None:
+            return
+        await self._decisions.write_eviction(self._state.engine.evict(key, EvictionReason.NODE_FAILURES, now))
+
     async def _write(self, key: str, fields: Mapping[str, Any], obj: Mapping[str, Any]) -> dict[str, Any] | None:
         namespace, name = key.split("/", 1)
         try:
@@ -180,6 +201,15 @@ class NodeFailures:
             return None
         self._state.workloads.wrote(written)
         return written
+
+
+def multiple_failures(unhealthy: Iterable[str], failed: Iterable[str]) -> list[str]:
+    """The nodes a Workload is evicted for when a node fails while another of its failed nodes (``unhealthy``,
+    its ``status.unhealthyNodes``) is not yet replaced, the recorded ones first, as Kueue's node controller
+    names them; empty when at most one node is unreplaced, which is replaced. ``failed``: the nodes found failed
+    in this pass (several at once fail one after another in Kueue, before its scheduler replaces the first)."""
+    nodes = list(dict.fromkeys([*unhealthy, *failed]))
+    return nodes if len(nodes) > 1 else []
 
 
 def _placed_on(node: str, pod_sets: Iterable[PodSetAssignment]) -> list[PodSetAssignment]:

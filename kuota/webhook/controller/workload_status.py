@@ -156,9 +156,14 @@ def eviction_cause(workload: Mapping[str, Any], eviction: Eviction) -> tuple[str
             "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
         )
     if reason is EvictionReason.NODE_FAILURES:
-        return reason.value, (
-            "Workload was evicted as there was no replacement for unhealthy node(s): "
-            + ",".join(unhealthy_nodes(workload))
+        nodes = unhealthy_nodes(workload)
+        # Several recorded nodes: one failed before the other was replaced (Kueue's node controller evicts then).
+        if len(nodes) > 1:
+            return reason.value, (
+                "Workload eviction triggered due to multiple TAS assigned node failures, including: " + ", ".join(nodes)
+            )
+        return reason.value, "Workload was evicted as there was no replacement for unhealthy node(s): " + ",".join(
+            nodes
         )
     messages = {
         EvictionReason.CLUSTER_QUEUE_STOPPED: "The ClusterQueue is stopped",

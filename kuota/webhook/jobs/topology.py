@@ -226,22 +226,27 @@ def _label_name_problem(value: str) -> str | None:
     return None
 
 
-# The label that ranks a kind's pods (an Indexed Job's completion index), as Kueue's podIndexLabel for batch/job.
+# The label that ranks a Job's pods (its completion index), Kueue's podIndexLabel for batch/Job and JobSet.
 JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 def ungating_plan(
-    levels: Sequence[str], domains: Sequence[tuple[Sequence[str], int]], pods: Sequence[Mapping[str, Any]]
+    levels: Sequence[str],
+    domains: Sequence[tuple[Sequence[str], int]],
+    pods: Sequence[Mapping[str, Any]],
+    index_label: str | None,
+    offset: int = 0,
 ) -> list[tuple[Mapping[str, Any], dict[str, str]]]:
     """Which gated pods of one pod set go to which domain of its topology assignment, as each one's nodeSelector
-    (Kueue's topology ungater). Pods ranked by their index label, when every gated one has a distinct one within
-    the pod count, go to the domain of their rank (domains in order, each taking as many ranks as its count); otherwise
-    each domain takes, in order, as many gated pods as it still lacks after those already sent there."""
+    (Kueue's topology ungater). Pods ranked by their ``index_label`` (the pod set's ``podIndexLabel``) less
+    ``offset`` (the pods of a group's leader pod set before them), when every gated one has a distinct rank within
+    the pod count, go to the domain of their rank (domains in order, each taking as many ranks as its count);
+    otherwise each domain takes, in order, as many gated pods as it still lacks after those already sent there."""
     gated = [pod for pod in pods if _gated(pod)]
     if not gated:
         return []
     total = sum(count for _, count in domains)
-    ranks = [_rank(pod, total) for pod in gated]
+    ranks = [None if index_label is None else _rank(pod, index_label, offset, total) for pod in gated]
     # Ranks only when they tell the pods apart (a JobSet's child Jobs each count their own completion indexes).
     if all(rank is not None for rank in ranks) and len(set(ranks)) == len(ranks):
         by_rank = [values for values, count in domains for _ in range(count)]
@@ -280,8 +285,8 @@ def _gated(pod: Mapping[str, Any]) -> bool:
     return any(gate.get("name") == TOPOLOGY_GATE for gate in (pod.get("spec") or {}).get("schedulingGates") or [])
 
 
-def _rank(pod: Mapping[str, Any], total: int) -> int | None:
-    value = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_INDEX_LABEL)
-    if value is None or not str(value).isdigit() or int(value) >= total:
+def _rank(pod: Mapping[str, Any], index_label: str, offset: int, total: int) -> int | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(index_label)
+    if value is None or not str(value).isdigit() or not 0 <= int(value) - offset < total:
         return None
-    return int(value)
+    return int(value) - offset

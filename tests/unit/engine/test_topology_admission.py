@@ -165,3 +165,51 @@ def test_implied_tas_places_a_workload_without_a_request_on_a_tas_only_queue() -
     engine.submit(gang("plain", 3, at=1.0, level=None))  # type: ignore[arg-type]
     assert admitted(engine.schedule(2.0)) == ["ns/plain"]
     assert placement(engine, "ns/plain") == hosts(("n1", 1), ("n2", 1), ("n3", 1))
+
+
+CUSTOM = "cloud.com/custom-level"
+
+
+def custom_level_engine() -> QuotaEngine:
+    """Kueue's setup for the cases below: one node labelled for both topologies; the queue's first TAS flavor
+    uses a hostname-only Topology, its second a Topology of one custom level."""
+    engine = QuotaEngine()
+    engine.apply(Topology("default", (HOSTNAME_LABEL,)))
+    engine.apply(Topology("custom", (CUSTOM,)))
+    for name, topology in (("tas-default", "default"), ("tas-custom", "custom")):
+        tas_flavor = flavor(name, {"tas-node": "true"})
+        tas_flavor["spec"]["topologyName"] = topology
+        engine.apply(parse_object(tas_flavor))
+    engine.apply(parse_object(cluster_queue("cq", {"tas-default": [quota("cpu", 50)]})))
+    engine.apply(parse_object(local_queue("ns", "cq")))
+    labels = {"tas-node": "true", HOSTNAME_LABEL: "x1", CUSTOM: "x1"}
+    engine.apply_node(TopologyNode("x1", labels, {"cpu": 1, "pods": 10}))
+    return engine
+
+
+def one_pod_at(level: str) -> object:
+    pod_set = PodSet("one", 1, {"cpu": 1}, topology_request=TopologyRequest(required=level))
+    return workload("ns", "foo", at=1.0, pod_sets=(pod_set,))
+
+
+def test_a_flavor_whose_topology_lacks_the_requested_level_is_skipped_with_kueues_message() -> None:
+    # Kueue: "workload requests topology level which is not present in topology" (TestScheduleForTAS); the reason
+    # is worded as kuota's flavor walk words every flavor it skips.
+    engine = custom_level_engine()
+    engine.submit(one_pod_at("cloud.com/non-existing"))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == []
+    assert engine.status("ns/foo").reason == 'pod set one: Flavor "tas-default" does not contain the requested level'
+
+
+def test_the_flavor_walk_goes_on_to_the_flavor_whose_topology_has_the_level() -> None:
+    # Kueue: "workload requests topology level which is only present in second flavor" (TestScheduleForTAS).
+    engine = custom_level_engine()
+    engine.apply(
+        parse_object(cluster_queue("cq", {"tas-default": [quota("cpu", 50)], "tas-custom": [quota("cpu", 50)]}))
+    )
+    engine.submit(one_pod_at(CUSTOM))  # type: ignore[arg-type]
+    assert admitted(engine.schedule(2.0)) == ["ns/foo"]
+    admission = engine.admission("ns/foo")
+    assert admission is not None
+    assert admission.assignment.pod_sets[0].flavors == {"cpu": "tas-custom"}
+    assert placement(engine, "ns/foo") == TopologyAssignment((CUSTOM,), ((("x1",), 1),))

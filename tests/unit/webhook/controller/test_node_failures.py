@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kuota.engine import Eviction, EvictionReason, Toleration
-from kuota.webhook.controller.node_failures import has_failed
+from kuota.engine import Eviction, EvictionReason, TaintEffect, Toleration
+from kuota.engine.field_reader import FieldReader
+from kuota.engine.kubernetes_fields import read_tolerations
+from kuota.webhook.controller.node_failures import has_failed, multiple_failures
 from kuota.webhook.controller.workload_status import eviction_patch
 
 GPU_TOLERATION = (Toleration("nvidia.com/gpu", "Exists", "", None),)
@@ -80,3 +82,41 @@ def test_no_replacement_evicts_with_reason_node_failures_naming_the_nodes_and_cl
     )
     assert patch["status"]["unhealthyNodes"] is None
     assert patch["status"]["admission"] is None
+
+
+def test_a_node_failing_while_another_is_unreplaced_evicts_naming_both() -> None:
+    # Kueue's "Two Nodes Unhealthy (NotReady), delay passed - workload evicted": the second node's failure finds the
+    # first in unhealthyNodes and evicts, "Workload eviction triggered due to multiple TAS assigned node failures,
+    # including: <first>, <second>"
+    assert multiple_failures([], ["x1"]) == []
+    assert multiple_failures(["x1"], ["x1"]) == []  # the recorded node itself, not yet replaced: replaced
+    assert multiple_failures(["x1"], ["x2"]) == ["x1", "x2"]
+    assert multiple_failures([], ["x1", "x2"]) == ["x1", "x2"]
+    workload = {
+        "metadata": {"name": "w", "namespace": "r", "resourceVersion": "3"},
+        "status": {"unhealthyNodes": [{"name": "x1"}, {"name": "x2"}], "conditions": []},
+    }
+    patch = eviction_patch(workload, Eviction("r/w", "q", EvictionReason.NODE_FAILURES, 100.0))
+    evicted = next(c for c in patch["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (
+        "NodeFailures",
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: x1, x2",
+    )
+
+
+def test_a_taint_tolerated_only_for_toleration_seconds_fails_the_node_once_its_pods_are_gone() -> None:
+    # "Node has NoExecute taint with TolerationSeconds -> Healthy (wait for eviction)", "Node has NoExecute taint
+    # with TolerationSeconds, pod terminating -> Unhealthy"; a toleration without seconds beside it tolerates for ever
+    tainted = node("True", ("maintenance", "NoExecute"))
+    for_a_while = (Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE, 300),)
+    assert not has_failed(tainted, [for_a_while], [RUNNING])
+    assert has_failed(tainted, [for_a_while], [DELETING])
+    for_ever = (*for_a_while, Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE))
+    assert not has_failed(tainted, [for_ever], [DELETING])
+
+
+def test_toleration_seconds_are_read_into_the_toleration() -> None:
+    toleration = {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    assert read_tolerations(FieldReader(), [toleration], "tolerations", None) == (
+        Toleration("maintenance", "Exists", "", TaintEffect.NO_EXECUTE, 300),
+    )

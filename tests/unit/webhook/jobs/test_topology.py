@@ -107,7 +107,7 @@ def test_gated_pods_fill_each_domain_in_order_after_those_already_sent() -> None
     levels = (HOST,)
     domains = ((("n1",), 2), (("n2",), 1))
     pods = [_pod("a", gated=False, selector={HOST: "n1"}), _pod("c"), _pod("b")]
-    plan = ungating_plan(levels, domains, pods)
+    plan = ungating_plan(levels, domains, pods, JOB_INDEX_LABEL)
     assert [(pod["metadata"]["name"], labels) for pod, labels in plan] == [("b", {HOST: "n1"}), ("c", {HOST: "n2"})]
 
 
@@ -115,7 +115,7 @@ def test_indexed_pods_go_to_the_domain_of_their_rank() -> None:
     # Kueue's "ranks: ungate pods according to their ranks for batch/Job - for all Pods"
     domains = ((("r1", "n1"), 1), (("r1", "n2"), 1))
     pods = [_pod("p0", index=1), _pod("p1", index=0)]
-    plan = ungating_plan((RACK, HOST), domains, pods)
+    plan = ungating_plan((RACK, HOST), domains, pods, JOB_INDEX_LABEL)
     assert [(pod["metadata"]["name"], labels[HOST]) for pod, labels in plan] == [("p0", "n2"), ("p1", "n1")]
 
 
@@ -131,7 +131,7 @@ def test_repeated_ranks_fall_back_to_filling_domains_in_order() -> None:
     # Kueue's "ranks: gracefully handle situation with repeated ranks"
     domains = ((("r1", "n1"), 1), (("r1", "n2"), 1))
     pods = [_pod("p0", index=0), _pod("p1", index=0)]
-    plan = ungating_plan((RACK, HOST), domains, pods)
+    plan = ungating_plan((RACK, HOST), domains, pods, JOB_INDEX_LABEL)
     assert [(pod["metadata"]["name"], labels[HOST]) for pod, labels in plan] == [("p0", "n1"), ("p1", "n2")]
 
 
