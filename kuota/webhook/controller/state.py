@@ -91,7 +91,7 @@ def _compact(obj: Mapping[str, Any]) -> CompactCopy:
         _version(obj),
         finished,
         None if expected_runtime is None else str(expected_runtime),
-        strict_json.dumps(obj),
+        strict_json.dumps_to_keep(obj),
     )
 
 
