@@ -27,11 +27,19 @@ from kuota.webhook.controller.api_writes import WORKLOADS, ApiWriter
 from kuota.webhook.controller.decision_writer import DecisionWriter
 from kuota.webhook.controller.errors import ApiWriteError
 from kuota.webhook.controller.state import ControllerState
-from kuota.webhook.jobs.topology import WORKLOAD_ANNOTATION
+from kuota.webhook.controller.topology_ungater import pods_by_workload
 
 log = logging.getLogger(__name__)
 
 _SCHEDULING_EFFECTS = ("NoExecute", "NoSchedule")
+
+
+def _ready(node: Mapping[str, Any]) -> str | None:
+    """The status of the node's Ready condition, None without one."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status"))
+    return None
 
 
 def has_failed(
@@ -42,8 +50,8 @@ def has_failed(
     under its default gates)."""
     if node is None:
         return True
-    ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-    if not ready:
+    ready = _ready(node)
+    if ready is None:
         return True
     taints = [t for t in topology_node(node).taints if t.effect.value in _SCHEDULING_EFFECTS]
     # A taint tolerated only for tolerationSeconds counts as untolerated: the pods leave once they pass, and the
@@ -53,7 +61,7 @@ def has_failed(
         for tolerated in tolerations
         for taint in taints
     )
-    if ready[0].get("status") == "True" and not untolerated:
+    if ready == "True" and not untolerated:
         return False
     return not any(_progressing(pod) for pod in pods)
 
@@ -61,9 +69,8 @@ def has_failed(
 def _may_have_failed(node: Mapping[str, Any] | None) -> bool:
     if node is None:
         return True
-    ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
     taints = (node.get("spec") or {}).get("taints") or []
-    return not ready or ready[0].get("status") != "True" or any(t.get("effect") in _SCHEDULING_EFFECTS for t in taints)
+    return _ready(node) != "True" or any(t.get("effect") in _SCHEDULING_EFFECTS for t in taints)
 
 
 def _progressing(pod: Mapping[str, Any]) -> bool:
@@ -107,6 +114,7 @@ class NodeFailures:
         if not suspects:
             return
         engine = self._state.engine
+        pods = pods_by_workload(self._pods.values())
         for key in sorted(engine.workloads()):
             admission = engine.admission(key)
             parsed = self._state.parsed.get(key)
@@ -117,7 +125,8 @@ class NodeFailures:
             for name in suspects:
                 placed = _placed_on(name, admission.assignment.pod_sets)
                 tolerations = [self._tolerations(parsed, pod_set) for pod_set in placed]
-                if placed and has_failed(self._nodes.get(name), tolerations, self._pods_of(key, name)):
+                on_node = [pod for pod in pods.get(key, ()) if (pod.get("spec") or {}).get("nodeName") == name]
+                if placed and has_failed(self._nodes.get(name), tolerations, on_node):
                     failed.append(name)
             if not failed:
                 continue
@@ -136,16 +145,6 @@ class NodeFailures:
             if name in flavors
             for toleration in flavors[name].tolerations
         )
-
-    def _pods_of(self, key: str, node: str) -> list[dict[str, Any]]:
-        namespace, name = key.split("/", 1)
-        return [
-            pod
-            for pod in self._pods.values()
-            if pod["metadata"].get("namespace") == namespace
-            and (pod["metadata"].get("annotations") or {}).get(WORKLOAD_ANNOTATION) == name
-            and (pod.get("spec") or {}).get("nodeName") == node
-        ]
 
     async def _replace(self, key: str, node: str, now: float) -> None:
         state = self._state

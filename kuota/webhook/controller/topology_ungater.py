@@ -12,7 +12,7 @@ pod-set label; a pod's or its Workload's change marks the Workload for another p
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kuota.kube.reflector import Event, EventType, Reflector
@@ -84,6 +84,18 @@ def pod_index_labels(workload: Mapping[str, Any]) -> dict[str, tuple[str | None,
     return found
 
 
+def pods_by_workload(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The watched TAS pods by their Workload's key (``namespace/name``, from the Workload annotation): one pass
+    over the watch for all the Workloads a pass looks at, not one per Workload."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        metadata = pod["metadata"]
+        workload = (metadata.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+        if workload:
+            found.setdefault(f"{metadata.get('namespace')}/{workload}", []).append(pod)
+    return found
+
+
 def tas_pod_essence(pod: Mapping[str, Any]) -> dict[str, Any]:
     """What the ungater reads of a TAS pod (its names, labels and annotations, gates and nodeSelector), and
     ``node_failures`` (its node, phase and whether it is being deleted)."""
@@ -124,11 +136,13 @@ class TopologyUngater:
 
     async def ungate(self) -> None:
         keys, self.dirty = self.dirty, set()
+        by_workload: dict[str, list[Mapping[str, Any]]] | None = None
         for key in sorted(keys):
             workload = self._state.workloads.get(key)
             if workload is None or not status.is_true(workload, "Admitted"):
                 continue
-            namespace, name = key.split("/", 1)
+            if by_workload is None:
+                by_workload = pods_by_workload(self._pods.values())
             admission = (workload.get("status") or {}).get("admission") or {}
             index_labels = pod_index_labels(workload)
             for assigned in admission.get("podSetAssignments") or []:
@@ -139,10 +153,8 @@ class TopologyUngater:
                 index_label, offset = index_labels.get(assigned.get("name"), (None, 0))
                 pods = [
                     pod
-                    for pod in self._pods.values()
-                    if pod["metadata"].get("namespace") == namespace
-                    and (pod["metadata"].get("labels") or {}).get(POD_SET_LABEL) == assigned.get("name")
-                    and (pod["metadata"].get("annotations") or {}).get(WORKLOAD_ANNOTATION) == name
+                    for pod in by_workload.get(key, ())
+                    if (pod["metadata"].get("labels") or {}).get(POD_SET_LABEL) == assigned.get("name")
                 ]
                 for pod, node_labels in ungating_plan(assignment.levels, assignment.domains, pods, index_label, offset):
                     await self._send(pod, node_labels, key)
