@@ -82,9 +82,9 @@ preemption), so only the topology refuses. Its workloads are standalone Workload
 ``topologyRequest`` requires or prefers a level; each phase compares the holders and, for each, its pods per
 domain (node), decoded from each side's ``status.admission.podSetAssignments[].topologyAssignment``. Kueue v0.17
 stores Workloads in v1beta2 (its storage version) and writes the compact form (``slices``), at the hostname level
-only: read through v1beta2, byte for byte what kuota writes. v1beta1's older ``levels`` + ``domains`` form, which
-Kueue's conversion webhook serves in v1beta1, is decoded too (that webhook is not registered here: read through
-v1beta1, Kueue's assignment would keep only its levels). Every placement is forced (the only rack or node with
+only: read through v1beta2, byte for byte what kuota writes. Each holder is also read through v1beta1, which
+each controller's conversion webhook serves in the older ``levels`` + ``domains`` form: decoded, it must place the
+pods as the v1beta2 copy does. Every placement is forced (the only rack or node with
 room), so no tie-break decides:
 
 1. t-a (3 pods x 8 GPUs) prefers a rack; none holds it, so it spans both, a pod a node;
@@ -690,10 +690,29 @@ async def _play(live: LiveRun, scenario: Sequence[Phase]) -> list[dict[str, Plac
                 live.check_watch()
                 await asyncio.sleep(0.2)
             await _quiet(live, [p.key for p in created], began)
-            snapshots.append({key: placement(live.latest[key]) for key in live.holding()})
+            placed = {key: placement(live.latest[key]) for key in live.holding()}
+            for key, where in placed.items():
+                if where:
+                    await _same_placement_in_v1beta1(live, key, where)
+            snapshots.append(placed)
     finally:
         await live.close()
     return snapshots
+
+
+async def _same_placement_in_v1beta1(live: LiveRun, key: str, where: Placement) -> None:
+    """The controller's conversion webhook serves the Workload in v1beta1 (``levels`` + ``domains``) with the
+    placement its v1beta2 copy (``slices``) holds."""
+    metadata = live.latest[key]["metadata"]
+    path = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{metadata['namespace']}/workloads/{metadata['name']}"
+    older = await live.api.get(path)
+    if older is None:
+        raise MeasureError(f"{key}: gone when read through v1beta1")
+    assigned = ((older.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    if any("domains" not in (a.get("topologyAssignment") or {"domains": []}) for a in assigned):
+        raise MeasureError(f"{key}: read through v1beta1 without v1beta1's domains: is its conversion webhook on?")
+    if placement(older) != where:
+        raise MeasureError(f"{key}: v1beta1 places it {placement(older)}, v1beta2 {where}")
 
 
 async def _quiet(live: LiveRun, created: list[str], began: float) -> None:

@@ -2,8 +2,9 @@
 
 Kueue v0.17.0 runs as its release would, minus what needs a Deployment: its CRDs and webhook paths come from
 its own module (the Go module cache), its webhooks are registered by URL with a caBundle we issue (with the
-namespace selectors its release's kustomization adds), and its Configuration turns off leader election, internal
-certificate management and the visibility server.
+namespace selectors its release's kustomization adds), the CRDs its release converts by webhook are pointed at
+its ``/convert`` the same way (so the API server's v1beta1 watch caches cost it what they cost kuota), and its
+Configuration turns off leader election, internal certificate management and the visibility server.
 Both managers authenticate as their own user in :data:`MANAGER_GROUP` so the API server counts their requests.
 Both enable the same integrations (``frameworks``, Kueue's names); the CRDs of the custom kinds among them
 (JobSet, KubeRay's) are installed from their Go modules first. No JobSet or KubeRay controller runs: the
@@ -121,6 +122,17 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _release_converted_crds(kustomization: Path) -> frozenset[str]:
+    """The CRDs Kueue's release kustomization gives a conversion webhook: the names in the patches it applies
+    (``patches/webhook_in_<plural>.yaml``; the release leaves some commented out)."""
+    names = set()
+    for patch in yaml.safe_load(kustomization.read_text()).get("patches") or []:
+        document = yaml.safe_load((kustomization.parent / patch["path"]).read_text())
+        if (document.get("spec") or {}).get("conversion", {}).get("strategy") == "Webhook":
+            names.add(document["metadata"]["name"])
+    return frozenset(names)
+
+
 def _release_namespace_selectors(kustomization: Path) -> dict[str, dict[str, Any]]:
     """The namespaceSelector Kueue's release kustomization patches onto webhooks, by webhook name (the pod,
     Deployment and StatefulSet webhooks leave kube-system and Kueue's own namespace alone)."""
@@ -218,16 +230,33 @@ class KueueController:
         self._process: subprocess.Popen[bytes] | None = None
 
     def install(self) -> None:
-        bases = self.module / "config" / "components" / "crd" / "bases"
-        crds = [yaml.safe_load(path.read_text()) for path in sorted(bases.glob("*.yaml"))]
+        folder = self.module / "config" / "components" / "crd"
+        crds = [yaml.safe_load(path.read_text()) for path in sorted((folder / "bases").glob("*.yaml"))]
         if not crds:
-            raise ControllerError(f"no CRDs under {bases}: is Kueue {KUEUE_VERSION} in the module cache?")
+            raise ControllerError(f"no CRDs under {folder / 'bases'}: is Kueue {KUEUE_VERSION} in the module cache?")
+        ca_bundle = self._write_certificates()
+        converted = _release_converted_crds(folder / "kustomization.yaml")
+        for crd in crds:
+            if crd["metadata"]["name"] in converted:
+                crd["spec"]["conversion"] = self._conversion(ca_bundle)
         _install_crds(self.cluster, crds)
         install_framework_crds(self.cluster, self.frameworks)
         apply_objects(self.cluster, manager_identity_objects(self.user))
         self.cluster.kubectl("create", "namespace", KUEUE_NAMESPACE)
-        ca_bundle = self._write_certificates()
         apply_objects(self.cluster, self._webhook_configurations(ca_bundle))
+
+    def _conversion(self, ca_bundle: bytes) -> dict[str, Any]:
+        """The release's conversion stanza (``patches/webhook_in_*.yaml``), by URL instead of by Service."""
+        return {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{self.webhook_port}/convert",
+                    "caBundle": base64.b64encode(ca_bundle).decode(),
+                },
+                "conversionReviewVersions": ["v1"],
+            },
+        }
 
     def _write_certificates(self) -> bytes:
         bundle = issue_bundle(ServingIdentity(dns_names=("localhost",), ip_addresses=("127.0.0.1",)), datetime.now(UTC))
