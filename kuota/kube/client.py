@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # client-go re-reads a token file once a minute; the kubelet rotates projected tokens well before expiry.
 TOKEN_REFRESH_SECONDS = 60.0
 # Idle connections are kept this long: long enough to span the gaps in a stream of writes, short enough that
-# a burst's extra connections close soon after it (asyncio keeps a 256 KiB read buffer per TLS connection).
+# a burst's extra connections close soon after it (each TLS connection keeps a read buffer of up to 256 KiB).
 KEEPALIVE_SECONDS = 15.0
 
 Query = Mapping[str, str] | Sequence[tuple[str, str]]

@@ -117,7 +117,9 @@ class _Manager:
         parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
     def run(self, args: argparse.Namespace) -> int:
-        import asyncio
+        # uvloop: libuv's event loop and TLS, which serve the manager's traffic (watches, writes, reviews) in
+        # about 7% less CPU than asyncio's (benchmarks/kueue_side_by_side.py).
+        import uvloop
 
         from kuota.addresses import parse_host_port
         from kuota.durations import parse_duration
@@ -163,7 +165,7 @@ class _Manager:
                 visibility_api_services=tuple(args.visibility_api_service),
                 visibility_serving_label=args.visibility_serving_label,
             )
-            asyncio.run(run_manager(options))
+            uvloop.run(run_manager(options))
         except (ManagerError, EngineError, json.JSONDecodeError) as error:
             print(f"kuota manager: {error}", file=sys.stderr)
             return 2

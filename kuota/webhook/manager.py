@@ -31,7 +31,6 @@ from kuota.http_serving import serve
 from kuota.kube.client import KubeApi
 from kuota.kube.errors import KubeApiError
 from kuota.malloc_trim import release_free_pages_periodically
-from kuota.tls_buffers import shrink_tls_read_buffers
 from kuota.webhook.admission.endpoints import WebhookEndpoint, kuota_rules, webhook_configurations
 from kuota.webhook.admission.job_policy import JobPolicy, KuotaIdentity
 from kuota.webhook.admission.reflected_cluster import ReflectedClusterFacts
@@ -406,7 +405,6 @@ def _serving_identity(options: ManagerOptions) -> ServingIdentity:
 
 
 async def run_manager(options: ManagerOptions) -> None:
-    shrink_tls_read_buffers()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

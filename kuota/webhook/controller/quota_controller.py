@@ -125,7 +125,7 @@ class QuotaController:
         self.writer = ApiWriter(self._pools[0], metrics, concurrency=write_concurrency)
         self.reporter = ApiWriter(self._pools[1], metrics, concurrency=4, attempts=2, request_timeout=10.0)
         self.state = ControllerState(configuration, clock)
-        self.watches = Watches(api, registry)
+        self.watches = Watches(api, registry, self.state.workloads)
         self.workloads = self.state.workloads
         self._started_late: asyncio.Queue[Reflector[Any]] = asyncio.Queue()
         self._applied: dict[str, dict[str, Any]] = {}  # what the engine was last given, per configuration object

@@ -188,6 +188,14 @@ class NewestCopies:
         self._objects[key] = obj
         return True
 
+    def compact_watched(self, obj: Mapping[str, Any]) -> CompactCopy:
+        """A watched object's compact copy: the one kept already when the watch echoes our own write (the same
+        resourceVersion), so an echo costs no second compaction."""
+        current = self._objects.get(key_of(obj))
+        if current is not None and current.version == _version(obj):
+            return current
+        return self._compact(obj)
+
     def wrote(self, obj: Mapping[str, Any]) -> None:
         key = key_of(obj)
         current = self._objects.get(key)

@@ -19,7 +19,7 @@ from typing import Any
 from kuota.kube.client import KubeApi
 from kuota.kube.reflector import Reflector, ReflectorSet, ResourceType
 from kuota.webhook.controller.pod_reconciler import POD, STATEFULSET, compact_pod
-from kuota.webhook.controller.state import CompactCopy, compact_config, compact_job, compact_workload, group_kind
+from kuota.webhook.controller.state import CompactCopy, NewestCopies, compact_config, compact_job, group_kind
 from kuota.webhook.controller.topology_nodes import BOUND_PODS_SELECTOR, bound_pod_essence, node_essence
 from kuota.webhook.controller.topology_ungater import tas_pod_essence
 from kuota.webhook.jobs import pod as pods
@@ -55,10 +55,11 @@ _BOUND_PODS = ResourceType("", "v1", "pods", namespaced=True, field_selector=BOU
 class Watches:
     """The controller's reflectors, by what they watch, and :attr:`all` of those started with the controller."""
 
-    def __init__(self, api: KubeApi, registry: Registry) -> None:
+    def __init__(self, api: KubeApi, registry: Registry, workloads: NewestCopies) -> None:
+        """``workloads``: the controller's newest Workload copies, which the Workload watch reuses on an echo."""
         self._api = api
         self.config = {kind: Reflector(api, resource, compact_config) for kind, resource in _CONFIG_RESOURCES.items()}
-        self.workloads: Reflector[CompactCopy] = Reflector(api, _WORKLOADS, compact_workload)
+        self.workloads: Reflector[CompactCopy] = Reflector(api, _WORKLOADS, workloads.compact_watched)
         self.jobs: dict[str, Reflector[CompactCopy]] = {}  # per job kind (the first part of a JobKey)
         # The kinds whose CRD is not installed yet, by CRD name (``plural.group``).
         self.waiting_for_crds: dict[str, JobAdapter | PodParent] = {}

@@ -163,6 +163,22 @@ def test_the_watchs_echo_of_our_own_write_replaces_our_copy_so_the_view_and_the_
     assert view._objects["research/" + workload["metadata"]["name"]] is echo
 
 
+def test_the_watch_reuses_the_copy_kept_of_our_own_write_and_compacts_anything_else() -> None:
+    view = state.NewestCopies(state.compact_workload)
+    workload = _workload()
+    view.wrote(workload)
+    kept = view._objects["research/" + workload["metadata"]["name"]]
+    assert view.compact_watched(copy.deepcopy(workload)) is kept  # the echo: no second compaction
+    changed = copy.deepcopy(workload)
+    changed["metadata"]["resourceVersion"] = str(int(workload["metadata"]["resourceVersion"]) + 1)
+    changed["spec"]["active"] = False
+    fresh = view.compact_watched(changed)
+    assert fresh is not kept and fresh == state.compact_workload(changed)
+    unknown = copy.deepcopy(workload)
+    unknown["metadata"]["name"] = "other"
+    assert view.compact_watched(unknown) == state.compact_workload(unknown)
+
+
 def test_the_answer_to_a_write_that_arrives_after_the_watch_saw_the_object_deleted_is_not_kept() -> None:
     view = state.NewestCopies(state.compact_workload)
     workload = _workload()
