@@ -123,16 +123,41 @@ class Eviction:
 Decision = Admission | Eviction
 
 
-@dataclass(frozen=True)
 class WorkloadStatus:
-    state: WorkloadState
-    cluster_queue: str | None
-    reason: str | None
-    # True when the workload cannot be admitted as configured, however long it waits.
-    inadmissible: bool = False
-    # True for the head held back by waitForPodsReady's blockAdmission (Kueue's QuotaReserved reason
-    # WaitingForPodsReady): it is admitted once every admitted workload's pods are ready.
-    waiting_for_pods_ready: bool = False
+    """Where a workload stands. Built for every workload at every status round (each second, by each reader), so a
+    plain class: a frozen dataclass's generated ``__init__`` runs interpreted even when compiled."""
+
+    def __init__(
+        self,
+        state: WorkloadState,
+        cluster_queue: str | None,
+        reason: str | None,
+        inadmissible: bool = False,
+        waiting_for_pods_ready: bool = False,
+    ) -> None:
+        self.state: Final = state
+        self.cluster_queue: Final = cluster_queue
+        self.reason: Final = reason
+        # True when the workload cannot be admitted as configured, however long it waits.
+        self.inadmissible: Final = inadmissible
+        # True for the head held back by waitForPodsReady's blockAdmission (Kueue's QuotaReserved reason
+        # WaitingForPodsReady): it is admitted once every admitted workload's pods are ready.
+        self.waiting_for_pods_ready: Final = waiting_for_pods_ready
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.state, self.cluster_queue, self.reason, self.inadmissible, self.waiting_for_pods_ready)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, WorkloadStatus) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkloadStatus(state={self.state!r}, cluster_queue={self.cluster_queue!r}, reason={self.reason!r}, "
+            f"inadmissible={self.inadmissible!r}, waiting_for_pods_ready={self.waiting_for_pods_ready!r})"
+        )
 
 
 @dataclass(frozen=True)

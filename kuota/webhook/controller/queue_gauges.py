@@ -16,6 +16,7 @@ from kuota.engine import (
     InvalidObjectError,
     QuotaEngine,
     StopPolicy,
+    Workload,
     WorkloadState,
     weighted_share,
 )
@@ -134,13 +135,16 @@ def cluster_queue_gauges(engine: QuotaEngine, conditions: QueueConditions) -> li
     return result
 
 
-def local_queue_gauges(engine: QuotaEngine, workloads: NewestCopies) -> list[LocalQueueGauges]:
+def local_queue_gauges(engine: QuotaEngine, parsed: Mapping[str, Workload]) -> list[LocalQueueGauges]:
+    """Each LocalQueue's pending and admitted Workloads. ``parsed``: the Workloads as the engine was last given
+    them (:attr:`ControllerState.parsed`), whose namespace and queue are read without decoding a kept copy: this
+    runs every second, over every Workload the engine holds."""
     counts: dict[tuple[str, str], list[int]] = {key: [0, 0, 0] for key in engine.local_queues}
     for key, engine_status in engine.statuses_without_reasons():
-        obj = workloads.get(key)
-        if obj is None:
+        workload = parsed.get(key)
+        if workload is None:
             continue
-        slot = counts.get((obj["metadata"]["namespace"], obj["spec"].get("queueName", "")))
+        slot = counts.get((workload.namespace, workload.queue_name))
         if slot is None:
             continue
         if engine_status.state is WorkloadState.ADMITTED:

@@ -57,7 +57,7 @@ class QueueStatusWriter:
         conditions = queue_conditions(engine, self._state.invalid)
         for gauges in cluster_queue_gauges(engine, conditions):
             consider(CLUSTER_QUEUES, None, gauges.name, self._cluster_queue_status(gauges, conditions))
-        for local in local_queue_gauges(engine, self._state.workloads):
+        for local in local_queue_gauges(engine, self._state.parsed):
             condition = conditions.local_queues[(local.namespace, local.name)]
             stopped = condition.reason == "Stopped"
             slot = _slot(LOCAL_QUEUES, local.namespace, local.name)

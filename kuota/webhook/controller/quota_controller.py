@@ -536,7 +536,7 @@ class QuotaController:
         if not self.ready.is_set():
             return []
         engine = self.state.engine
-        gauges = local_queue_gauges(engine, self.workloads)
+        gauges = local_queue_gauges(engine, self.state.parsed)
         conditions = queue_conditions(engine, self.state.invalid)
         return local_queue_details(engine, self.workloads, gauges, finished_workloads(self.workloads), conditions)
 

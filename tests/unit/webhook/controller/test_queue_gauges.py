@@ -36,11 +36,16 @@ def _admitted_object(namespace: str, name: str, cluster_queue: str, gpus: int, *
 
 def test_localqueue_usage_status_and_finished_workloads_and_the_cohort_totals() -> None:
     engine = engine_with(gpu_queue("research", 8), gpu_queue("inference", 8))
-    engine.submit(workload("research", "trainer", 4))
+    trainer, waiting = workload("research", "trainer", 4), workload("research", "waiting", 8)
+    engine.submit(trainer)
     assert admitted(engine.schedule(1.0)) == ["research/trainer"]
+    engine.submit(waiting)
     view = NewestCopies()
     view.observe("research/trainer", compact_workload(_admitted_object("research", "trainer", "research", 4)))
     view.observe("research/done", compact_workload(_admitted_object("research", "done", "research", 2, finished=True)))
+    parsed = {"research/trainer": trainer, "research/waiting": waiting}
+    counted = {(g.namespace, g.name): (g.pending_active, g.admitted) for g in local_queue_gauges(engine, parsed)}
+    assert counted == {("research", "q"): (1, 1), ("inference", "q"): (0, 0)}
 
     finished = finished_workloads(view)
     assert (finished.cluster_queues, finished.local_queues) == ({"research": 1}, {("research", "q"): 1})
@@ -50,7 +55,7 @@ def test_localqueue_usage_status_and_finished_workloads_and_the_cohort_totals() 
 
     details = {
         (local.namespace, local.name): local
-        for local in local_queue_details(engine, view, local_queue_gauges(engine, view), finished, conditions)
+        for local in local_queue_details(engine, view, local_queue_gauges(engine, parsed), finished, conditions)
     }
     research, inference = details[("research", "q")], details[("inference", "q")]
     assert (research.active, research.finished, list(research.usage)) == (
@@ -99,7 +104,7 @@ def test_stopped_missing_refused_and_stopped_parent_queues_are_inactive_alike_in
         "bad": (False, "ClusterQueueIsInactive"),
     }
     view = NewestCopies()
-    details = local_queue_details(engine, view, local_queue_gauges(engine, view), finished_workloads(view), conditions)
+    details = local_queue_details(engine, view, local_queue_gauges(engine, {}), finished_workloads(view), conditions)
     assert {local.namespace: local.active for local in details} == {
         "research": "False",
         "lost": "False",
