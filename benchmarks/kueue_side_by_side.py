@@ -4,7 +4,10 @@
         [--systems Kueue,kuota] [--job-scale 0.1] [--deadline 1800]
 
 Each controller runs on its own fresh control plane (tests/cluster), one after the other, Kueue first, with
-the same generator seed. Kueue is built from the Go module proxy into ~/.cache/kuota/bin/kueue-v0.17.0 on
+the same generator seed, each installed as its release installs it: webhooks, and the conversion webhook that
+serves v1beta1 on the CRDs each release converts (the API server asks it once per write, for v1beta1's watch
+cache). Kueue's own harness runs a webhook-less "minimalkueue" on CRDs without conversion; here both serve
+everything they serve in a cluster. Kueue is built from the Go module proxy into ~/.cache/kuota/bin/kueue-v0.17.0 on
 first use (progress lines; about ten minutes on two cores).
 
 - harness: 5 cohorts x 6 ClusterQueues, per queue 350 small / 100 medium / 50 large standalone Workloads (15,000
