@@ -51,9 +51,10 @@ from tests.waiting import wait_until
 
 _READY_SECONDS = 120.0
 TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
-# Where the training-operator's rotator waits for its Secret's volume (fixed in its code, as Kueue's metrics path
-# is in benchmarks/side_by_side/controllers.py).
-TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+# controller-runtime's default webhook certificate folder, which the training-operator's rotator waits on for its
+# Secret's volume and the trainer and AppWrapper serve from; none lets one change it (as Kueue's metrics path is
+# fixed in benchmarks/side_by_side/controllers.py).
+CONTROLLER_RUNTIME_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
 def jobset_crds() -> list[Path]:
@@ -217,9 +218,9 @@ def start_training_operator(cluster: Cluster) -> UpstreamController:
     pair = wait_until(
         functools.partial(_filled_secret, cluster), f"{name} to fill Secret kubeflow/{TRAINING_OPERATOR_SECRET}"
     )
-    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    CONTROLLER_RUNTIME_CERT_DIR.mkdir(parents=True, exist_ok=True)
     for key, value in pair.items():
-        (TRAINING_OPERATOR_CERT_DIR / key).write_bytes(base64.b64decode(value))
+        (CONTROLLER_RUNTIME_CERT_DIR / key).write_bytes(base64.b64decode(value))
     return _await_ready(cluster, UpstreamController(name, TRAINING_OPERATOR_VERSION, _readyz(health_port)))
 
 
@@ -262,6 +263,15 @@ def _lease_held(cluster: Cluster, name: str) -> bool:
     return answer.returncode == 0 and bool(json.loads(answer.stdout)["spec"].get("holderIdentity"))
 
 
+def _fill_controller_runtime_cert_dir(cluster: Cluster) -> None:
+    """Put the control plane's serving pair in controller-runtime's default folder for a webhook server nothing
+    calls; a pair already there (the training-operator's) serves as well."""
+    CONTROLLER_RUNTIME_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for source, target in ((cluster.pki.serving_cert, "tls.crt"), (cluster.pki.serving_key, "tls.key")):
+        if not (CONTROLLER_RUNTIME_CERT_DIR / target).exists():
+            shutil.copyfile(source, CONTROLLER_RUNTIME_CERT_DIR / target)
+
+
 def start_trainer(cluster: Cluster) -> UpstreamController:
     """Kubeflow Trainer v2's controller manager (TrainJob, its runtimes; it runs a JobSet per TrainJob), its
     configuration file as its manifests write one but without cert management: its webhook server serves the control
@@ -270,10 +280,7 @@ def start_trainer(cluster: Cluster) -> UpstreamController:
     binary = ensure_trainer()
     folder = cluster.workdir / "trainer"
     folder.mkdir(parents=True, exist_ok=True)
-    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
-    for source, target in ((cluster.pki.serving_cert, "tls.crt"), (cluster.pki.serving_key, "tls.key")):
-        if not (TRAINING_OPERATOR_CERT_DIR / target).exists():  # the training-operator's pair serves as well
-            shutil.copyfile(source, TRAINING_OPERATOR_CERT_DIR / target)
+    _fill_controller_runtime_cert_dir(cluster)
     health_port = free_port()
     configuration = {
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
@@ -295,8 +302,11 @@ _APPWRAPPER_NAMESPACE = "appwrapper-system"
 
 def start_appwrapper(cluster: Cluster) -> UpstreamController:
     """The AppWrapper controller, its configuration in the ConfigMap it reads from its namespace: webhooks off
-    (nothing calls them; it needs no certificates then), metrics off, its health probe on a free loopback port."""
+    (nothing calls them), metrics off, its health probe on a free loopback port. Its readiness check starts its
+    webhook server all the same (on port 9443, fixed in its code), which then needs a pair in controller-runtime's
+    default folder: without one it exits at start."""
     binary = ensure_appwrapper()
+    _fill_controller_runtime_cert_dir(cluster)
     cluster.kubectl("create", "namespace", _APPWRAPPER_NAMESPACE, check=False)
     health_port = free_port()
     configuration = {
