@@ -93,6 +93,7 @@ class DecisionWriter:
         keys = [decision.workload for decision in decisions]
         for key in keys:
             writing[key] = writing.get(key, 0) + 1
+        self._state.no_decision_writes.clear()
         evicts = any(isinstance(decision, Eviction) for decision in decisions)
         if evicts:
             earlier = list(self._decision_writes)
@@ -122,6 +123,8 @@ class DecisionWriter:
             if key in self._held_back:
                 self._held_back.discard(key)
                 state.dirty_workloads.add(key)
+        if not state.writing:
+            state.no_decision_writes.set()
         state.wake.set()
 
     async def _apply(

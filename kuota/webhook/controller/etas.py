@@ -47,7 +47,7 @@ from kuota.simulator.runtimes import (
 from kuota.webhook.controller import workload_status as status
 from kuota.webhook.controller.api_writes import LOCAL_QUEUES, WORKLOADS, ApiWriter
 from kuota.webhook.controller.errors import ApiWriteError, StaleObjectError
-from kuota.webhook.controller.state import ControllerState, gather
+from kuota.webhook.controller.state import ControllerState, gather_between_decisions
 
 __all__ = ["ETA_ANNOTATION", "HISTORY_ANNOTATION", "Eta", "EtaBook", "phrase"]
 
@@ -60,6 +60,12 @@ DEFAULT_INTERVAL_SECONDS = 5.0
 # decided from. One already shown is rewritten only when its ETA moved by a tenth of the wait, or a minute.
 _ANNOTATE_AFTER_SECONDS = 60.0
 _WRITES_PER_ROUND = 20
+# The writes go a few at a time (the reporter's connections), each few in a gap between decision writes: an
+# annotation written on a Workload being admitted makes its admission write stale, and a round of them in the
+# middle of a burst of admissions took the API server's time from it (at 10,000 Workloads, the p95 from quota
+# freed to Job running went from 0.63 s with ETAs off to 1.07 s with them on).
+_WRITES_AT_ONCE = 4
+_LONGEST_WAIT_FOR_DECISIONS = 2.0
 _SWITCH_INTERVAL_WHILE_REPLAYING = 0.0005
 # What the ETAs may take of one core on average: a recomputation that took c seconds of CPU (its snapshot on the
 # event loop and its replay) is followed by the next no sooner than c / _CPU_SHARE seconds later, so under a
@@ -293,7 +299,7 @@ class EtaBook:
             writes.append(self._write_annotation(key, status.rfc3339(eta.at), eta.at))
         for key in [key for key in self._shown if key not in self._etas][:_WRITES_PER_ROUND]:
             writes.append(self._write_annotation(key, None, None))
-        await gather(writes)
+        await gather_between_decisions(self._state, writes, _WRITES_AT_ONCE, _LONGEST_WAIT_FOR_DECISIONS)
 
     async def _write_history(self, queue: str) -> None:
         namespace, _, name = queue.partition("/")
@@ -308,6 +314,8 @@ class EtaBook:
             self._dirty_queues.add(queue)
 
     async def _write_annotation(self, key: str, value: str | None, at: float | None) -> None:
+        if key in self._state.writing:  # decided since the round began: left to the next round
+            return
         namespace, _, name = key.partition("/")
         obj = self._state.workloads.get(key)
         if obj is None:

@@ -12,6 +12,7 @@ it needs it and never keeps its own reference.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
@@ -238,6 +239,8 @@ class ControllerState:
         self.remade_when_gone: set[str] = set()  # the job kinds whose job gets a new Workload when its own goes
         # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.
         self.writing: dict[str, int] = {}
+        self.no_decision_writes = asyncio.Event()  # set while ``writing`` is empty (the DecisionWriter keeps it)
+        self.no_decision_writes.set()
         self.needs_rebuild = False
         self.wake = asyncio.Event()
         self.invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
@@ -276,3 +279,22 @@ async def gather(coroutines: Iterable[Coroutine[Any, Any, None]]) -> None:
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     if tasks:
         await asyncio.gather(*tasks)
+
+
+async def gather_between_decisions(
+    state: ControllerState, coroutines: list[Coroutine[Any, Any, None]], batch: int, longest_wait: float
+) -> None:
+    """Run background writes ``batch`` at a time, each batch once no decision is being written or after
+    ``longest_wait`` seconds: they take the API server's time in the gaps between decision writes (a write
+    that lands on a Workload being admitted makes its admission write stale, so it is read and written
+    again), and under steady decisions they are slowed, never stopped."""
+    started = 0
+    try:
+        while started < len(coroutines):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.no_decision_writes.wait(), longest_wait)
+            await gather(coroutines[started : started + batch])
+            started += batch
+    finally:
+        for unstarted in coroutines[started:]:  # cancelled (the manager stops): never run, closed quietly
+            unstarted.close()

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import json
+import warnings
 from typing import Any, cast
+
+import pytest
 
 from kuota.engine.decoding import parse_workload
 from kuota.engine.model import Configuration
@@ -297,3 +301,47 @@ def test_the_pending_message_words_the_wait_and_its_basis() -> None:
     )
     beyond = Eta(NOW + 30 * 86400, NOW, (("history", 9),), 32, beyond_horizon=True)
     assert phrase(beyond, NOW + 600) == "not expected to start within 30 days, from 32 similar jobs"
+
+
+async def test_eta_annotations_wait_for_decision_writes_and_skip_a_workload_decided_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(etas, "_LONGEST_WAIT_FOR_DECISIONS", 0.3)
+    running = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "3h"}, reserved_at=START)
+    declared = {"kuota.dev/expected-runtime": "1h"}
+    book, api = _book(
+        running, _workload("waiting", 8, annotations=declared), _workload("decided", 8, annotations=declared)
+    )
+    state = book._state
+    await book.recompute()
+    state.writing["research/elsewhere"] = 1  # a decision write in flight, as the DecisionWriter records one
+    state.no_decision_writes.clear()
+    publishing = asyncio.ensure_future(book.publish())
+    await asyncio.sleep(0.1)
+    assert api.patches == []  # the round waits for the decision write
+    state.writing = {"research/decided": 1}  # the decision write done, another begun: on one the round planned
+    await publishing  # it went after waiting its longest, while that write was still in flight
+    assert [path.rsplit("/", 1)[1] for path, _ in api.patches] == ["waiting"]
+    del state.writing["research/decided"]
+    state.no_decision_writes.set()
+    await book.publish()  # the next round writes the one it skipped
+    assert [path.rsplit("/", 1)[1] for path, _ in api.patches] == ["waiting", "decided"]
+
+
+async def test_a_cancelled_round_closes_the_writes_it_never_started() -> None:
+    running = _workload("running", 8, annotations={"kuota.dev/expected-runtime": "3h"}, reserved_at=START)
+    declared = {"kuota.dev/expected-runtime": "1h"}
+    book, api = _book(running, *(_workload(f"waiting-{i}", 8, annotations=declared) for i in range(6)))
+    await book.recompute()
+    book._state.no_decision_writes.clear()  # decisions never stop: the round waits on its first batch
+    publishing = asyncio.ensure_future(book.publish())
+    await asyncio.sleep(0.05)
+    publishing.cancel()
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        await asyncio.wait([publishing])
+        assert publishing.cancelled()
+        del publishing
+        gc.collect()  # an unstarted write never closed says "coroutine ... was never awaited" as it goes
+    assert [str(warning.message) for warning in told] == []
+    assert api.patches == []
