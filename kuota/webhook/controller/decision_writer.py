@@ -89,11 +89,8 @@ class DecisionWriter:
         later admissions wait for it (they may need the quota it frees): the API never shows more quota held
         than the engine's limits allow.
         """
-        writing = self._state.writing
         keys = [decision.workload for decision in decisions]
-        for key in keys:
-            writing[key] = writing.get(key, 0) + 1
-        self._state.no_decision_writes.clear()
+        self._state.writing_started(keys)
         evicts = any(isinstance(decision, Eviction) for decision in decisions)
         if evicts:
             earlier = list(self._decision_writes)
@@ -115,16 +112,9 @@ class DecisionWriter:
                 log.error("writing decisions failed", exc_info=task.exception())
             state.needs_rebuild = True
         for key in keys:
-            remaining = state.writing[key] - 1
-            if remaining:
-                state.writing[key] = remaining
-                continue
-            del state.writing[key]
-            if key in self._held_back:
+            if state.writing_done(key) and key in self._held_back:
                 self._held_back.discard(key)
                 state.dirty_workloads.add(key)
-        if not state.writing:
-            state.no_decision_writes.set()
         state.wake.set()
 
     async def _apply(

@@ -237,14 +237,32 @@ class ControllerState:
         self.dirty_workloads: set[str] = set()
         self.dirty_jobs: set[JobKey] = set()
         self.remade_when_gone: set[str] = set()  # the job kinds whose job gets a new Workload when its own goes
-        # Decision writes in flight, per Workload: watch news of such a Workload waits until they are done.
+        # Decision writes in flight, per Workload (:meth:`writing_started`, :meth:`writing_done`): watch news of
+        # such a Workload waits until they are done, and background writes wait for ``no_decision_writes``.
         self.writing: dict[str, int] = {}
-        self.no_decision_writes = asyncio.Event()  # set while ``writing`` is empty (the DecisionWriter keeps it)
+        self.no_decision_writes = asyncio.Event()
         self.no_decision_writes.set()
         self.needs_rebuild = False
         self.wake = asyncio.Event()
         self.invalid: dict[str, str] = {}  # configuration objects the engine refused, with why
         self._tasks: set[asyncio.Task[Any]] = set()  # fire-and-forget writes, referenced until done
+
+    def writing_started(self, keys: Iterable[str]) -> None:
+        """A decision write about each of ``keys`` is in flight."""
+        for key in keys:
+            self.writing[key] = self.writing.get(key, 0) + 1
+            self.no_decision_writes.clear()
+
+    def writing_done(self, key: str) -> bool:
+        """One decision write about ``key`` is done; True when none about it remains in flight."""
+        remaining = self.writing[key] - 1
+        if remaining:
+            self.writing[key] = remaining
+            return False
+        del self.writing[key]
+        if not self.writing:
+            self.no_decision_writes.set()
+        return True
 
     def take_fresh(self, key: str, fresh: dict[str, Any] | None) -> None:
         """A copy read from the API (None: gone) becomes the view, and the engine hears of it next cycle: its

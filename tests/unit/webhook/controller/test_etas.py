@@ -314,16 +314,15 @@ async def test_eta_annotations_wait_for_decision_writes_and_skip_a_workload_deci
     )
     state = book._state
     await book.recompute()
-    state.writing["research/elsewhere"] = 1  # a decision write in flight, as the DecisionWriter records one
-    state.no_decision_writes.clear()
+    state.writing_started(["research/elsewhere"])  # a decision write in flight, as the DecisionWriter records one
     publishing = asyncio.ensure_future(book.publish())
     await asyncio.sleep(0.1)
     assert api.patches == []  # the round waits for the decision write
-    state.writing = {"research/decided": 1}  # the decision write done, another begun: on one the round planned
+    state.writing_started(["research/decided"])  # another decision write begun, on one the round planned,
+    state.writing_done("research/elsewhere")  # and the first one done
     await publishing  # it went after waiting its longest, while that write was still in flight
     assert [path.rsplit("/", 1)[1] for path, _ in api.patches] == ["waiting"]
-    del state.writing["research/decided"]
-    state.no_decision_writes.set()
+    state.writing_done("research/decided")
     await book.publish()  # the next round writes the one it skipped
     assert [path.rsplit("/", 1)[1] for path, _ in api.patches] == ["waiting", "decided"]
 
@@ -333,7 +332,7 @@ async def test_a_cancelled_round_closes_the_writes_it_never_started() -> None:
     declared = {"kuota.dev/expected-runtime": "1h"}
     book, api = _book(running, *(_workload(f"waiting-{i}", 8, annotations=declared) for i in range(6)))
     await book.recompute()
-    book._state.no_decision_writes.clear()  # decisions never stop: the round waits on its first batch
+    book._state.writing_started(["research/elsewhere"])  # decisions never stop: the round waits on its first batch
     publishing = asyncio.ensure_future(book.publish())
     await asyncio.sleep(0.05)
     publishing.cancel()
